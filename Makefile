@@ -1,0 +1,46 @@
+# viewerfleet — the two commands: `make demo` (main job) and `make test` (tests, as CI runs them).
+# Both install what is missing first (Debian/Ubuntu, as root or with sudo).
+
+SHELL := /bin/bash
+CARGO ?= cargo
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init
+BIN := target/debug/viewerfleet
+DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
+
+.PHONY: demo test deps system-deps web-deps build lint clean
+
+## demo: install what is missing, build, run the four local scenarios, print the comparison.
+demo: deps build
+	$(BIN) suite scenarios/local/live-normal.yaml scenarios/local/live-high.yaml \
+		scenarios/local/live-high-half-p2p-off.yaml scenarios/local/vod.yaml --out $(DEMO_OUT)
+
+## test: install what is missing, check formatting and lints, run every test.
+test: deps lint
+	$(CARGO) test --all-targets -- --test-threads=1
+
+deps: system-deps web-deps
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing:$$missing"; \
+		$(SUDO) apt-get update -q && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+web-deps: web/node_modules/.installed
+
+web/node_modules/.installed: web/package.json web/package-lock.json
+	cd web && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+build:
+	$(CARGO) build
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean
+	rm -rf web/node_modules

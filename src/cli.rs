@@ -1,0 +1,138 @@
+//! Command-line types only (clap). They are turned into validated configuration by the
+//! module that owns each command; no core module imports clap types beyond its `cli_*` entry.
+
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "viewerfleet",
+    version,
+    about = "Real headless Chrome viewers on a P2P video stream: HTTP vs P2P, measured."
+)]
+pub struct Cli {
+    /// Only warnings and errors on stderr, no progress display (for CI).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one scenario: start the fleet and viewers, sample, write raw data and a report.
+    Run(RunArgs),
+    /// Serve the built-in reference P2P video site (PeerTube-compatible interfaces).
+    Refsite(RefsiteArgs),
+    /// Build report.{json,md,html} and CSV time series from a run folder's raw data.
+    Report(ReportArgs),
+    /// Compare several run folders side by side.
+    Compare(CompareArgs),
+    /// Run several scenarios in sequence (optionally repeated) and compare them.
+    Suite(SuiteArgs),
+    /// Find and remove leftovers of earlier crashed runs.
+    Gc(GcArgs),
+    /// Estimate nodes and cost for a scenario on Hetzner Cloud.
+    Plan(PlanArgs),
+    /// Check a scenario file without running it.
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Scenario file (YAML); see scenarios/ for examples.
+    pub scenario: PathBuf,
+    /// Output folder for raw data and reports [default: runs/<scenario>-<timestamp>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Override the scenario's viewer count.
+    #[arg(long)]
+    pub viewers: Option<u32>,
+    /// Override the scenario's duration (e.g. 90s, 5m).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Do not build the report at the end of the run.
+    #[arg(long)]
+    pub no_report: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RefsiteArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Cache folder for generated media [default: $XDG_CACHE_HOME/viewerfleet/media].
+    #[arg(long)]
+    pub media: Option<PathBuf>,
+    /// Front-end folder holding the player page and its node_modules [default: web/ of the source tree].
+    #[arg(long, env = "VIEWERFLEET_WEB")]
+    pub web: Option<PathBuf>,
+    /// Interval between the players' playback-metrics POSTs (PeerTube's default: 15s).
+    #[arg(long, default_value = "15s")]
+    pub metrics_interval: String,
+    /// Which videos to serve: vod, live or both (live runs an ffmpeg encoder all the time).
+    #[arg(long, value_delimiter = ',', default_value = "vod,live")]
+    pub videos: Vec<String>,
+    /// Length of the generated VOD video (e.g. 2m).
+    #[arg(long, default_value = "2m")]
+    pub vod_length: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run folder written by `viewerfleet run`.
+    pub run_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Run folders to compare.
+    #[arg(required = true)]
+    pub run_dirs: Vec<PathBuf>,
+    /// Folder for compare.{md,html,json} [default: current folder].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SuiteArgs {
+    /// Scenario files, run in this order.
+    #[arg(required = true)]
+    pub scenarios: Vec<PathBuf>,
+    /// Output folder: one sub-folder per run plus the comparison.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Run each scenario this many times; rates get a 95% confidence interval.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Override every scenario's viewer count.
+    #[arg(long)]
+    pub viewers: Option<u32>,
+    /// Override every scenario's duration.
+    #[arg(long)]
+    pub duration: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Only local leftovers: browsers, drivers, namespaces, qdiscs, profiles.
+    #[arg(long)]
+    pub local: bool,
+    /// Print what would be removed without removing it.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Scenario file (YAML).
+    pub scenario: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Scenario files to check.
+    #[arg(required = true)]
+    pub scenarios: Vec<PathBuf>,
+}

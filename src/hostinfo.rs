@@ -1,0 +1,2 @@
+//! Host facts (CPU, memory, kernel, tool versions) for manifests, and resource samples
+//! from procfs during a run.

@@ -1,0 +1,56 @@
+//! viewerfleet: real headless Chrome viewers on a P2P video stream, measuring how much the
+//! server sends over HTTP and how much the viewers share over P2P.
+//!
+//! The loop: scenario → fleet → viewers → target → samples → raw data → report.
+//! Each part of that loop has one module here.
+
+pub mod cli;
+pub mod cloud;
+pub mod engine;
+pub mod fleet;
+pub mod hostinfo;
+pub mod metrics;
+pub mod netns;
+pub mod rawdata;
+pub mod refsite;
+pub mod report;
+pub mod scenario;
+pub mod shutdown;
+pub mod target;
+pub mod viewer;
+
+use std::process::ExitCode;
+
+/// Runs one command line. `main` only prints the error this returns.
+pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
+    init_logging(cli.quiet);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(dispatch(cli.command))
+}
+
+async fn dispatch(command: cli::Command) -> anyhow::Result<ExitCode> {
+    use cli::Command;
+    match command {
+        Command::Run(args) => engine::cli_run(args).await,
+        Command::Refsite(args) => refsite::cli_refsite(args).await,
+        Command::Report(args) => report::cli_report(args).await,
+        Command::Compare(args) => report::cli_compare(args).await,
+        Command::Suite(args) => report::cli_suite(args).await,
+        Command::Gc(args) => engine::cli_gc(args).await,
+        Command::Plan(args) => cloud::cli_plan(args).await,
+        Command::Validate(args) => scenario::cli_validate(args),
+    }
+}
+
+fn init_logging(quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let default = if quiet { "warn" } else { "info" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

@@ -1,0 +1,2 @@
+//! Prometheus: a parser for the text exposition format (scraped exporters) and the
+//! controller's own metrics.
