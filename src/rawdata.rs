@@ -214,6 +214,10 @@ pub struct TargetDescription {
     pub viewer_url: String,
     #[serde(default)]
     pub exporter_url: Option<String>,
+    /// How often players POST playback metrics to the platform (PeerTube: 15 s). Exporter
+    /// counters move in steps of this size, so exporter rates need windows at least this long.
+    #[serde(default)]
+    pub playback_metrics_interval_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
