@@ -91,7 +91,9 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
 }
 
 /// Parses `key="value",...}` (after the opening brace); returns the rest of the line.
-fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
+type Labels = Vec<(String, String)>;
+
+fn parse_labels(mut s: &str) -> Result<(Labels, &str), String> {
     let mut labels = Vec::new();
     loop {
         s = s.trim_start();

@@ -3,6 +3,7 @@
 
 use super::Target;
 
+#[derive(Debug, Clone)]
 pub struct PeerTubeTarget {
     /// `https://host/videos/embed/<uuid>`
     embed_url: String,
