@@ -67,6 +67,16 @@ impl Target for PeerTubeTarget {
     }
 }
 
+/// The probe, for other adapters whose pages expose the same player interface.
+pub fn probe_script() -> &'static str {
+    PROBE
+}
+
+/// The stats reader matching `probe_script`.
+pub fn read_script() -> &'static str {
+    READ
+}
+
 /// Installed before the page's own scripts: listens to the `<video>` element's events in
 /// the capture phase (they do not bubble) and to the player's `network-info` event, and
 /// counts segment bytes from Resource Timing for players whose P2P engine is off (their
