@@ -9,6 +9,7 @@ pub mod cloud;
 pub mod engine;
 pub mod fleet;
 pub mod hostinfo;
+pub mod ladder;
 pub mod metrics;
 pub mod netns;
 pub mod rawdata;
