@@ -219,3 +219,72 @@ fn kill_9_keeps_raw_data_and_the_report_says_partial() {
         .unwrap();
     assert!(gc.status.success());
 }
+
+/// Reads one metric (summing series that match an optional label) from an exposition.
+fn metric(text: &str, name: &str, label: Option<(&str, &str)>) -> f64 {
+    viewerfleet::metrics::prom_text::parse(text)
+        .unwrap()
+        .iter()
+        .filter(|s| s.name == name && label.is_none_or(|(k, v)| s.label(k) == Some(v)))
+        .map(|s| s.value)
+        .sum()
+}
+
+#[test]
+fn controller_metrics_move_during_a_real_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let tag = format!("metrics-{}", std::process::id());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
+        .args(["--quiet", "run"])
+        .arg(scenario(dir.path(), "live", 2, "5m"))
+        .arg("--out")
+        .arg(&out)
+        .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+        .env("VIEWERFLEET_TEST_TAG", &tag)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let scrape = || -> Option<String> {
+        let out = Command::new("curl").args(["-sf", &url]).output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    // Wait for a playing viewer, then for bytes to grow between two scrapes.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut first: Option<f64> = None;
+    let mut moved = false;
+    while Instant::now() < deadline && !moved {
+        if let Some(text) = scrape() {
+            let playing = metric(&text, "viewerfleet_viewers", Some(("state", "playing")))
+                + metric(&text, "viewerfleet_viewers", Some(("state", "stalled")));
+            let bytes = metric(
+                &text,
+                "viewerfleet_player_http_downloaded_bytes_total",
+                None,
+            ) + metric(&text, "viewerfleet_player_p2p_downloaded_bytes_total", None);
+            if playing >= 1.0 && bytes > 0.0 {
+                assert_eq!(metric(&text, "viewerfleet_viewers_requested", None), 2.0);
+                match first {
+                    None => first = Some(bytes),
+                    Some(b) if bytes > b => moved = true,
+                    _ => {}
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    kill(&child, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    assert!(moved, "viewer counts and bandwidth never moved on {url}");
+    assert_eq!(status.code(), Some(143));
+    let left = wait_released(&tag, Duration::from_secs(10));
+    assert!(left.is_empty(), "left running after SIGTERM: {left:?}");
+}
