@@ -40,6 +40,9 @@ async fn dispatch(command: cli::Command) -> anyhow::Result<ExitCode> {
         Command::Suite(args) => report::cli_suite(args).await,
         Command::Gc(args) => engine::cli_gc(args).await,
         Command::Plan(args) => cloud::cli_plan(args).await,
+        Command::Up(args) => cloud::cli_up(args).await,
+        Command::Down(args) => cloud::cli_down(args).await,
+        Command::FakeHcloud(args) => cloud::cli_fake(args).await,
         Command::Validate(args) => scenario::cli_validate(args),
     }
 }
