@@ -19,8 +19,10 @@ pub const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
 pub struct HcloudApi {
     config: Configuration,
     endpoint: String,
-    /// First wait after a 429 or 5xx; doubles each retry, capped at 30 s.
+    /// First wait after a 429 or 5xx; doubles each retry up to `max_backoff`.
     pub backoff: Duration,
+    /// Longest wait between two attempts.
+    pub max_backoff: Duration,
     /// Attempts per request before giving up.
     pub attempts: u32,
     /// Interval between polls of a running action.
@@ -55,6 +57,7 @@ impl HcloudApi {
             config,
             endpoint,
             backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
             attempts: 8,
             poll_interval: Duration::from_millis(500),
         }
@@ -103,7 +106,7 @@ impl HcloudApi {
             }
             tracing::debug!("{what}: {err}; retrying in {wait:?}");
             tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_secs(30));
+            wait = (wait * 2).min(self.max_backoff);
             attempt += 1;
         }
     }

@@ -104,10 +104,15 @@ pub async fn cli_up(args: UpArgs) -> anyhow::Result<ExitCode> {
     })?;
     super::fleet::check_up(&spec)?;
     let api = HcloudApi::from_env(spec.token_file.as_deref())?;
+    let hub_url = std::env::var(super::hub::HUB_URL_ENV).ok();
     let opts = UpOptions {
         keep: true,
         viewer_slots_script: viewer_slots_script(&args)?,
-        hub_poll: None,
+        // A tunnel or the fake's simulated hub answers at once: poll it more often.
+        hub_poll: hub_url
+            .as_ref()
+            .map(|_| std::time::Duration::from_millis(500)),
+        hub_url,
     };
     if opts.viewer_slots_script.is_none() {
         tracing::warn!("no grid/viewer-slots.sh (or --viewer-slots): viewers will share each node's address, without tc shaping");

@@ -358,11 +358,8 @@ async fn gate(
         );
     }
     let method = req.method().clone();
-    let path = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.to_string())
-        .unwrap_or_default();
+    // This layer sits inside `nest("/v1")`, which strips the prefix: record the full path.
+    let path = format!("/v1{}", req.uri().path());
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, 1 << 20)
         .await

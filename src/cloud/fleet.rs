@@ -22,6 +22,9 @@ pub struct UpOptions {
     pub viewer_slots_script: Option<String>,
     /// Interval between polls of the hub's `/status` [default: 5 s].
     pub hub_poll: Option<Duration>,
+    /// Reach the hub here instead of its public address (`VIEWERFLEET_HCLOUD_HUB_URL`: an SSH
+    /// tunnel, or the fake's simulated hub in a dry run).
+    pub hub_url: Option<String>,
 }
 
 /// A provisioned, registered fleet.
@@ -229,7 +232,7 @@ async fn provision_and_register(
         provision::hub_rules(&req.controller_ips, &provision::nets(&nodes)),
     )
     .await?;
-    let url = hub::hub_url(&hub);
+    let url = hub::hub_url(&hub, opts.hub_url.as_deref());
     let poll = opts.hub_poll.unwrap_or(Duration::from_secs(5));
     let report = |k: usize, n: usize| tracing::info!("nodes registered with the hub: {k}/{n}");
     tracing::info!(

@@ -1,13 +1,17 @@
 //! Leftovers of crashed runs: every server, firewall and SSH key carrying a `viewerfleet-run`
 //! label whose run has expired (its `viewerfleet-expires` label, set at creation from the
 //! scenario's duration and `fleet.ttl`, is past) or is older than `--older-than`. Resources
-//! without the label, and runs still within their lifetime, are never touched.
+//! without the label, runs still within their lifetime and resources made by terraform/
+//! (`viewerfleet-managed-by=terraform`) are never touched.
 
 use super::api::HcloudApi;
 use super::provision::{self, Deleted, LABEL_EXPIRES, LABEL_RUN};
 use super::CloudError;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
+
+/// Set by terraform/: such resources belong to a Terraform state, not to `gc`.
+pub const MANAGED_BY: &str = "viewerfleet-managed-by";
 
 /// A resource's age limit when it carries a run label but no expiry (e.g. made by hand).
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(24 * 3600);
@@ -47,6 +51,9 @@ pub async fn find_runs(
         let Some(run) = labels.get(LABEL_RUN) else {
             return;
         };
+        if labels.get(MANAGED_BY).is_some_and(|m| m == "terraform") {
+            return; // terraform/ owns it: `terraform destroy` removes it.
+        }
         let e = expiry(labels, created, older_than);
         let entry = runs.entry(run.clone()).or_insert(FoundRun {
             run: run.clone(),

@@ -13,13 +13,11 @@ use tokio_util::sync::CancellationToken;
 /// or a tunnel: `http://127.0.0.1:4444/`).
 pub const HUB_URL_ENV: &str = "VIEWERFLEET_HCLOUD_HUB_URL";
 
-/// The hub's WebDriver URL (ends in `/`).
-pub fn hub_url(hub: &ServerInfo) -> String {
-    if let Ok(url) = std::env::var(HUB_URL_ENV) {
-        if !url.trim().is_empty() {
-            let url = url.trim().to_string();
-            return if url.ends_with('/') { url } else { url + "/" };
-        }
+/// The hub's WebDriver URL (ends in `/`); `override_url` replaces it (a tunnel, a dry run).
+pub fn hub_url(hub: &ServerInfo, override_url: Option<&str>) -> String {
+    if let Some(url) = override_url.map(str::trim).filter(|u| !u.is_empty()) {
+        let url = url.to_string();
+        return if url.ends_with('/') { url } else { url + "/" };
     }
     match (&hub.ipv4, hub.ipv6_host()) {
         (Some(v4), _) => format!("http://{v4}:{}/", super::provision::HUB_PORT),

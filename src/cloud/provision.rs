@@ -643,8 +643,11 @@ pub async fn delete_ssh_key(api: &HcloudApi, id: i64, name: &str) -> Result<(), 
 
 /// Deletes everything labelled with `selector`: servers first (in parallel), then firewalls
 /// (which cannot go while applied), then SSH keys; then checks no server is left.
-pub async fn delete_labelled(api: &HcloudApi, selector: &str) -> Result<Deleted, CloudError> {
-    let mut deleted = Deleted::default();
+pub async fn delete_labelled(
+    api: &HcloudApi,
+    selector: &str,
+    deleted: &mut Deleted,
+) -> Result<(), CloudError> {
     let servers = list_servers(api, Some(selector)).await?;
     let results: Vec<(String, Result<(), CloudError>)> = futures::stream::iter(servers)
         .map(|s| async move { (s.name.clone(), delete_server(api, s.id, &s.name).await) })
@@ -689,17 +692,24 @@ pub async fn delete_labelled(api: &HcloudApi, selector: &str) -> Result<Deleted,
             message: format!("{} server(s) still listed after deletion; run `viewerfleet down` again or delete them in the Hetzner Console", left.len()),
         });
     }
-    Ok(deleted)
+    Ok(())
 }
 
 /// Deletes every resource of one run, retrying the whole pass once on failure.
 pub async fn teardown(api: &HcloudApi, run_id: &str) -> Result<Deleted, CloudError> {
     let selector = format!("{LABEL_RUN}={run_id}");
-    match delete_labelled(api, &selector).await {
-        Ok(d) => Ok(d),
-        Err(e) => {
-            tracing::warn!("teardown of {run_id}: {e}; trying once more");
-            delete_labelled(api, &selector).await
+    let mut deleted = Deleted::default();
+    let mut last = None;
+    for pass in 0..2 {
+        match delete_labelled(api, &selector, &mut deleted).await {
+            Ok(()) => return Ok(deleted),
+            Err(e) => {
+                tracing::warn!("teardown of {run_id} (pass {}): {e}", pass + 1);
+                last = Some(e);
+            }
         }
     }
+    Err(last.unwrap_or(CloudError::Timeout {
+        what: "teardown".into(),
+    }))
 }
