@@ -62,6 +62,9 @@ pub struct RunArgs {
     /// Do not build the report at the end of the run.
     #[arg(long)]
     pub no_report: bool,
+    /// Cloud fleets: leave the servers running after the run (delete them with `viewerfleet down RUN`).
+    #[arg(long)]
+    pub keep: bool,
 }
 
 #[derive(Debug, Args)]

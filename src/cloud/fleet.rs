@@ -160,6 +160,34 @@ impl HcloudFleet {
         })
     }
 
+    /// For the run engine: the fleet of a `kind: hcloud` plan, with the API from
+    /// `HCLOUD_ENDPOINT`/`HCLOUD_TOKEN` (or `fleet.token_file`) and the hub override from
+    /// `VIEWERFLEET_HCLOUD_HUB_URL`. `keep` is `run --keep`. Tears down before returning an error.
+    pub async fn open(
+        plan: &Plan,
+        keep: bool,
+        viewer_slots_script: Option<String>,
+        cancel: &CancellationToken,
+    ) -> Result<HcloudFleet, CloudError> {
+        let crate::fleet::FleetSpec::Hcloud(spec) = &plan.fleet else {
+            return Err(CloudError::Invalid {
+                field: "kind".into(),
+                message: "not an hcloud fleet".into(),
+            });
+        };
+        let api = HcloudApi::from_env(spec.token_file.as_deref())?;
+        let hub_url = std::env::var(hub::HUB_URL_ENV)
+            .ok()
+            .filter(|u| !u.trim().is_empty());
+        let opts = UpOptions {
+            keep,
+            viewer_slots_script,
+            hub_poll: hub_url.as_ref().map(|_| Duration::from_millis(500)),
+            hub_url,
+        };
+        HcloudFleet::up(&api, plan, spec, opts, cancel).await
+    }
+
     /// Viewers this fleet can hold.
     pub fn capacity(&self) -> u32 {
         self.nodes.len() as u32 * self.viewers_per_node
