@@ -98,8 +98,19 @@ pub fn build(run: &RunData) -> RunReport {
             "the run did not finish (manifest.json has no end time: killed or still running); \
              the report covers the {last_t:.0} s recorded"
         ))
+    } else if let Some(t) = interrupted {
+        Some(format!("the run was interrupted at {t:.0} s"))
     } else {
-        interrupted.map(|t| format!("the run was interrupted at {t:.0} s"))
+        run.run_events
+            .iter()
+            .find(|e| e.event == RunEventKind::Error)
+            .map(|e| {
+                format!(
+                    "the run stopped on an error at {:.0} s: {}",
+                    e.t,
+                    e.detail.as_deref().unwrap_or("(no detail recorded)")
+                )
+            })
     };
 
     // Warnings and honesty.
