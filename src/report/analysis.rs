@@ -348,3 +348,110 @@ pub fn build(run: &RunData) -> RunReport {
         viewers: q.rows,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rawdata::{ExporterSample, Manifest, PlanSummary, ViewerSample};
+
+    fn run_data(exporter: Vec<ExporterSample>, viewers: Vec<ViewerSample>) -> RunData {
+        RunData {
+            dir: "/nowhere/run".into(),
+            manifest: Manifest {
+                ended_at: Some("end".into()),
+                plan: PlanSummary {
+                    viewers: 2,
+                    sampling_interval_s: 2.0,
+                    measure_at_s: 60.0,
+                    steady_window_s: 20.0,
+                    ..Default::default()
+                },
+                target: crate::rawdata::TargetDescription {
+                    playback_metrics_interval_s: Some(2.0),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            run_events: vec![],
+            viewer_events: vec![],
+            viewer_samples: viewers,
+            exporter_samples: exporter,
+            host_samples: vec![],
+            truncated_files: vec![],
+        }
+    }
+
+    fn scrape(t: f64, http: f64, p2p: f64) -> ExporterSample {
+        ExporterSample {
+            t,
+            ok: true,
+            sums: [
+                (traffic::HTTP_DOWN.to_string(), http),
+                (traffic::P2P_DOWN.to_string(), p2p),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn target_restart_mid_run_is_a_reset_not_a_negative_rate() {
+        // 125 000 B/s HTTP (1 Mbit/s) and 375 000 B/s P2P; the target restarts at 30 s.
+        let samples = (0..=40)
+            .map(|i| {
+                let t = i as f64 * 2.0;
+                let since = if t < 30.0 { t + 100.0 } else { t - 30.0 };
+                scrape(t, 125_000.0 * since, 375_000.0 * since)
+            })
+            .collect();
+        let report = build(&run_data(samples, vec![]));
+        let s = &report.summary;
+        let e = s.exporter.as_ref().unwrap();
+        assert_eq!(e.counter_resets, 2, "HTTP and P2P each reset once");
+        assert!((s.http_at_mbps.unwrap() - 1.0).abs() < 1e-9);
+        assert!((s.http_share.unwrap() - 0.25).abs() < 1e-9);
+        assert!(s.honesty.warnings.iter().any(|w| w.contains("went down")));
+        for series in &report.series {
+            assert!(
+                series.points.iter().all(|(_, v)| *v >= 0.0),
+                "{}",
+                series.name
+            );
+        }
+    }
+
+    #[test]
+    fn vanishing_viewer_never_makes_rates_negative() {
+        // Viewer 1 plays 0–20 s then vanishes (no more samples, no event); viewer 2 goes on.
+        let mut samples = Vec::new();
+        for i in 1..=40 {
+            let t = i as f64 * 2.0;
+            for viewer in [1u32, 2] {
+                if viewer == 1 && t > 20.0 {
+                    continue;
+                }
+                samples.push(ViewerSample {
+                    t,
+                    viewer,
+                    http_down_bytes: (10_000.0 * t) as u64,
+                    p2p_down_bytes: (30_000.0 * t) as u64,
+                    playing: true,
+                    ..Default::default()
+                });
+            }
+        }
+        let report = build(&run_data(vec![], samples));
+        let s = &report.summary;
+        assert_eq!(s.source, "players");
+        // Steady window 40–60 s: only viewer 2.
+        assert!((s.http_at_mbps.unwrap() - 0.08).abs() < 1e-9);
+        let http = report.series(names::PLAYERS_HTTP).unwrap();
+        assert!(http.points.iter().all(|(_, v)| *v >= 0.0));
+        assert_eq!(
+            s.players.as_ref().unwrap().http_bytes,
+            10_000 * 20 + 10_000 * 80
+        );
+        assert!(s.honesty.exporter_status.contains("no exporter"));
+    }
+}

@@ -61,8 +61,10 @@ fn write_all(
 pub struct Table {
     pub headers: Vec<String>,
     pub rows: Vec<Vec<String>>,
-    /// Leading columns aligned left (text); the rest are numbers, aligned right.
+    /// Leading columns aligned left (text); the rest are numbers, aligned right…
     pub left: usize,
+    /// …except the last one when it holds notes.
+    pub last_left: bool,
 }
 
 impl Table {
@@ -71,7 +73,18 @@ impl Table {
             headers: headers.iter().map(|h| h.to_string()).collect(),
             rows: Vec::new(),
             left: 1,
+            last_left: false,
         }
+    }
+
+    /// Aligns the last column left (free text).
+    pub fn with_last_left(mut self) -> Self {
+        self.last_left = true;
+        self
+    }
+
+    fn is_left(&self, i: usize) -> bool {
+        i < self.left || (self.last_left && i + 1 == self.headers.len())
     }
 
     /// Aligns the first `n` columns left.
@@ -96,7 +109,7 @@ impl Table {
             self.headers
                 .iter()
                 .enumerate()
-                .map(|(i, _)| if i < self.left { "---|" } else { "---:|" })
+                .map(|(i, _)| if self.is_left(i) { "---|" } else { "---:|" })
                 .collect::<String>()
         );
         for row in &self.rows {
@@ -123,7 +136,7 @@ impl Table {
                 .iter()
                 .enumerate()
                 .map(|(i, c)| {
-                    if i < self.left {
+                    if self.is_left(i) {
                         format!("{c:<w$}", w = widths[i])
                     } else {
                         format!("{c:>w$}", w = widths[i])
@@ -155,7 +168,11 @@ impl Table {
         for row in &self.rows {
             out.push_str("<tr>");
             for (i, c) in row.iter().enumerate() {
-                let class = if i < self.left { "" } else { " class=\"num\"" };
+                let class = if self.is_left(i) {
+                    ""
+                } else {
+                    " class=\"num\""
+                };
                 out.push_str(&format!("<td{class}>{}</td>", esc(c)));
             }
             out.push_str("</tr>");
