@@ -268,3 +268,28 @@ fn compare_group_gives_mean_and_confidence_interval() {
     let text = report::comparison_text(&cmp);
     assert!(text.contains("±"), "{text}");
 }
+
+/// Golden files: the steady fixture's report.json and report.md as committed. An intended
+/// change of the output is accepted with `VIEWERFLEET_UPDATE_GOLDEN=1 cargo test --test
+/// report_fixtures` and reviewed in the diff.
+#[test]
+fn steady_run_matches_its_golden_report() {
+    let (_tmp, dir) = copy_of("run-steady");
+    report::write_report(&dir).unwrap();
+    let golden = fixture("golden");
+    for name in ["report.json", "report.md"] {
+        let got = std::fs::read_to_string(dir.join(name)).unwrap();
+        let path = golden.join(format!("run-steady.{name}"));
+        if std::env::var_os("VIEWERFLEET_UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(&golden).unwrap();
+            std::fs::write(&path, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            got == want,
+            "{name} differs from {}; if intended, rerun with VIEWERFLEET_UPDATE_GOLDEN=1\n{got}",
+            path.display()
+        );
+    }
+}

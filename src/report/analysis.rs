@@ -149,6 +149,17 @@ pub fn build(run: &RunData) -> RunReport {
         }
     }
     if let (Some(e), Some(p)) = (&exporter_table, &players_table) {
+        if let (Some(es), Some(ps)) = (e.http_share, p.http_share) {
+            if (es - ps).abs() > 0.15 {
+                warnings.push(format!(
+                    "The exporter and the players disagree on the HTTP share at T ({:.1}% vs \
+                     {:.1}%): check the players' playback-metrics POSTs (rate limits, errors) \
+                     before quoting either.",
+                    es * 100.0,
+                    ps * 100.0
+                ));
+            }
+        }
         if p.http_bytes > 0 {
             let dev = (e.http_bytes as f64 - p.http_bytes as f64) / p.http_bytes as f64 * 100.0;
             if dev.abs() > 10.0 {
