@@ -171,6 +171,37 @@ pub fn build(run: &RunData) -> RunReport {
             }
         }
     }
+    if let (Some(o), Some(p)) = (&origin, &players_table) {
+        if o.segment_bytes > 0 {
+            let dev =
+                (p.http_bytes as f64 - o.segment_bytes as f64) / o.segment_bytes as f64 * 100.0;
+            if dev.abs() > 10.0 {
+                warnings.push(format!(
+                    "The players' HTTP bytes are {dev:+.1}% off what the origin really sent: \
+                     the players' counting misses or adds traffic (aborted or duplicate \
+                     requests, pages that did not report), so read their HTTP figures with \
+                     that margin."
+                ));
+            }
+        }
+    }
+    if !q.watching.is_empty() {
+        let active_in = |t: f64| {
+            q.watching
+                .iter()
+                .filter(|(s, e)| *s <= t && t <= *e)
+                .count()
+        };
+        let (a, b) = (active_in(steady.from_s), active_in(steady.to_s));
+        if a != b {
+            warnings.push(format!(
+                "Viewers watching went from {a} to {b} during the steady window ({:.0}–{:.0} s): \
+                 it is not steady; a later measurement point or a shorter ramp gives a fairer \
+                 number.",
+                steady.from_s, steady.to_s
+            ));
+        }
+    }
     if !run.truncated_files.is_empty() {
         warnings.push(format!(
             "Last line cut short (writer killed) in: {}.",

@@ -196,6 +196,15 @@ pub fn pct(share: Option<f64>) -> String {
     share.map_or(NONE.into(), |s| format!("{:.1}%", s * 100.0))
 }
 
+/// HTTP/P2P as the PeerTube post printed it (a percentage); beyond 1000% it means "almost
+/// no P2P", printed as such rather than as a big number.
+pub fn ratio(v: Option<f64>) -> String {
+    match v {
+        Some(r) if r > 10.0 => "> 1000%".into(),
+        other => pct(other),
+    }
+}
+
 pub fn bytes(v: Option<u64>) -> String {
     match v {
         None => NONE.into(),
@@ -256,7 +265,7 @@ pub fn seed_table(s: &ReportSummary) -> Table {
             mbps(table.p2p_at_mbps),
             pct(table.http_share),
             pct(table.p2p_savings),
-            pct(table.http_to_p2p_ratio),
+            ratio(table.http_to_p2p_ratio),
             mbps(table.p2p_up_at_mbps),
             bytes(Some(table.http_bytes)),
             bytes(Some(table.p2p_bytes)),
