@@ -160,6 +160,8 @@ fn killed_run_says_partial_and_moves_its_window() {
         .unwrap()
         .contains("did not finish"));
     assert!(s.windows.steady_clipped);
+    // T was never reached: target ready (0.5 s) + measure_at (120 s).
+    assert_eq!(s.windows.measure_point_s, 120.5);
     assert_eq!(
         (s.windows.steady_from_s, s.windows.steady_to_s),
         (40.0, 70.0)

@@ -40,8 +40,26 @@ pub fn build(run: &RunData) -> RunReport {
     } else {
         last_t
     };
+    // T on the data's clock: the engine records when it reached it; a run killed before
+    // then has T = target ready + measure_at (the plan's clock starts when the target is).
+    let event_t = |kind: RunEventKind| run.run_events.iter().find(|e| e.event == kind).map(|e| e.t);
+    let measure_point = match (
+        event_t(RunEventKind::MeasurePoint),
+        event_t(RunEventKind::TargetReady),
+    ) {
+        (Some(t), _) => (t, "the engine's measure_point event".to_string()),
+        (None, Some(ready)) => (
+            ready + plan.measure_at_s,
+            format!("target ready ({ready:.0} s) + measure_at; the run never reached it"),
+        ),
+        (None, None) => (
+            plan.measure_at_s,
+            "measure_at (no run events recorded)".to_string(),
+        ),
+    };
     let windows = table::windows(
         plan.measure_at_s,
+        measure_point,
         plan.steady_window_s,
         sampling_s,
         m.target.playback_metrics_interval_s,

@@ -337,7 +337,7 @@ pub fn run_text(report: &RunReport) -> String {
         "steady window {:.0}–{:.0} s (T = {:.0} s), rate window {:.0} s\n",
         s.windows.steady_from_s,
         s.windows.steady_to_s,
-        s.windows.measure_at_s,
+        s.windows.measure_point_s,
         s.windows.rate_window_s
     ));
     out.push_str(&seed_table(s).text());
