@@ -39,7 +39,7 @@ async fn dispatch(command: cli::Command, quiet: bool) -> anyhow::Result<ExitCode
         Command::Refsite(args) => refsite::cli_refsite(args).await,
         Command::Report(args) => report::cli_report(args).await,
         Command::Compare(args) => report::cli_compare(args).await,
-        Command::Suite(args) => report::cli_suite(args).await,
+        Command::Suite(args) => report::cli_suite(args, quiet).await,
         Command::Gc(args) => {
             if !args.local {
                 cloud::gc_hcloud(&args).await?;

@@ -160,6 +160,8 @@ fn killed_run_says_partial_and_moves_its_window() {
         .unwrap()
         .contains("did not finish"));
     assert!(s.windows.steady_clipped);
+    // T was never reached: target ready (0.5 s) + measure_at (120 s).
+    assert_eq!(s.windows.measure_point_s, 120.5);
     assert_eq!(
         (s.windows.steady_from_s, s.windows.steady_to_s),
         (40.0, 70.0)
@@ -267,4 +269,29 @@ fn compare_group_gives_mean_and_confidence_interval() {
     assert_eq!(g.stats.partial_runs, 1);
     let text = report::comparison_text(&cmp);
     assert!(text.contains("±"), "{text}");
+}
+
+/// Golden files: the steady fixture's report.json and report.md as committed. An intended
+/// change of the output is accepted with `VIEWERFLEET_UPDATE_GOLDEN=1 cargo test --test
+/// report_fixtures` and reviewed in the diff.
+#[test]
+fn steady_run_matches_its_golden_report() {
+    let (_tmp, dir) = copy_of("run-steady");
+    report::write_report(&dir).unwrap();
+    let golden = fixture("golden");
+    for name in ["report.json", "report.md"] {
+        let got = std::fs::read_to_string(dir.join(name)).unwrap();
+        let path = golden.join(format!("run-steady.{name}"));
+        if std::env::var_os("VIEWERFLEET_UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(&golden).unwrap();
+            std::fs::write(&path, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            got == want,
+            "{name} differs from {}; if intended, rerun with VIEWERFLEET_UPDATE_GOLDEN=1\n{got}",
+            path.display()
+        );
+    }
 }

@@ -40,8 +40,26 @@ pub fn build(run: &RunData) -> RunReport {
     } else {
         last_t
     };
+    // T on the data's clock: the engine records when it reached it; a run killed before
+    // then has T = target ready + measure_at (the plan's clock starts when the target is).
+    let event_t = |kind: RunEventKind| run.run_events.iter().find(|e| e.event == kind).map(|e| e.t);
+    let measure_point = match (
+        event_t(RunEventKind::MeasurePoint),
+        event_t(RunEventKind::TargetReady),
+    ) {
+        (Some(t), _) => (t, "the engine's measure_point event".to_string()),
+        (None, Some(ready)) => (
+            ready + plan.measure_at_s,
+            format!("target ready ({ready:.0} s) + measure_at; the run never reached it"),
+        ),
+        (None, None) => (
+            plan.measure_at_s,
+            "measure_at (no run events recorded)".to_string(),
+        ),
+    };
     let windows = table::windows(
         plan.measure_at_s,
+        measure_point,
         plan.steady_window_s,
         sampling_s,
         m.target.playback_metrics_interval_s,
@@ -98,8 +116,19 @@ pub fn build(run: &RunData) -> RunReport {
             "the run did not finish (manifest.json has no end time: killed or still running); \
              the report covers the {last_t:.0} s recorded"
         ))
+    } else if let Some(t) = interrupted {
+        Some(format!("the run was interrupted at {t:.0} s"))
     } else {
-        interrupted.map(|t| format!("the run was interrupted at {t:.0} s"))
+        run.run_events
+            .iter()
+            .find(|e| e.event == RunEventKind::Error)
+            .map(|e| {
+                format!(
+                    "the run stopped on an error at {:.0} s: {}",
+                    e.t,
+                    e.detail.as_deref().unwrap_or("(no detail recorded)")
+                )
+            })
     };
 
     // Warnings and honesty.
@@ -138,6 +167,17 @@ pub fn build(run: &RunData) -> RunReport {
         }
     }
     if let (Some(e), Some(p)) = (&exporter_table, &players_table) {
+        if let (Some(es), Some(ps)) = (e.http_share, p.http_share) {
+            if (es - ps).abs() > 0.15 {
+                warnings.push(format!(
+                    "The exporter and the players disagree on the HTTP share at T ({:.1}% vs \
+                     {:.1}%): check the players' playback-metrics POSTs (rate limits, errors) \
+                     before quoting either.",
+                    es * 100.0,
+                    ps * 100.0
+                ));
+            }
+        }
         if p.http_bytes > 0 {
             let dev = (e.http_bytes as f64 - p.http_bytes as f64) / p.http_bytes as f64 * 100.0;
             if dev.abs() > 10.0 {
@@ -147,6 +187,37 @@ pub fn build(run: &RunData) -> RunReport {
                      that were rejected or lost)."
                 ));
             }
+        }
+    }
+    if let (Some(o), Some(p)) = (&origin, &players_table) {
+        if o.segment_bytes > 0 {
+            let dev =
+                (p.http_bytes as f64 - o.segment_bytes as f64) / o.segment_bytes as f64 * 100.0;
+            if dev.abs() > 10.0 {
+                warnings.push(format!(
+                    "The players' HTTP bytes are {dev:+.1}% off what the origin really sent: \
+                     the players' counting misses or adds traffic (aborted or duplicate \
+                     requests, pages that did not report), so read their HTTP figures with \
+                     that margin."
+                ));
+            }
+        }
+    }
+    if !q.watching.is_empty() {
+        let active_in = |t: f64| {
+            q.watching
+                .iter()
+                .filter(|(s, e)| *s <= t && t <= *e)
+                .count()
+        };
+        let (a, b) = (active_in(steady.from_s), active_in(steady.to_s));
+        if a != b {
+            warnings.push(format!(
+                "Viewers watching went from {a} to {b} during the steady window ({:.0}–{:.0} s): \
+                 it is not steady; a later measurement point or a shorter ramp gives a fairer \
+                 number.",
+                steady.from_s, steady.to_s
+            ));
         }
     }
     if !run.truncated_files.is_empty() {
@@ -335,5 +406,112 @@ pub fn build(run: &RunData) -> RunReport {
         series,
         host_cpu: run.host_samples.iter().map(|s| (s.t, s.cpu_busy)).collect(),
         viewers: q.rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rawdata::{ExporterSample, Manifest, PlanSummary, ViewerSample};
+
+    fn run_data(exporter: Vec<ExporterSample>, viewers: Vec<ViewerSample>) -> RunData {
+        RunData {
+            dir: "/nowhere/run".into(),
+            manifest: Manifest {
+                ended_at: Some("end".into()),
+                plan: PlanSummary {
+                    viewers: 2,
+                    sampling_interval_s: 2.0,
+                    measure_at_s: 60.0,
+                    steady_window_s: 20.0,
+                    ..Default::default()
+                },
+                target: crate::rawdata::TargetDescription {
+                    playback_metrics_interval_s: Some(2.0),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            run_events: vec![],
+            viewer_events: vec![],
+            viewer_samples: viewers,
+            exporter_samples: exporter,
+            host_samples: vec![],
+            truncated_files: vec![],
+        }
+    }
+
+    fn scrape(t: f64, http: f64, p2p: f64) -> ExporterSample {
+        ExporterSample {
+            t,
+            ok: true,
+            sums: [
+                (traffic::HTTP_DOWN.to_string(), http),
+                (traffic::P2P_DOWN.to_string(), p2p),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn target_restart_mid_run_is_a_reset_not_a_negative_rate() {
+        // 125 000 B/s HTTP (1 Mbit/s) and 375 000 B/s P2P; the target restarts at 30 s.
+        let samples = (0..=40)
+            .map(|i| {
+                let t = i as f64 * 2.0;
+                let since = if t < 30.0 { t + 100.0 } else { t - 30.0 };
+                scrape(t, 125_000.0 * since, 375_000.0 * since)
+            })
+            .collect();
+        let report = build(&run_data(samples, vec![]));
+        let s = &report.summary;
+        let e = s.exporter.as_ref().unwrap();
+        assert_eq!(e.counter_resets, 2, "HTTP and P2P each reset once");
+        assert!((s.http_at_mbps.unwrap() - 1.0).abs() < 1e-9);
+        assert!((s.http_share.unwrap() - 0.25).abs() < 1e-9);
+        assert!(s.honesty.warnings.iter().any(|w| w.contains("went down")));
+        for series in &report.series {
+            assert!(
+                series.points.iter().all(|(_, v)| *v >= 0.0),
+                "{}",
+                series.name
+            );
+        }
+    }
+
+    #[test]
+    fn vanishing_viewer_never_makes_rates_negative() {
+        // Viewer 1 plays 0–20 s then vanishes (no more samples, no event); viewer 2 goes on.
+        let mut samples = Vec::new();
+        for i in 1..=40 {
+            let t = i as f64 * 2.0;
+            for viewer in [1u32, 2] {
+                if viewer == 1 && t > 20.0 {
+                    continue;
+                }
+                samples.push(ViewerSample {
+                    t,
+                    viewer,
+                    http_down_bytes: (10_000.0 * t) as u64,
+                    p2p_down_bytes: (30_000.0 * t) as u64,
+                    playing: true,
+                    ..Default::default()
+                });
+            }
+        }
+        let report = build(&run_data(vec![], samples));
+        let s = &report.summary;
+        assert_eq!(s.source, "players");
+        // Steady window 40–60 s: only viewer 2.
+        assert!((s.http_at_mbps.unwrap() - 0.08).abs() < 1e-9);
+        let http = report.series(names::PLAYERS_HTTP).unwrap();
+        assert!(http.points.iter().all(|(_, v)| *v >= 0.0));
+        assert_eq!(
+            s.players.as_ref().unwrap().http_bytes,
+            10_000 * 20 + 10_000 * 80
+        );
+        assert!(s.honesty.exporter_status.contains("no exporter"));
     }
 }

@@ -121,16 +121,16 @@ impl Comparison {
             "Run",
             "n",
             "Viewers",
-            "Source",
-            "HTTP peak Mbit/s",
-            "HTTP at T Mbit/s",
-            "P2P at T Mbit/s",
+            "HTTP peak",
+            "HTTP at T",
+            "P2P at T",
             "HTTP share",
             "P2P savings",
             "TTFF p50",
-            "Stalls/viewer-min",
+            "Stalls/v-min",
             "Notes",
-        ]);
+        ])
+        .with_last_left();
         for g in &self.groups {
             let s = &g.stats;
             let first = &g.runs[0].summary;
@@ -142,19 +142,27 @@ impl Comparison {
                 Some(MeanCi { mean, .. }) => format!("{mean:.1}/{requested}"),
                 None => format!("—/{requested}"),
             };
-            let notes: Vec<String> = g.runs.iter().map(|r| render::flags(&r.summary)).collect();
+            let notes: Vec<String> = g
+                .runs
+                .iter()
+                .map(|r| {
+                    let flags = render::flags(&r.summary);
+                    match r.summary.source.as_str() {
+                        "exporter" => flags,
+                        "players" => format!("from players' stats, {flags}"),
+                        _ => format!("no traffic data, {flags}"),
+                    }
+                })
+                .collect();
             let notes = if notes.iter().all(|n| n == "ok") {
                 "ok".to_string()
             } else {
                 notes.join("; ")
             };
-            let mut sources: Vec<&str> = g.runs.iter().map(|r| r.summary.source.as_str()).collect();
-            sources.dedup();
             t.row(vec![
                 g.name.clone(),
                 s.n.to_string(),
                 viewers,
-                sources.join("/"),
                 render::mean_ci(s.http_peak_mbps, 1.0, 1, ""),
                 render::mean_ci(s.http_at_mbps, 1.0, 2, ""),
                 render::mean_ci(s.p2p_at_mbps, 1.0, 2, ""),
@@ -171,6 +179,7 @@ impl Comparison {
     /// Plain-text table for the terminal, with failed runs listed under it.
     pub fn text(&self) -> String {
         let mut out = self.table().text();
+        out.push_str(&wrap(LEGEND, 100));
         if self.has_repeats() {
             out.push_str(
                 "values: mean ± 95% confidence interval (Student's t) over the n repeats\n",
@@ -182,6 +191,32 @@ impl Comparison {
         out
     }
 }
+
+/// Wraps text at `width` columns for the terminal.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split_whitespace() {
+        if line > 0 && line + 1 + word.chars().count() > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += word.chars().count();
+    }
+    out.push('\n');
+    out
+}
+
+/// What the comparison table's columns mean, printed under it.
+pub const LEGEND: &str =
+    "Rates in Mbit/s. T = each run's measurement point; \"at T\" = mean over its \
+steady window; peak = highest trailing-window mean; HTTP share = HTTP / (HTTP + P2P); P2P savings \
+= 1 - HTTP share; TTFF = time to first frame; Stalls/v-min = stalls per viewer-minute. Rates come \
+from the platform's exporter unless Notes say otherwise; each run's report.md says how.";
 
 /// `compare.json`.
 #[derive(Debug, Serialize)]

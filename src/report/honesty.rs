@@ -55,7 +55,7 @@ pub fn implications(run: &RunData) -> Vec<String> {
             "HTTP was not throttled: viewers download as fast as the host allows.".to_string(),
         );
     }
-    out.extend(fleet.notes.iter().cloned());
+    out.extend(fleet.notes.iter().map(|n| format!("Fleet note: {n}")));
     out
 }
 

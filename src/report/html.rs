@@ -300,6 +300,7 @@ impl Renderer for HtmlRenderer {
     fn compare(&self, cmp: &Comparison) -> anyhow::Result<Vec<(String, String)>> {
         let mut b = String::from("<h1>viewerfleet comparison</h1>\n");
         b.push_str(&cmp.table().html());
+        let _ = writeln!(b, "<p>{}</p>", esc(super::compare::LEGEND));
         if cmp.has_repeats() {
             b.push_str("<p>Values are mean ± half-width of the 95% confidence interval (Student's t) over the n repeats.</p>\n");
         }

@@ -76,7 +76,8 @@ impl Renderer for MarkdownRenderer {
         if cmp.has_repeats() {
             out.push_str("Values are mean ± half-width of the 95% confidence interval (Student's t, n − 1 degrees of freedom) over the n repeats.\n\n");
         }
-        out.push_str("T is each run's measurement point; \"at T\" values are means over its steady window; HTTP share = HTTP / (HTTP + P2P). Each run's report.md says how its numbers were measured.\n\n");
+        out.push_str(super::compare::LEGEND);
+        out.push_str("\n\n");
         if !cmp.failed.is_empty() {
             out.push_str("## Runs without a report\n\n");
             for f in &cmp.failed {

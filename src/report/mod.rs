@@ -86,6 +86,6 @@ pub async fn cli_compare(args: crate::cli::CompareArgs) -> anyhow::Result<ExitCo
 }
 
 /// `viewerfleet suite`.
-pub async fn cli_suite(args: crate::cli::SuiteArgs) -> anyhow::Result<ExitCode> {
-    suite::cli_suite(args).await
+pub async fn cli_suite(args: crate::cli::SuiteArgs, quiet: bool) -> anyhow::Result<ExitCode> {
+    suite::cli_suite(args, quiet).await
 }

@@ -127,7 +127,12 @@ pub struct Windows {
     /// Trailing window of every rate time series and of the peak.
     pub rate_window_s: f64,
     pub rate_window_rule: String,
+    /// The plan's measurement point, seconds after the target was ready (the plan's clock).
     pub measure_at_s: f64,
+    /// T on the raw data's clock (seconds since the run started): where the steady window ends.
+    pub measure_point_s: f64,
+    /// How T was found: the engine's `measure_point` event, or `target_ready` + `measure_at`.
+    pub measure_point_source: String,
     /// Steady-state window (players, origin): `steady_from_s..steady_to_s`.
     pub steady_from_s: f64,
     pub steady_to_s: f64,

@@ -66,10 +66,18 @@ pub fn method_lines(s: &ReportSummary) -> Vec<String> {
          media segment bytes the reference site's server really sent."
             .to_string(),
         format!(
-            "T (the measurement point) = {:.0} s. \"At T\" values are means over the steady \
-             window {:.0}–{:.0} s; the exporter's window is {:.0}–{:.0} s (never shorter than \
-             one playback-metrics interval, {:.0} s).",
-            w.measure_at_s, w.steady_from_s, w.steady_to_s, w.exporter_steady_from_s, w.steady_to_s,
+            "T (the measurement point) = {:.0} s after the run started ({}; the scenario's \
+             measure_at is {:.0} s after the target was ready). \"At T\" values are means over \
+             the steady window {:.0}–{:.0} s; the exporter's window is {:.0}–{:.0} s (never \
+             shorter than one playback-metrics interval, {:.0} s). Times in plots and CSV \
+             files count from the run's start.",
+            w.measure_point_s,
+            w.measure_point_source,
+            w.measure_at_s,
+            w.steady_from_s,
+            w.steady_to_s,
+            w.exporter_steady_from_s,
+            w.steady_to_s,
             w.playback_metrics_interval_s
         ),
         format!("Peak = the highest {}.", w.rate_window_rule),

@@ -61,8 +61,10 @@ fn write_all(
 pub struct Table {
     pub headers: Vec<String>,
     pub rows: Vec<Vec<String>>,
-    /// Leading columns aligned left (text); the rest are numbers, aligned right.
+    /// Leading columns aligned left (text); the rest are numbers, aligned right…
     pub left: usize,
+    /// …except the last one when it holds notes.
+    pub last_left: bool,
 }
 
 impl Table {
@@ -71,7 +73,18 @@ impl Table {
             headers: headers.iter().map(|h| h.to_string()).collect(),
             rows: Vec::new(),
             left: 1,
+            last_left: false,
         }
+    }
+
+    /// Aligns the last column left (free text).
+    pub fn with_last_left(mut self) -> Self {
+        self.last_left = true;
+        self
+    }
+
+    fn is_left(&self, i: usize) -> bool {
+        i < self.left || (self.last_left && i + 1 == self.headers.len())
     }
 
     /// Aligns the first `n` columns left.
@@ -96,7 +109,7 @@ impl Table {
             self.headers
                 .iter()
                 .enumerate()
-                .map(|(i, _)| if i < self.left { "---|" } else { "---:|" })
+                .map(|(i, _)| if self.is_left(i) { "---|" } else { "---:|" })
                 .collect::<String>()
         );
         for row in &self.rows {
@@ -123,7 +136,7 @@ impl Table {
                 .iter()
                 .enumerate()
                 .map(|(i, c)| {
-                    if i < self.left {
+                    if self.is_left(i) {
                         format!("{c:<w$}", w = widths[i])
                     } else {
                         format!("{c:>w$}", w = widths[i])
@@ -155,7 +168,11 @@ impl Table {
         for row in &self.rows {
             out.push_str("<tr>");
             for (i, c) in row.iter().enumerate() {
-                let class = if i < self.left { "" } else { " class=\"num\"" };
+                let class = if self.is_left(i) {
+                    ""
+                } else {
+                    " class=\"num\""
+                };
                 out.push_str(&format!("<td{class}>{}</td>", esc(c)));
             }
             out.push_str("</tr>");
@@ -177,6 +194,15 @@ pub fn mbps(v: Option<f64>) -> String {
 
 pub fn pct(share: Option<f64>) -> String {
     share.map_or(NONE.into(), |s| format!("{:.1}%", s * 100.0))
+}
+
+/// HTTP/P2P as the PeerTube post printed it (a percentage); beyond 1000% it means "almost
+/// no P2P", printed as such rather than as a big number.
+pub fn ratio(v: Option<f64>) -> String {
+    match v {
+        Some(r) if r > 10.0 => "> 1000%".into(),
+        other => pct(other),
+    }
 }
 
 pub fn bytes(v: Option<u64>) -> String {
@@ -239,7 +265,7 @@ pub fn seed_table(s: &ReportSummary) -> Table {
             mbps(table.p2p_at_mbps),
             pct(table.http_share),
             pct(table.p2p_savings),
-            pct(table.http_to_p2p_ratio),
+            ratio(table.http_to_p2p_ratio),
             mbps(table.p2p_up_at_mbps),
             bytes(Some(table.http_bytes)),
             bytes(Some(table.p2p_bytes)),
@@ -311,7 +337,7 @@ pub fn run_text(report: &RunReport) -> String {
         "steady window {:.0}–{:.0} s (T = {:.0} s), rate window {:.0} s\n",
         s.windows.steady_from_s,
         s.windows.steady_to_s,
-        s.windows.measure_at_s,
+        s.windows.measure_point_s,
         s.windows.rate_window_s
     ));
     out.push_str(&seed_table(s).text());

@@ -6,11 +6,10 @@
 use super::compare::{dir_name, Comparison, FailedRun};
 use crate::engine::RunOutcome;
 use crate::scenario::Overrides;
+use crate::shutdown::Shutdown;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// Runs one scenario into a folder: the engine, or a stand-in in tests.
 #[async_trait::async_trait]
@@ -23,8 +22,12 @@ pub trait ScenarioRunner: Send + Sync {
     ) -> anyhow::Result<RunOutcome>;
 }
 
-/// The real run engine.
-pub struct EngineRunner;
+/// The real run engine, sharing the suite's stop signal so Ctrl-C ends the current run and
+/// the suite alike.
+pub struct EngineRunner {
+    pub shutdown: Shutdown,
+    pub progress: bool,
+}
 
 #[async_trait::async_trait]
 impl ScenarioRunner for EngineRunner {
@@ -34,7 +37,14 @@ impl ScenarioRunner for EngineRunner {
         out: &Path,
         overrides: &Overrides,
     ) -> anyhow::Result<RunOutcome> {
-        crate::engine::run_scenario(scenario, out, overrides).await
+        crate::engine::run_scenario_with(
+            scenario,
+            out,
+            overrides,
+            self.shutdown.clone(),
+            self.progress,
+        )
+        .await
     }
 }
 
@@ -125,7 +135,7 @@ impl SuitePlan {
 pub async fn run_suite(
     plan: &SuitePlan,
     runner: &dyn ScenarioRunner,
-    stop: &AtomicBool,
+    stop: &Shutdown,
     progress: &mut (dyn Write + Send),
 ) -> anyhow::Result<SuiteResult> {
     std::fs::create_dir_all(&plan.out)?;
@@ -136,7 +146,7 @@ pub async fn run_suite(
     let mut failed: Vec<FailedRun> = Vec::new();
     let mut started = 0;
     for (i, (name, scenario, dir)) in runs.iter().enumerate() {
-        if stop.load(Ordering::SeqCst) {
+        if stop.is_triggered() {
             interrupted = true;
             break;
         }
@@ -236,46 +246,21 @@ pub async fn run_suite(
     })
 }
 
-/// Sets `stop` on Ctrl-C or SIGTERM until dropped.
-struct StopOnSignal(tokio::task::JoinHandle<()>);
-
-impl StopOnSignal {
-    fn new(stop: Arc<AtomicBool>) -> Self {
-        Self(tokio::spawn(async move {
-            let term = async {
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(mut s) => {
-                        s.recv().await;
-                    }
-                    Err(_) => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term => {}
-            }
-            stop.store(true, Ordering::SeqCst);
-        }))
-    }
-}
-
-impl Drop for StopOnSignal {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// `viewerfleet suite`.
-pub async fn cli_suite(args: crate::cli::SuiteArgs) -> anyhow::Result<ExitCode> {
+pub async fn cli_suite(args: crate::cli::SuiteArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     let overrides = Overrides {
         viewers: args.viewers,
         duration: args.duration.clone(),
     };
     let plan = SuitePlan::new(&args.scenarios, args.repeat, &args.out, overrides)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let _guard = StopOnSignal::new(stop.clone());
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let runner = EngineRunner {
+        shutdown: shutdown.clone(),
+        progress: !quiet,
+    };
     let mut err = std::io::stderr();
-    let result = run_suite(&plan, &EngineRunner, &stop, &mut err).await?;
+    let result = run_suite(&plan, &runner, &shutdown, &mut err).await?;
     println!();
     print!("{}", super::comparison_text(&result.comparison));
     println!("HTML comparison: {}", result.html.display());
@@ -396,7 +381,7 @@ fleet:
             calls: Mutex::new(Vec::new()),
         };
         let mut log = Vec::new();
-        let result = run_suite(&plan, &runner, &AtomicBool::new(false), &mut log)
+        let result = run_suite(&plan, &runner, &Shutdown::new(), &mut log)
             .await
             .unwrap();
         let calls = runner.calls.into_inner().unwrap();
@@ -465,7 +450,9 @@ fleet:
             steps: Mutex::new(vec![Step::Finish]),
             calls: Mutex::new(Vec::new()),
         };
-        let result = run_suite(&plan, &runner, &AtomicBool::new(true), &mut Vec::new())
+        let stop = Shutdown::new();
+        stop.trigger();
+        let result = run_suite(&plan, &runner, &stop, &mut Vec::new())
             .await
             .unwrap();
         assert!(result.interrupted);

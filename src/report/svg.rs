@@ -4,10 +4,10 @@
 use std::fmt::Write;
 
 const W: f64 = 760.0;
-const H: f64 = 300.0;
+const H: f64 = 310.0;
 const LEFT: f64 = 64.0;
 const RIGHT: f64 = 16.0;
-const TOP: f64 = 34.0;
+const TOP: f64 = 46.0;
 const BOTTOM: f64 = 46.0;
 
 /// Colours: HTTP orange, P2P blue, upload green, others.
@@ -95,7 +95,7 @@ fn legend(out: &mut String, items: &[(String, &str, bool)]) {
         };
         let _ = write!(
             out,
-            r##"<line x1="{x:.1}" y1="14" x2="{x2:.1}" y2="14" stroke="{color}" stroke-width="3"{dash}/><text x="{tx:.1}" y="18" font-size="11" fill="#212529">{l}</text>"##,
+            r##"<line x1="{x:.1}" y1="31" x2="{x2:.1}" y2="31" stroke="{color}" stroke-width="3"{dash}/><text x="{tx:.1}" y="35" font-size="11" fill="#212529">{l}</text>"##,
             x2 = x + 18.0,
             tx = x + 22.0,
             l = esc(label)

@@ -17,6 +17,7 @@ pub struct Steady {
 /// window ends at `measure_at` (or at the data's end when the run stopped before it).
 pub fn windows(
     measure_at_s: f64,
+    (measure_point_s, measure_point_source): (f64, String),
     steady_window_s: f64,
     sampling_s: f64,
     interval_s: Option<f64>,
@@ -26,17 +27,17 @@ pub fn windows(
     let interval = interval_s.filter(|v| *v > 0.0).unwrap_or(15.0);
     let rate_window_s = (2.0 * interval).max(2.0 * sampling_s).max(bin_s).round();
     let len = steady_window_s.max(bin_s);
-    let (to, clipped, note) = if data_end_s + 1e-9 < measure_at_s {
+    let (to, clipped, note) = if data_end_s + 1e-9 < measure_point_s {
         (
             data_end_s,
             true,
             Some(format!(
                 "the data ends at {data_end_s:.0} s, before the measurement point \
-                 ({measure_at_s:.0} s): values are over the last {len:.0} s recorded instead"
+                 ({measure_point_s:.0} s): values are over the last {len:.0} s recorded instead"
             )),
         )
     } else {
-        (measure_at_s, false, None)
+        (measure_point_s, false, None)
     };
     let from = (to - len).max(0.0);
     Windows {
@@ -48,6 +49,8 @@ pub fn windows(
              players POST, so shorter windows would show the POST rhythm, not the traffic"
         ),
         measure_at_s,
+        measure_point_s,
+        measure_point_source,
         steady_from_s: from,
         steady_to_s: to,
         exporter_steady_from_s: (to - len.max(interval)).max(0.0),
