@@ -3,7 +3,8 @@
 //! names, `/tracker/socket`) so the whole loop runs offline, and it counts what it really
 //! served (ground truth).
 //!
-//! Parts: `media` (ffmpeg: VOD ladder, supervised live encoder), `routes` (HTTP), `page`
+//! Parts: `media` (ffmpeg: VOD ladder, supervised live encoder), `routes` (HTTP), `serve`
+//! (accept loop with small connection buffers), `page`
 //! (embed and index pages), `counting` (bytes really sent), `stats` (counters and their
 //! Prometheus rendering), `playback` (players' reports), `tracker` (WebTorrent tracker).
 //! `start` runs everything in-process and returns a handle; `cli_refsite` is the command.
@@ -13,6 +14,7 @@ pub mod media;
 pub mod page;
 pub mod playback;
 pub mod routes;
+pub mod serve;
 pub mod stats;
 pub mod tracker;
 
@@ -336,18 +338,7 @@ pub async fn start(
         cancel: cancel.clone(),
     };
     let app = routes::app(state);
-    let server_cancel = cancel.clone();
-    tasks.push(tokio::spawn(async move {
-        let served = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(server_cancel.cancelled_owned())
-        .await;
-        if let Err(e) = served {
-            tracing::error!("refsite server stopped: {e}");
-        }
-    }));
+    tasks.push(tokio::spawn(serve::serve(listener, app, cancel.clone())));
 
     Ok(RefsiteHandle {
         base_url: base,
