@@ -379,3 +379,26 @@ async fn missing_front_end_is_a_clear_error() {
     assert!(matches!(err, RefsiteError::WebDeps(_)));
     assert!(err.to_string().contains("make web-deps"), "{err}");
 }
+
+#[tokio::test]
+async fn listens_on_ipv6_loopback() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("no IPv6 loopback here: skipped");
+        return;
+    }
+    let mut config = RefsiteConfig::new(media_cache(), refsite::default_web_dir());
+    config.live = false;
+    config.vod_length = Duration::from_secs(30);
+    config.listen = "[::1]:0".parse().unwrap();
+    let site = refsite::start(config, CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(
+        site.base_url.starts_with("http://[::1]:"),
+        "{}",
+        site.base_url
+    );
+    let r = reqwest::get(site.metrics_url()).await.unwrap();
+    assert_eq!(r.status(), 200);
+    site.shutdown().await;
+}

@@ -273,6 +273,7 @@ pub async fn start(
         });
     }
     if config.live {
+        remove_stale_live_dirs(&config.media_dir);
         let dir = config.media_dir.join(format!(
             "live-{}-{:08x}",
             std::process::id(),
@@ -350,6 +351,29 @@ pub async fn start(
         tasks,
         live_dir,
     })
+}
+
+/// Removes live segment folders left by refsite processes that no longer exist (killed
+/// with SIGKILL: their encoder died with them, their folder did not).
+fn remove_stale_live_dirs(media_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(media_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("live-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            tracing::info!("removing stale live folder {}", entry.path().display());
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, RefsiteError> {
