@@ -143,7 +143,7 @@ impl Viewer {
              return {info: p.networkInfo(), time: v.currentTime, paused: v.paused,
                      errors: p.errors, videos: document.querySelectorAll('video').length,
                      sync: p.hls.config.liveSyncDurationCount,
-                     hdw: p.p2pEngine.getConfig().core.highDemandTimeWindow,
+                     hdw: (c => c.mainStream?.highDemandTimeWindow ?? c.highDemandTimeWindow)(p.p2pEngine.getConfig().core),
                      rt: performance.getEntriesByType('resource').filter(e => e.name.endsWith('.ts'))
                         .map(e => [e.name.split('/').slice(-2).join('/'), e.encodedBodySize, e.initiatorType])};",
         )
