@@ -187,3 +187,55 @@ fn bad_flags_are_named() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("make web-deps"));
 }
+
+/// Minimal HTTP GET over a plain socket (the site is on loopback).
+fn http_get(base: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn media_sequence(playlist: &str) -> Option<u64> {
+    playlist
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn live_encoder_is_restarted_when_it_dies() {
+    let site = start(&["--videos", "live"]);
+    let base = site.ready["base_url"].as_str().unwrap().to_string();
+    let id = site.ready["videos"][0]["id"].as_str().unwrap().to_string();
+    let path = format!("/static/streaming-playlists/hls/{id}/index.m3u8");
+    let first = media_sequence(&http_get(&base, &path)).expect("live playlist");
+    let encoder = children(site.child.id())
+        .into_iter()
+        .find(|p| is_ffmpeg(*p))
+        .expect("encoder running");
+    signal(encoder, nix::sys::signal::Signal::SIGKILL);
+    wait_until("a new encoder", Duration::from_secs(15), || {
+        children(site.child.id())
+            .into_iter()
+            .any(|p| p != encoder && is_ffmpeg(p))
+    });
+    // The restarted encoder keeps the playlist moving forward.
+    wait_until(
+        "the live playlist to advance",
+        Duration::from_secs(30),
+        || media_sequence(&http_get(&base, &path)).is_some_and(|s| s > first),
+    );
+    let response = http_get(&base, &path);
+    assert!(response
+        .to_ascii_lowercase()
+        .contains("cache-control: no-store"));
+}
