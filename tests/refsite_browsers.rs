@@ -77,6 +77,7 @@ struct Viewer {
 
 impl Viewer {
     async fn open(driver: &Driver, name: &str, url: &str) -> Result<Self> {
+        let started = Instant::now();
         let profile = tempfile::tempdir()?;
         let args = vec![
             "--headless=new".to_string(),
@@ -113,7 +114,12 @@ impl Viewer {
             client,
             _profile: profile,
         };
+        let session_secs = started.elapsed().as_secs_f64();
         let loaded = tokio::time::timeout(Duration::from_secs(90), viewer.client.goto(url)).await;
+        eprintln!(
+            "{name}: session in {session_secs:.1} s, page loaded at {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
         match loaded {
             Ok(Ok(())) => Ok(viewer),
             // Close the session on every path: a leaked one keeps its browser running.
