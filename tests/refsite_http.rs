@@ -301,9 +301,11 @@ async fn origin_counts_bytes_actually_sent() {
         "refsite_origin_sent_bytes_total{video=\"none\",kind=\"static\"}",
     )
     .unwrap();
-    // What the kernel accepted into the socket buffer counts as sent; the rest does not.
+    eprintln!("abandoned download: {partial} of {full} bytes counted");
+    // What the kernel accepted into the socket buffer (at most 512 KiB, plus the client's
+    // window) counts as sent; the rest does not.
     assert!(
-        partial < full,
+        partial < 1024 * 1024,
         "counted {partial} of {full} bytes for an abandoned download"
     );
     site.shutdown().await;
