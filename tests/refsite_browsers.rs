@@ -43,7 +43,7 @@ impl Driver {
             child,
             url: format!("http://127.0.0.1:{port}/"),
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let ok = reqwest::get(format!("{}status", driver.url))
                 .await
@@ -77,6 +77,7 @@ struct Viewer {
 
 impl Viewer {
     async fn open(driver: &Driver, name: &str, url: &str) -> Result<Self> {
+        let started = Instant::now();
         let profile = tempfile::tempdir()?;
         let args = vec![
             "--headless=new".to_string(),
@@ -100,7 +101,7 @@ impl Viewer {
         let caps = caps.as_object().cloned().unwrap_or_default();
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         let client = tokio::time::timeout(
-            Duration::from_secs(60),
+            Duration::from_secs(120),
             fantoccini::ClientBuilder::new(connector)
                 .capabilities(caps)
                 .connect(&driver.url),
@@ -113,14 +114,28 @@ impl Viewer {
             client,
             _profile: profile,
         };
-        tokio::time::timeout(Duration::from_secs(30), viewer.client.goto(url))
-            .await
-            .context("page load timed out")??;
-        Ok(viewer)
+        let session_secs = started.elapsed().as_secs_f64();
+        let loaded = tokio::time::timeout(Duration::from_secs(90), viewer.client.goto(url)).await;
+        eprintln!(
+            "{name}: session in {session_secs:.1} s, page loaded at {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        match loaded {
+            Ok(Ok(())) => Ok(viewer),
+            // Close the session on every path: a leaked one keeps its browser running.
+            Ok(Err(e)) => {
+                viewer.close().await;
+                Err(e).with_context(|| format!("{name}: page load failed"))
+            }
+            Err(_) => {
+                viewer.close().await;
+                Err(anyhow!("{name}: page load timed out"))
+            }
+        }
     }
 
     async fn js(&self, script: &str) -> Result<Value> {
-        tokio::time::timeout(Duration::from_secs(20), self.client.execute(script, vec![]))
+        tokio::time::timeout(Duration::from_secs(60), self.client.execute(script, vec![]))
             .await
             .with_context(|| format!("{}: script timed out", self.name))?
             .with_context(|| format!("{}: script failed", self.name))
@@ -133,6 +148,8 @@ impl Viewer {
              const v = document.querySelector('video');
              return {info: p.networkInfo(), time: v.currentTime, paused: v.paused,
                      errors: p.errors, videos: document.querySelectorAll('video').length,
+                     sync: p.hls.config.liveSyncDurationCount,
+                     hdw: (c => c.mainStream?.highDemandTimeWindow ?? c.highDemandTimeWindow)(p.p2pEngine.getConfig().core),
                      rt: performance.getEntriesByType('resource').filter(e => e.name.endsWith('.ts'))
                         .map(e => [e.name.split('/').slice(-2).join('/'), e.encodedBodySize, e.initiatorType])};",
         )
@@ -241,7 +258,7 @@ async fn open_fleet(
     let first = &viewers[0];
     let s = wait_for(
         "the p2p=0 viewer to play",
-        Duration::from_secs(40),
+        Duration::from_secs(90),
         || async {
             let s = first.stats().await?;
             Ok((num(&s, &["info", "http", "downloaded"]) > 0
@@ -257,7 +274,20 @@ async fn open_fleet(
         "a p2p=0 viewer announced to the tracker"
     );
     for i in 0..p2p_viewers {
-        viewers.push(Viewer::open(driver, &format!("p2p-{i}"), &format!("{base}&p2p=1")).await?);
+        // The last one asks for PeerTube's high-latency live mode.
+        let latency = if i + 1 == p2p_viewers {
+            "&latency=high"
+        } else {
+            ""
+        };
+        viewers.push(
+            Viewer::open(
+                driver,
+                &format!("p2p-{i}"),
+                &format!("{base}&p2p=1{latency}"),
+            )
+            .await?,
+        );
         tokio::time::sleep(stagger).await;
     }
     Ok(())
@@ -279,7 +309,7 @@ async fn vod_p2p_with_ground_truth() {
 
         // P2P happens: in the players' stats and on /metrics.
         let vs = &*viewers;
-        wait_for("P2P bytes in the players' stats", Duration::from_secs(60), || async {
+        wait_for("P2P bytes in the players' stats", Duration::from_secs(120), || async {
             let stats = all_stats(vs).await?;
             let p2p: u64 = stats.iter().map(|s| num(s, &["info", "p2p", "downloaded"])).sum();
             Ok((p2p > 0).then_some(()))
@@ -290,7 +320,7 @@ async fn vod_p2p_with_ground_truth() {
         // then flush their reports. (Stopping them instead would abort transfers in flight,
         // whose bytes the origin sent but the players never received.)
         let mut previous: Vec<Value> = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(40);
+        let deadline = Instant::now() + Duration::from_secs(90);
         let final_stats = loop {
             tokio::time::sleep(Duration::from_secs(2)).await;
             let now: Vec<Value> = all_stats(vs).await?;
@@ -356,6 +386,7 @@ async fn vod_p2p_with_ground_truth() {
         let p2p_err = (metrics_p2p_down as f64 - metrics_p2p_up as f64).abs() / metrics_p2p_down.max(1) as f64;
         ensure!(p2p_err <= 0.05, "P2P down {metrics_p2p_down} vs up {metrics_p2p_up}: {:.2}% apart", p2p_err * 100.0);
         for (v, s) in vs.iter().zip(&final_stats) {
+            ensure!(s["hdw"] == 15, "{}: VOD high-demand window {}", v.name, s["hdw"]);
             ensure!(s["errors"].as_array().is_none_or(|e| e.is_empty()), "{}: page errors {}", v.name, s["errors"]);
         }
         Ok(())
@@ -380,7 +411,7 @@ async fn live_p2p_and_http_only_viewer() {
         let uuid = format!("videoUUID=\"{live}\"");
         let (stats, text) = wait_for(
             "live P2P bytes in players' stats and /metrics",
-            Duration::from_secs(90),
+            Duration::from_secs(150),
             || async {
                 let stats = all_stats(vs).await?;
                 let p2p: u64 = stats

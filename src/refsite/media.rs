@@ -217,6 +217,15 @@ pub async fn ensure_vod(
         source,
     };
     std::fs::create_dir_all(cache).map_err(folder_err)?;
+    // One generator at a time per recipe (other refsites, parallel tests): wait for it,
+    // then reuse its result.
+    let _lock = lock_file(cache.join(format!(".{key}.lock")))
+        .await
+        .map_err(folder_err)?;
+    if dir.join(".complete").is_file() {
+        tracing::info!("VOD media reused from {}", dir.display());
+        return Ok(dir);
+    }
     let tmp = cache.join(format!(
         ".{key}.tmp-{}-{}",
         std::process::id(),
@@ -290,6 +299,25 @@ pub async fn ensure_vod(
     }
     tracing::info!("VOD media ready in {}", dir.display());
     Ok(dir)
+}
+
+/// Takes an exclusive `flock` on `path` (released when the returned file is dropped).
+async fn lock_file(path: PathBuf) -> std::io::Result<std::fs::File> {
+    tokio::task::spawn_blocking(move || {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        // SAFETY: flock on a file descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(file)
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 /// Master playlist of the live stream (one rendition; the encoder writes `index.m3u8`).

@@ -3,7 +3,8 @@
 //! names, `/tracker/socket`) so the whole loop runs offline, and it counts what it really
 //! served (ground truth).
 //!
-//! Parts: `media` (ffmpeg: VOD ladder, supervised live encoder), `routes` (HTTP), `page`
+//! Parts: `media` (ffmpeg: VOD ladder, supervised live encoder), `routes` (HTTP), `serve`
+//! (accept loop with small connection buffers), `page`
 //! (embed and index pages), `counting` (bytes really sent), `stats` (counters and their
 //! Prometheus rendering), `playback` (players' reports), `tracker` (WebTorrent tracker).
 //! `start` runs everything in-process and returns a handle; `cli_refsite` is the command.
@@ -13,6 +14,7 @@ pub mod media;
 pub mod page;
 pub mod playback;
 pub mod routes;
+pub mod serve;
 pub mod stats;
 pub mod tracker;
 
@@ -271,6 +273,7 @@ pub async fn start(
         });
     }
     if config.live {
+        remove_stale_live_dirs(&config.media_dir);
         let dir = config.media_dir.join(format!(
             "live-{}-{:08x}",
             std::process::id(),
@@ -336,18 +339,7 @@ pub async fn start(
         cancel: cancel.clone(),
     };
     let app = routes::app(state);
-    let server_cancel = cancel.clone();
-    tasks.push(tokio::spawn(async move {
-        let served = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(server_cancel.cancelled_owned())
-        .await;
-        if let Err(e) = served {
-            tracing::error!("refsite server stopped: {e}");
-        }
-    }));
+    tasks.push(tokio::spawn(serve::serve(listener, app, cancel.clone())));
 
     Ok(RefsiteHandle {
         base_url: base,
@@ -359,6 +351,29 @@ pub async fn start(
         tasks,
         live_dir,
     })
+}
+
+/// Removes live segment folders left by refsite processes that no longer exist (killed
+/// with SIGKILL: their encoder died with them, their folder did not).
+fn remove_stale_live_dirs(media_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(media_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("live-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            tracing::info!("removing stale live folder {}", entry.path().display());
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, RefsiteError> {

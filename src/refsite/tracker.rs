@@ -26,6 +26,9 @@ use tokio_util::sync::CancellationToken;
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// At most this many offers are forwarded per announce (bittorrent-tracker's cap).
 const MAX_OFFERS: usize = 50;
+/// Messages queued for one connection; beyond that a slow client loses messages (its
+/// peers retry on their next announce) instead of growing the tracker's memory.
+const QUEUE: usize = 512;
 
 /// Tracker tuning.
 #[derive(Debug, Clone)]
@@ -47,7 +50,7 @@ impl Default for TrackerConfig {
 
 type ConnId = u64;
 /// A connection's outgoing queue and the (info_hash, peer_id) pairs it announced.
-type ConnEntry = (mpsc::UnboundedSender<String>, HashSet<(String, String)>);
+type ConnEntry = (mpsc::Sender<String>, HashSet<(String, String)>);
 
 #[derive(Debug)]
 struct PeerEntry {
@@ -105,9 +108,9 @@ impl Tracker {
     }
 
     /// Registers a connection; messages for it arrive on the returned receiver.
-    fn connect(&self) -> (ConnId, mpsc::UnboundedReceiver<String>) {
+    fn connect(&self) -> (ConnId, mpsc::Receiver<String>) {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(QUEUE);
         self.lock().conns.insert(id, (tx, HashSet::new()));
         (id, rx)
     }
@@ -229,7 +232,7 @@ impl Tracker {
                         "peer_id": peer_id,
                         "info_hash": info_hash,
                     });
-                    let _ = tx.send(relay.to_string());
+                    queue(tx, relay.to_string());
                 }
                 None => {
                     tracing::debug!(to = %hexish(&to), "tracker: answer for a peer that is gone")
@@ -252,7 +255,7 @@ impl Tracker {
                 "complete": complete,
                 "incomplete": incomplete,
             });
-            let _ = tx.send(reply.to_string());
+            queue(tx, reply.to_string());
         }
 
         // Hand each offer to a different random peer of the swarm.
@@ -282,7 +285,7 @@ impl Tracker {
                             "peer_id": peer_id,
                             "info_hash": info_hash,
                         });
-                        let _ = tx.send(relay.to_string());
+                        queue(tx, relay.to_string());
                     }
                 }
             }
@@ -314,9 +317,16 @@ impl Tracker {
             );
         }
         if let Some((tx, _)) = state.conns.get(&conn) {
-            let _ = tx.send(json!({"action": "scrape", "files": files}).to_string());
+            queue(tx, json!({"action": "scrape", "files": files}).to_string());
         }
         Ok(())
+    }
+}
+
+/// Queues a message for a connection; drops it if the client is not keeping up.
+fn queue(tx: &mpsc::Sender<String>, message: String) {
+    if tx.try_send(message).is_err() {
+        tracing::debug!("tracker: a client's queue is full or closed; message dropped");
     }
 }
 
