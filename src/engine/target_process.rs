@@ -78,7 +78,7 @@ pub async fn start(plan: &Plan, placement: &TargetPlacement) -> anyhow::Result<S
 }
 
 async fn start_refsite(plan: &Plan, placement: &TargetPlacement) -> anyhow::Result<StartedTarget> {
-    let exe = std::env::current_exe().context("locating the viewerfleet binary")?;
+    let exe = own_binary()?;
     let video = match plan.target.video {
         VideoKind::Vod => "vod",
         VideoKind::Live => "live",
@@ -173,5 +173,17 @@ async fn start_refsite(plan: &Plan, placement: &TargetPlacement) -> anyhow::Resu
         adapter,
         viewer_url_example,
         child: Some(child),
+    })
+}
+
+/// This program's path, for starting refsite as a child. A rebuild replaces the file while
+/// a long suite runs; the kernel then reports the old path with " (deleted)", and the new
+/// file at the same path is the one to start.
+fn own_binary() -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe().context("locating the viewerfleet binary")?;
+    let text = exe.to_string_lossy();
+    Ok(match text.strip_suffix(" (deleted)") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => exe,
     })
 }

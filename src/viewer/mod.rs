@@ -49,7 +49,7 @@ impl Default for ViewerTimeouts {
     fn default() -> Self {
         Self {
             session: Duration::from_secs(120),
-            command: Duration::from_secs(30),
+            command: Duration::from_secs(60),
             first_frame: Duration::from_secs(90),
         }
     }
