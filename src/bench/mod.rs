@@ -1,6 +1,7 @@
 //! Measuring viewerfleet itself: a fast WebDriver stub so the controller's own cost per
 //! session is visible (see BENCHMARKS.md).
 
+pub mod controller;
 pub mod webdriver_stub;
 
 /// `viewerfleet stub-webdriver`: serves the stub until Ctrl-C/SIGTERM; prints
