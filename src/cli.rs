@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// Do not build the report at the end of the run.
     #[arg(long)]
     pub no_report: bool,
+    /// Serve the controller's Prometheus metrics at this loopback address during the run
+    /// (e.g. 127.0.0.1:9464).
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ pub mod cloud;
 pub mod engine;
 pub mod fleet;
 pub mod hostinfo;
+pub mod ladder;
 pub mod metrics;
 pub mod netns;
 pub mod rawdata;
@@ -27,13 +28,13 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(dispatch(cli.command))
+    runtime.block_on(dispatch(cli.command, cli.quiet))
 }
 
-async fn dispatch(command: cli::Command) -> anyhow::Result<ExitCode> {
+async fn dispatch(command: cli::Command, quiet: bool) -> anyhow::Result<ExitCode> {
     use cli::Command;
     match command {
-        Command::Run(args) => engine::cli_run(args).await,
+        Command::Run(args) => engine::cli_run(args, quiet).await,
         Command::Refsite(args) => refsite::cli_refsite(args).await,
         Command::Report(args) => report::cli_report(args).await,
         Command::Compare(args) => report::cli_compare(args).await,

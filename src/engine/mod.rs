@@ -1,8 +1,20 @@
 //! The run engine: takes a `Plan`, starts the target and the fleet, brings viewers up along
-//! the ramp, samples players, exporter and host, appends raw data, and releases everything
-//! on every exit path.
+//! the ramp, samples players, exporter and host, appends raw data as it arrives, and
+//! releases everything on every exit path (success, error, Ctrl-C, SIGTERM).
 
-use crate::scenario::Overrides;
+mod gc;
+mod manifest;
+mod progress;
+mod recorder;
+mod run;
+mod samplers;
+mod shared;
+mod target_process;
+mod viewer_task;
+
+use crate::scenario::{self, Overrides};
+use crate::shutdown::Shutdown;
+use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -14,25 +26,124 @@ pub struct RunOutcome {
     /// run was interrupted.
     pub ok: bool,
     pub interrupted: bool,
-    /// One-paragraph summary printed at the end.
+    /// 0 ok; 1 too many failed viewers; 130/143 interrupted by SIGINT/SIGTERM.
+    pub exit_code: u8,
+    /// Short summary printed at the end.
     pub summary: String,
 }
 
-/// Runs one scenario into `out` (created; must be empty or absent).
+/// Runs one scenario into `out` (created; must be empty or absent). Listens for Ctrl-C and
+/// SIGTERM itself, so a suite stops at the run it is in.
 pub async fn run_scenario(
-    _scenario: &Path,
-    _out: &Path,
-    _overrides: &Overrides,
+    scenario: &Path,
+    out: &Path,
+    overrides: &Overrides,
 ) -> anyhow::Result<RunOutcome> {
-    anyhow::bail!("`viewerfleet run` is not available yet")
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    run_scenario_with(scenario, out, overrides, shutdown, true).await
+}
+
+/// As `run_scenario`, with the caller's stop signal and progress choice.
+pub async fn run_scenario_with(
+    scenario: &Path,
+    out: &Path,
+    overrides: &Overrides,
+    shutdown: Shutdown,
+    progress: bool,
+) -> anyhow::Result<RunOutcome> {
+    run_scenario_full(scenario, out, overrides, shutdown, progress, None).await
+}
+
+/// As `run_scenario_with`, also serving the controller's metrics on `metrics_listen`.
+pub async fn run_scenario_full(
+    scenario: &Path,
+    out: &Path,
+    overrides: &Overrides,
+    shutdown: Shutdown,
+    progress: bool,
+    metrics_listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<RunOutcome> {
+    let plan = scenario::load(scenario, overrides)?;
+    let ctx = run::RunContext {
+        out: out.to_path_buf(),
+        rerun_command: rerun_command(scenario, out, overrides),
+        shutdown,
+        progress,
+        metrics_listen,
+        metrics: crate::metrics::controller::ControllerMetrics::new(),
+    };
+    tracing::info!("run {}: {}", plan.name, plan.summary_line());
+    let outcome = run::execute(plan, ctx).await?;
+    Ok(outcome)
+}
+
+/// The command that re-runs this run, as written into the manifest.
+fn rerun_command(scenario: &Path, out: &Path, overrides: &Overrides) -> Vec<String> {
+    let mut cmd = vec![
+        "viewerfleet".to_string(),
+        "run".to_string(),
+        scenario.display().to_string(),
+        "--out".to_string(),
+        format!("{}-rerun", out.display()),
+    ];
+    if let Some(v) = overrides.viewers {
+        cmd.extend(["--viewers".to_string(), v.to_string()]);
+    }
+    if let Some(d) = &overrides.duration {
+        cmd.extend(["--duration".to_string(), d.clone()]);
+    }
+    cmd
 }
 
 /// `viewerfleet run`.
-pub async fn cli_run(_args: crate::cli::RunArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`viewerfleet run` is not available yet")
+pub async fn cli_run(args: crate::cli::RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
+    let overrides = Overrides {
+        viewers: args.viewers,
+        duration: args.duration.clone(),
+    };
+    // Validate before anything else, so a bad file costs nothing.
+    let plan = scenario::load(&args.scenario, &overrides)?;
+    let out = match args.out {
+        Some(out) => out,
+        None => PathBuf::from("runs").join(format!(
+            "{}-{}",
+            plan.name,
+            chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+        )),
+    };
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let outcome = run_scenario_full(
+        &args.scenario,
+        &out,
+        &overrides,
+        shutdown,
+        !quiet,
+        args.metrics_listen,
+    )
+    .await
+    .with_context(|| format!("run {}", plan.name))?;
+    println!("{}", outcome.summary);
+    println!("raw data: {}", outcome.run_dir.display());
+    Ok(ExitCode::from(outcome.exit_code))
 }
 
 /// `viewerfleet gc`.
-pub async fn cli_gc(_args: crate::cli::GcArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`viewerfleet gc` is not available yet")
+pub async fn cli_gc(args: crate::cli::GcArgs) -> anyhow::Result<ExitCode> {
+    let removed = gc::collect_local(args.dry_run)?;
+    for line in &removed {
+        println!(
+            "{}{line}",
+            if args.dry_run {
+                "would remove: "
+            } else {
+                "removed: "
+            }
+        );
+    }
+    if removed.is_empty() {
+        println!("nothing left over from earlier runs");
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -7,6 +7,7 @@
 //! To add a provider: a spec struct (YAML fields, `deny_unknown_fields`) with `validate`,
 //! a variant in `FleetSpec`, a type implementing `Fleet`, and a line in `open`.
 
+pub mod chromedriver;
 pub mod grid;
 pub mod local;
 pub mod netns;

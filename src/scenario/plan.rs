@@ -77,11 +77,17 @@ impl Plan {
 
     pub fn summary_line(&self) -> String {
         format!(
-            "{} viewers ({}% P2P off) on {:?} {:?}, ramp {}, duration {}, measured at {}, fleet {}",
+            "{} viewers ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}, fleet {}",
             self.viewers,
             (self.p2p_off_share * 100.0).round(),
-            self.target.kind,
-            self.target.video,
+            match self.target.kind {
+                TargetKind::Refsite => "refsite",
+                TargetKind::Peertube => "peertube",
+            },
+            match self.target.video {
+                VideoKind::Live => "live",
+                VideoKind::Vod => "vod",
+            },
             humantime::format_duration(self.ramp),
             humantime::format_duration(self.duration),
             humantime::format_duration(self.measure_at),

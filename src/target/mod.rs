@@ -2,3 +2,48 @@
 //! turn P2P off for one viewer), the JavaScript that reads the player's stats, and the
 //! exporter to scrape. PeerTube's adapter also serves refsite, which speaks the same
 //! interfaces.
+//!
+//! To add a platform: a type implementing `Target` in its own file, chosen in
+//! `engine::target_for`.
+
+pub mod peertube;
+
+use serde::Deserialize;
+
+/// A video platform as seen by one viewer and by the scraper.
+pub trait Target: Send + Sync {
+    /// Page a viewer opens, with P2P on or off.
+    fn viewer_url(&self, p2p: bool) -> String;
+    /// JavaScript installed before any page script runs (CDP
+    /// `Page.addScriptToEvaluateOnNewDocument`); it collects stats into the page.
+    fn probe_script(&self) -> &'static str;
+    /// JavaScript that returns the collected stats as a `PlayerStats` JSON object.
+    fn read_script(&self) -> &'static str;
+    /// The platform's Prometheus exporter, if it has one.
+    fn exporter_url(&self) -> Option<String>;
+}
+
+/// What the probe reports. Byte counters are cumulative since the page opened.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PlayerStats {
+    pub http_bytes: u64,
+    pub p2p_down_bytes: u64,
+    pub p2p_up_bytes: u64,
+    pub peers: u32,
+    /// The player's own `network-info` event has fired at least once.
+    pub network_info_seen: bool,
+    /// Where `http_bytes` came from: `network-info` or `resource-timing`.
+    pub http_source: String,
+    pub has_video: bool,
+    pub playing: bool,
+    pub current_time: f64,
+    /// ms from navigation start to the first `playing` event.
+    pub first_frame_ms: Option<f64>,
+    pub stalls: u32,
+    pub stalled_ms: f64,
+    pub resolution: Option<u32>,
+    pub dropped_frames: u64,
+    pub errors: u32,
+    pub last_error: Option<String>,
+}

@@ -1,2 +1,288 @@
-//! Viewers: one WebDriver session each (fantoccini): capabilities, HTTP throttling (CDP),
-//! navigation, playback start, periodic stats reads, teardown on every exit path.
+//! Viewers: one WebDriver session each (fantoccini). Creates the session with the
+//! project's Chromium profile, applies HTTP throttling through ChromeDriver/CDP (bytes/s),
+//! installs the target's stats probe, opens the viewer page, waits for the first frame,
+//! then reads stats on demand. Every WebDriver call has a timeout (fantoccini has none),
+//! and `close` deletes the session and the profile on every path.
+
+mod commands;
+
+use crate::fleet::ViewerSlot;
+use crate::scenario::{NetworkProfile, ShapingLayer};
+use crate::target::{PlayerStats, Target};
+use commands::{CdpCommand, NetworkConditions};
+use fantoccini::wd::Capabilities;
+use fantoccini::{Client, ClientBuilder};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Chromium flags that play video headless here (see FACTS.md), one fresh profile each.
+pub const CHROMIUM_FLAGS: &[&str] = &[
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--mute-audio",
+    "--autoplay-policy=no-user-gesture-required",
+    "--allow-loopback-in-peer-connection",
+    "--disable-features=WebRtcHideLocalIpsWithMdns",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+    "--window-size=640,360",
+];
+
+/// Prefix of every profile folder: `gc --local` finds leftovers by it.
+pub const PROFILE_PREFIX: &str = "viewerfleet-profile-";
+
+/// Timeouts for WebDriver calls.
+#[derive(Debug, Clone)]
+pub struct ViewerTimeouts {
+    pub session: Duration,
+    pub command: Duration,
+    /// From opening the page to the first frame.
+    pub first_frame: Duration,
+}
+
+impl Default for ViewerTimeouts {
+    fn default() -> Self {
+        Self {
+            session: Duration::from_secs(120),
+            command: Duration::from_secs(30),
+            first_frame: Duration::from_secs(90),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ViewerError {
+    #[error("session not created: {0}")]
+    Session(String),
+    #[error("{what} timed out after {after:?}")]
+    Timeout { what: &'static str, after: Duration },
+    #[error("{what}: {message}")]
+    Command { what: &'static str, message: String },
+    #[error("no first frame within {after:?}{}", last_error.as_ref().map(|e| format!(" (page error: {e})")).unwrap_or_default())]
+    NeverPlayed {
+        after: Duration,
+        last_error: Option<String>,
+    },
+    #[error("creating a browser profile: {0}")]
+    Profile(std::io::Error),
+}
+
+/// A running viewer: its session and profile. Call `close` when done.
+pub struct Viewer {
+    client: Client,
+    profile: Option<tempfile::TempDir>,
+    timeouts: ViewerTimeouts,
+    pub session_id: Option<String>,
+}
+
+impl Viewer {
+    /// Creates the WebDriver session for a slot.
+    pub async fn create(slot: &ViewerSlot, timeouts: ViewerTimeouts) -> Result<Self, ViewerError> {
+        let profile = tempfile::Builder::new()
+            .prefix(PROFILE_PREFIX)
+            .tempdir()
+            .map_err(ViewerError::Profile)?;
+        let caps = capabilities(slot, Some(profile.path().to_path_buf()));
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let mut builder = ClientBuilder::new(connector);
+        builder.capabilities(caps);
+        let client = tokio::time::timeout(timeouts.session, builder.connect(&slot.webdriver_url))
+            .await
+            .map_err(|_| ViewerError::Timeout {
+                what: "session creation",
+                after: timeouts.session,
+            })?
+            .map_err(|e| ViewerError::Session(e.to_string()))?;
+        let session_id = client.session_id().await.ok().flatten();
+        Ok(Self {
+            client,
+            profile: Some(profile),
+            timeouts,
+            session_id,
+        })
+    }
+
+    /// Throttles HTTP through ChromeDriver (throughputs in bytes/s; WebRTC is untouched).
+    pub async fn throttle_http(&self, profile: &NetworkProfile) -> Result<(), ViewerError> {
+        let conditions = NetworkConditions::from_profile(profile);
+        self.call("network conditions", self.client.issue_cmd(conditions))
+            .await
+            .map(|_| ())
+    }
+
+    /// Installs the target's probe so it runs before any page script, then opens the page.
+    pub async fn open(&self, target: &dyn Target, p2p: bool) -> Result<Instant, ViewerError> {
+        let probe = CdpCommand::new(
+            "Page.addScriptToEvaluateOnNewDocument",
+            serde_json::json!({ "source": target.probe_script() }),
+        );
+        self.call("installing the stats probe", self.client.issue_cmd(probe))
+            .await?;
+        let opened = Instant::now();
+        self.call(
+            "opening the viewer page",
+            self.client.goto(&target.viewer_url(p2p)),
+        )
+        .await?;
+        Ok(opened)
+    }
+
+    /// Reads the player's stats once.
+    pub async fn read(&self, target: &dyn Target) -> Result<PlayerStats, ViewerError> {
+        let value = self
+            .call(
+                "reading player stats",
+                self.client.execute(target.read_script(), vec![]),
+            )
+            .await?;
+        serde_json::from_value(value).map_err(|e| ViewerError::Command {
+            what: "reading player stats",
+            message: format!("unexpected answer: {e}"),
+        })
+    }
+
+    /// Polls the stats until the first frame has played; returns time to first frame (ms,
+    /// from navigation start as the page measures it).
+    pub async fn wait_first_frame(
+        &self,
+        target: &dyn Target,
+        poll: Duration,
+    ) -> Result<f64, ViewerError> {
+        let deadline = Instant::now() + self.timeouts.first_frame;
+        let mut last_error = None;
+        loop {
+            let stats = self.read(target).await?;
+            if let Some(ms) = stats.first_frame_ms {
+                return Ok(ms);
+            }
+            last_error = stats.last_error.or(last_error);
+            if Instant::now() >= deadline {
+                return Err(ViewerError::NeverPlayed {
+                    after: self.timeouts.first_frame,
+                    last_error,
+                });
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
+
+    /// Deletes the session (closing the browser) and the profile. Never fails: a session
+    /// that cannot be deleted is logged, and its driver's shutdown kills the browser.
+    pub async fn close(mut self) {
+        let id = self.session_id.clone().unwrap_or_default();
+        match tokio::time::timeout(self.timeouts.command, self.client.clone().close()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::debug!("deleting session {id}: {err}"),
+            Err(_) => tracing::warn!("deleting session {id} timed out"),
+        }
+        if let Some(profile) = self.profile.take() {
+            let path = profile.path().to_path_buf();
+            // Chromium may still be writing as it exits; removal is retried by `gc`.
+            if let Err(err) = profile.close() {
+                tracing::debug!("removing profile {}: {err}", path.display());
+            }
+        }
+    }
+
+    async fn call<T, E: std::fmt::Display>(
+        &self,
+        what: &'static str,
+        fut: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, ViewerError> {
+        tokio::time::timeout(self.timeouts.command, fut)
+            .await
+            .map_err(|_| ViewerError::Timeout {
+                what,
+                after: self.timeouts.command,
+            })?
+            .map_err(|e| ViewerError::Command {
+                what,
+                message: e.to_string(),
+            })
+    }
+}
+
+/// Whether CDP throttling applies for this slot and profile.
+pub fn wants_cdp(profile: &NetworkProfile, slot: &ViewerSlot) -> bool {
+    match profile.apply {
+        Some(ShapingLayer::Cdp) | Some(ShapingLayer::Both) => true,
+        Some(ShapingLayer::Tc) => false,
+        None => !slot.tc_shaped,
+    }
+}
+
+/// W3C capabilities with `goog:chromeOptions` for one viewer.
+pub fn capabilities(slot: &ViewerSlot, profile: Option<PathBuf>) -> Capabilities {
+    let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
+    if let Some(dir) = profile {
+        args.push(format!("--user-data-dir={}", dir.display()));
+    }
+    args.extend(slot.extra_args.iter().cloned());
+    let mut options = serde_json::json!({ "args": args });
+    if let Some(binary) = &slot.chrome_binary {
+        options["binary"] = serde_json::Value::String(binary.clone());
+    }
+    let mut caps = Capabilities::new();
+    caps.insert("browserName".into(), "chrome".into());
+    caps.insert("goog:chromeOptions".into(), options);
+    caps.insert("pageLoadStrategy".into(), "eager".into());
+    caps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot() -> ViewerSlot {
+        ViewerSlot {
+            webdriver_url: "http://127.0.0.1:1/".into(),
+            chrome_binary: Some("/usr/lib/chromium/chromium".into()),
+            extra_args: vec!["--remote-debugging-pipe".into()],
+            node: "local".into(),
+            address: None,
+            tc_shaped: false,
+        }
+    }
+
+    #[test]
+    fn capabilities_carry_binary_profile_and_slot_flags() {
+        let caps = capabilities(&slot(), Some("/tmp/p".into()));
+        let opts = &caps["goog:chromeOptions"];
+        assert_eq!(opts["binary"], "/usr/lib/chromium/chromium");
+        let args: Vec<&str> = opts["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(args.contains(&"--user-data-dir=/tmp/p"));
+        assert!(args.contains(&"--remote-debugging-pipe"));
+        assert!(args.contains(&"--headless=new"));
+    }
+
+    #[test]
+    fn cdp_is_the_default_only_without_tc() {
+        let p = NetworkProfile {
+            download_kbps: Some(2000),
+            upload_kbps: Some(300),
+            latency_ms: Some(500),
+            apply: None,
+        };
+        let mut s = slot();
+        assert!(wants_cdp(&p, &s));
+        s.tc_shaped = true;
+        assert!(!wants_cdp(&p, &s));
+        assert!(wants_cdp(
+            &NetworkProfile {
+                apply: Some(ShapingLayer::Both),
+                ..p
+            },
+            &s
+        ));
+    }
+}

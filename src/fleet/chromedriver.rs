@@ -1,0 +1,185 @@
+//! A supervised chromedriver process on this machine: started on a free loopback port,
+//! checked ready through `/status`, restarted if it dies mid-run, and killed with its whole
+//! process group (the browsers it started included) on shutdown.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::process::{Child, Command};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+/// Where to look for chromedriver when the scenario does not say.
+pub const DEFAULT_CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The real Chromium binary; Debian's `/usr/bin/chromium` wrapper adds flags and noise.
+pub const DEFAULT_CHROMIUM: &str = "/usr/lib/chromium/chromium";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("chromedriver not found at {0}; install it with `apt-get install -y chromium-driver` (or set fleet.chromedriver)")]
+    MissingDriver(PathBuf),
+    #[error("Chromium not found at {0}; install it with `apt-get install -y chromium` (or set fleet.chromium)")]
+    MissingBrowser(PathBuf),
+    #[error("chromedriver did not become ready within {0:?}: {1}")]
+    NotReady(Duration, String),
+    #[error("starting chromedriver: {0}")]
+    Spawn(std::io::Error),
+}
+
+/// Checks that the driver and browser binaries exist before anything is started.
+pub fn preflight(driver: &Path, browser: &Path) -> Result<(), DriverError> {
+    if !driver.exists() {
+        return Err(DriverError::MissingDriver(driver.to_path_buf()));
+    }
+    if !browser.exists() {
+        return Err(DriverError::MissingBrowser(browser.to_path_buf()));
+    }
+    Ok(())
+}
+
+pub struct ChromeDriver {
+    binary: PathBuf,
+    port: u16,
+    child: Arc<Mutex<Option<Child>>>,
+    stop: CancellationToken,
+}
+
+impl ChromeDriver {
+    /// Starts chromedriver and waits until it answers `/status` as ready.
+    pub async fn start(binary: &Path) -> Result<Self, DriverError> {
+        let port = free_port().map_err(DriverError::Spawn)?;
+        let child = spawn(binary, port).map_err(DriverError::Spawn)?;
+        let driver = Self {
+            binary: binary.to_path_buf(),
+            port,
+            child: Arc::new(Mutex::new(Some(child))),
+            stop: CancellationToken::new(),
+        };
+        driver.wait_ready(Duration::from_secs(20)).await?;
+        driver.supervise();
+        Ok(driver)
+    }
+
+    /// WebDriver endpoint, ending in `/`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    async fn wait_ready(&self, limit: Duration) -> Result<(), DriverError> {
+        let client = reqwest::Client::new();
+        let url = format!("{}status", self.url());
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut last = String::from("no answer");
+        while tokio::time::Instant::now() < deadline {
+            if let Some(child) = self.child.lock().await.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(DriverError::NotReady(
+                        limit,
+                        format!("it exited with {status}"),
+                    ));
+                }
+            }
+            match client
+                .get(&url)
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+            {
+                Ok(resp) => {
+                    let body: serde_json::Value = resp.json().await.unwrap_or_default();
+                    if body["value"]["ready"] == serde_json::Value::Bool(true) {
+                        return Ok(());
+                    }
+                    last = format!("status said {body}");
+                }
+                Err(err) => last = err.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(DriverError::NotReady(limit, last))
+    }
+
+    /// Restarts chromedriver on the same port if it dies before `shutdown`.
+    fn supervise(&self) {
+        let child = self.child.clone();
+        let stop = self.stop.clone();
+        let binary = self.binary.clone();
+        let port = self.port;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+                let mut guard = child.lock().await;
+                let exited = match guard.as_mut() {
+                    Some(c) => matches!(c.try_wait(), Ok(Some(_))),
+                    None => return,
+                };
+                if exited && !stop.is_cancelled() {
+                    tracing::warn!(
+                        "chromedriver exited unexpectedly; restarting it (its browsers are lost)"
+                    );
+                    match spawn(&binary, port) {
+                        Ok(c) => *guard = Some(c),
+                        Err(err) => tracing::error!("restarting chromedriver failed: {err}"),
+                    }
+                }
+            }
+        });
+    }
+
+    /// Kills chromedriver and every process in its group (browsers included). Idempotent.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        if let Some(mut child) = self.child.lock().await.take() {
+            kill_group(&mut child).await;
+        }
+    }
+}
+
+fn spawn(binary: &Path, port: u16) -> std::io::Result<Child> {
+    let mut cmd = Command::new(binary);
+    cmd.arg(format!("--port={port}"))
+        .arg("--allowed-ips=127.0.0.1")
+        .arg("--log-level=WARNING")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to signal the child when
+    // this process dies, so even `kill -9` of the controller takes chromedriver down.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// SIGTERM to the child's process group, then SIGKILL after a grace period.
+pub async fn kill_group(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        let group = nix::unistd::Pid::from_raw(-(pid as i32));
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
+        if tokio::time::timeout(Duration::from_secs(3), child.wait())
+            .await
+            .is_err()
+        {
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait().await;
+        }
+        // Browsers that outlived their driver are in the same group.
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// A free loopback TCP port (bound, read, released).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}

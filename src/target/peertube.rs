@@ -1,0 +1,197 @@
+//! PeerTube (and refsite, which speaks PeerTube's interfaces): the embed page with
+//! `p2p=0|1`, the player's `network-info` event, and the OpenTelemetry exporter.
+
+use super::Target;
+
+#[derive(Debug, Clone)]
+pub struct PeerTubeTarget {
+    /// `https://host/videos/embed/<uuid>`
+    embed_url: String,
+    /// Extra query parameters (e.g. refsite's `latency=high`).
+    extra_params: Vec<(String, String)>,
+    exporter_url: Option<String>,
+}
+
+impl PeerTubeTarget {
+    /// From a watch URL (`/w/<id>`, `/videos/watch/<id>`) or an embed URL.
+    pub fn from_video_url(url: &str, exporter_url: Option<String>) -> anyhow::Result<Self> {
+        let parsed =
+            url::Url::parse(url).map_err(|e| anyhow::anyhow!("`{url}` is not a URL: {e}"))?;
+        let segments: Vec<&str> = parsed
+            .path_segments()
+            .map(|s| s.filter(|p| !p.is_empty()).collect())
+            .unwrap_or_default();
+        let id = match segments.as_slice() {
+            ["w", id] | ["videos", "watch", id] | ["videos", "embed", id] => *id,
+            _ => anyhow::bail!(
+                "`{url}` is not a PeerTube video URL; expected …/w/<id>, …/videos/watch/<id> or …/videos/embed/<id>"
+            ),
+        };
+        let origin = parsed.origin().ascii_serialization();
+        Ok(Self {
+            embed_url: format!("{origin}/videos/embed/{id}"),
+            extra_params: Vec::new(),
+            exporter_url,
+        })
+    }
+
+    pub fn with_param(mut self, key: &str, value: &str) -> Self {
+        self.extra_params.push((key.to_string(), value.to_string()));
+        self
+    }
+}
+
+impl Target for PeerTubeTarget {
+    fn viewer_url(&self, p2p: bool) -> String {
+        let mut url = format!(
+            "{}?autoplay=1&muted=1&api=1&p2p={}",
+            self.embed_url,
+            if p2p { 1 } else { 0 }
+        );
+        for (key, value) in &self.extra_params {
+            url.push_str(&format!("&{key}={value}"));
+        }
+        url
+    }
+
+    fn probe_script(&self) -> &'static str {
+        PROBE
+    }
+
+    fn read_script(&self) -> &'static str {
+        READ
+    }
+
+    fn exporter_url(&self) -> Option<String> {
+        self.exporter_url.clone()
+    }
+}
+
+/// The probe, for other adapters whose pages expose the same player interface.
+pub fn probe_script() -> &'static str {
+    PROBE
+}
+
+/// The stats reader matching `probe_script`.
+pub fn read_script() -> &'static str {
+    READ
+}
+
+/// Installed before the page's own scripts: listens to the `<video>` element's events in
+/// the capture phase (they do not bubble) and to the player's `network-info` event, and
+/// counts segment bytes from Resource Timing for players whose P2P engine is off (their
+/// loader then fires no byte events).
+const PROBE: &str = r#"
+(() => {
+  if (window.__vf) return;
+  const vf = window.__vf = {
+    http: 0, p2pDown: 0, p2pUp: 0, peers: 0, netinfo: false,
+    firstFrameMs: null, stalls: 0, stalledMs: 0, waitingSince: null, errors: 0, lastError: null,
+    rtBytes: 0, hooked: false,
+  };
+  try { performance.setResourceTimingBufferSize(1000000); } catch (e) {}
+  const isSegment = (name) => /\.(ts|m4s|mp4|m4a|aac)(\?|$)/.test(name) || /\/segments?\//.test(name);
+  try {
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        if (isSegment(e.name)) vf.rtBytes += (e.encodedBodySize || e.transferSize || 0);
+      }
+    }).observe({ type: 'resource', buffered: true });
+  } catch (e) {}
+  const now = () => performance.now();
+  document.addEventListener('playing', () => {
+    if (vf.firstFrameMs === null) vf.firstFrameMs = now();
+    if (vf.waitingSince !== null) { vf.stalledMs += now() - vf.waitingSince; vf.waitingSince = null; }
+  }, true);
+  document.addEventListener('waiting', () => {
+    if (vf.firstFrameMs !== null && vf.waitingSince === null) { vf.stalls += 1; vf.waitingSince = now(); }
+  }, true);
+  document.addEventListener('error', (ev) => {
+    if (ev.target && ev.target.tagName === 'VIDEO') {
+      vf.errors += 1;
+      const err = ev.target.error;
+      vf.lastError = err ? ('media error ' + err.code + ': ' + (err.message || '')) : 'media error';
+    }
+  }, true);
+  window.addEventListener('error', (ev) => { vf.lastError = String(ev.message || 'script error'); });
+  const onInfo = (a, b) => {
+    const d = (b && b.http) ? b : (a && a.http) ? a : (a && a.detail && a.detail.http) ? a.detail : null;
+    if (!d) return;
+    vf.netinfo = true;
+    vf.http = Number(d.http.downloaded) || 0;
+    if (d.p2p) {
+      vf.p2pDown = Number(d.p2p.downloaded) || 0;
+      vf.p2pUp = Number(d.p2p.uploaded) || 0;
+      vf.peers = Number(d.p2p.peersP2POnly !== undefined ? d.p2p.peersP2POnly : d.p2p.numPeers) || 0;
+    }
+  };
+  const hook = () => {
+    const p = window.videojsPlayer;
+    if (p && typeof p.on === 'function') { p.on('network-info', onInfo); vf.hooked = true; return; }
+    setTimeout(hook, 200);
+  };
+  hook();
+})();
+"#;
+
+/// Returns the probe's figures plus the video element's state, as `PlayerStats`.
+const READ: &str = r#"
+const vf = window.__vf;
+const v = document.querySelector('video');
+if (!vf) return { hasVideo: !!v, lastError: 'stats probe not installed' };
+let stalledMs = vf.stalledMs;
+if (vf.waitingSince !== null) stalledMs += performance.now() - vf.waitingSince;
+const q = v && v.getVideoPlaybackQuality ? v.getVideoPlaybackQuality() : null;
+const useNetInfo = vf.netinfo && vf.http > 0;
+return {
+  httpBytes: Math.round(useNetInfo ? vf.http : vf.rtBytes),
+  httpSource: useNetInfo ? 'network-info' : 'resource-timing',
+  p2pDownBytes: Math.round(vf.p2pDown), p2pUpBytes: Math.round(vf.p2pUp), peers: vf.peers,
+  networkInfoSeen: vf.netinfo,
+  hasVideo: !!v,
+  playing: !!v && !v.paused && !v.ended && v.readyState >= 3 && vf.waitingSince === null,
+  currentTime: v ? v.currentTime : 0,
+  firstFrameMs: vf.firstFrameMs,
+  stalls: vf.stalls, stalledMs: stalledMs,
+  resolution: v && v.videoHeight ? v.videoHeight : null,
+  droppedFrames: q ? q.droppedVideoFrames : 0,
+  errors: vf.errors, lastError: vf.lastError,
+};
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_and_embed_urls_become_embed_urls() {
+        for url in [
+            "https://pt.example/w/abc",
+            "https://pt.example/videos/watch/abc",
+            "https://pt.example/videos/embed/abc?x=1",
+        ] {
+            let t = PeerTubeTarget::from_video_url(url, None).unwrap();
+            assert_eq!(
+                t.viewer_url(false),
+                "https://pt.example/videos/embed/abc?autoplay=1&muted=1&api=1&p2p=0"
+            );
+        }
+        let t = PeerTubeTarget::from_video_url("http://[fd00::1]:8080/w/x", None)
+            .unwrap()
+            .with_param("latency", "high");
+        assert_eq!(
+            t.viewer_url(true),
+            "http://[fd00::1]:8080/videos/embed/x?autoplay=1&muted=1&api=1&p2p=1&latency=high"
+        );
+    }
+
+    #[test]
+    fn other_urls_are_rejected_with_the_expected_shape() {
+        let err = PeerTubeTarget::from_video_url("https://pt.example/c/channel", None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("/w/<id>"), "{err}");
+        assert!(PeerTubeTarget::from_video_url("not a url", None).is_err());
+    }
+}
