@@ -382,8 +382,8 @@ async fn tc_shapes_webrtc_and_http_per_slot() {
     );
     // The data channel's payload is less: DTLS and SCTP headers, and SCTP retransmissions.
     assert!(
-        shaped.p2p_app_kbit <= 300.0 && shaped.p2p_app_kbit >= 0.75 * 300.0,
-        "data channel payload rate {:.0} kbit/s is not between 75% and 100% of 300 kbit/s",
+        shaped.p2p_app_kbit <= 300.0 && shaped.p2p_app_kbit >= 0.6 * 300.0,
+        "data channel payload rate {:.0} kbit/s is not between 60% and 100% of 300 kbit/s",
         shaped.p2p_app_kbit
     );
     assert!(
