@@ -94,9 +94,12 @@ pub struct CompareArgs {
     /// Run folders to compare.
     #[arg(required = true)]
     pub run_dirs: Vec<PathBuf>,
-    /// Folder for compare.{md,html,json} [default: current folder].
+    /// Folder for compare.{md,html,json,csv} [default: current folder].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Group runs of the same scenario: mean and 95% confidence interval per scenario.
+    #[arg(long)]
+    pub group: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 //! The loop: scenario → fleet → viewers → target → samples → raw data → report.
 //! Each part of that loop has one module here.
 
+pub mod bench;
 pub mod cli;
 pub mod cloud;
 pub mod engine;

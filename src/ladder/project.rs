@@ -63,11 +63,9 @@ fn viewers_within(fit: Option<&LineFit>, budget: f64) -> Option<u64> {
     if fit.slope <= 0.0 || !fit.slope.is_finite() {
         return None;
     }
-    Some(
-        ((budget - fit.intercept.max(0.0)) / fit.slope)
-            .max(0.0)
-            .floor() as u64,
-    )
+    // The epsilon keeps exact answers exact despite rounding in the fit.
+    let viewers = (budget - fit.intercept.max(0.0)) / fit.slope + 1e-6;
+    Some(viewers.max(0.0).floor() as u64)
 }
 
 pub fn project(costs: &Costs, server: &ServerSpec) -> Projection {
