@@ -52,7 +52,7 @@ pub async fn run_scenario_with(
     shutdown: Shutdown,
     progress: bool,
 ) -> anyhow::Result<RunOutcome> {
-    run_scenario_full(scenario, out, overrides, shutdown, progress, None).await
+    run_scenario_full(scenario, out, overrides, shutdown, progress, None, true).await
 }
 
 /// As `run_scenario_with`, also serving the controller's metrics on `metrics_listen`.
@@ -63,6 +63,7 @@ pub async fn run_scenario_full(
     shutdown: Shutdown,
     progress: bool,
     metrics_listen: Option<std::net::SocketAddr>,
+    write_report: bool,
 ) -> anyhow::Result<RunOutcome> {
     let plan = scenario::load(scenario, overrides)?;
     let ctx = run::RunContext {
@@ -74,7 +75,20 @@ pub async fn run_scenario_full(
         metrics: crate::metrics::controller::ControllerMetrics::new(),
     };
     tracing::info!("run {}: {}", plan.name, plan.summary_line());
-    let outcome = run::execute(plan, ctx).await?;
+    let mut outcome = run::execute(plan, ctx).await?;
+    if write_report {
+        // The report is rebuilt from raw data; a failure here loses nothing.
+        match crate::report::write_report(&outcome.run_dir) {
+            Ok(_) => outcome.summary.push_str(&format!(
+                "\nreport: {}",
+                outcome.run_dir.join("report.html").display()
+            )),
+            Err(err) => tracing::error!(
+                "building the report failed ({err:#}); run `viewerfleet report {}` to retry",
+                outcome.run_dir.display()
+            ),
+        }
+    }
     Ok(outcome)
 }
 
@@ -121,6 +135,7 @@ pub async fn cli_run(args: crate::cli::RunArgs, quiet: bool) -> anyhow::Result<E
         shutdown,
         !quiet,
         args.metrics_listen,
+        !args.no_report,
     )
     .await
     .with_context(|| format!("run {}", plan.name))?;

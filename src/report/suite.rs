@@ -358,6 +358,7 @@ fleet:
                         run_dir: out.to_path_buf(),
                         ok: !interrupted,
                         interrupted,
+                        exit_code: if interrupted { 130 } else { 0 },
                         summary: String::new(),
                     })
                 }
