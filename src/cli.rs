@@ -37,6 +37,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Check a scenario file without running it.
     Validate(ValidateArgs),
+    /// Run a scenario at increasing viewer counts and find where it breaks.
+    Ladder(LadderArgs),
 }
 
 #[derive(Debug, Args)]
@@ -142,4 +144,40 @@ pub struct ValidateArgs {
     /// Scenario files to check.
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LadderArgs {
+    /// Scenario file (YAML); its viewer count is replaced by each step's.
+    pub scenario: PathBuf,
+    /// Viewer counts, e.g. 2,4,6,8,10.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub steps: Vec<u32>,
+    /// Duration of each step (scales the scenario's timeline) [default: the scenario's].
+    #[arg(long)]
+    pub hold: Option<String>,
+    /// Output folder: one `step-<viewers>` run folder per step plus the capacity report.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Do not run anything: rebuild the capacity report from the step folders in --out.
+    #[arg(long)]
+    pub analyze_only: bool,
+    /// Cores the target may use [default: this machine's, for local targets].
+    #[arg(long)]
+    pub target_cores: Option<f64>,
+    /// HTTP egress capacity of the target's link in Mbit/s (turns on the link rule).
+    #[arg(long)]
+    pub link_mbps: Option<f64>,
+    /// Projection: the server's cores.
+    #[arg(long, default_value_t = 4.0)]
+    pub server_cores: f64,
+    /// Projection: the server's memory in GB.
+    #[arg(long, default_value_t = 4.0)]
+    pub server_ram_gb: f64,
+    /// Projection: the server's network card in Mbit/s.
+    #[arg(long, default_value_t = 1000.0)]
+    pub server_nic_mbps: f64,
+    /// Projection: share of each resource to use, the rest being headroom.
+    #[arg(long, default_value_t = 0.6)]
+    pub usable_share: f64,
 }

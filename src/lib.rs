@@ -43,6 +43,7 @@ async fn dispatch(command: cli::Command, quiet: bool) -> anyhow::Result<ExitCode
         Command::Gc(args) => engine::cli_gc(args).await,
         Command::Plan(args) => cloud::cli_plan(args).await,
         Command::Validate(args) => scenario::cli_validate(args),
+        Command::Ladder(args) => ladder::cli_ladder(args).await,
     }
 }
 
