@@ -273,6 +273,12 @@ impl Fleet for NetnsFleet {
             .with_context(|| format!("viewer {}: cannot make its slot", viewer.index))?
             .remove(0);
         self.open.lock().unwrap().insert(index, info.clone());
+        if self.shut.load(Ordering::SeqCst) {
+            // `shutdown` ran while this slot was being made: it did not see it.
+            self.open.lock().unwrap().remove(&index);
+            let _ = self.net.down(index, 1).await;
+            anyhow::bail!("the netns fleet is shut down");
+        }
         let wrapper =
             write_chromium_wrapper(self.dir.path(), &info.name, &self.tools.ip, &self.chromium)
                 .with_context(|| {
