@@ -39,6 +39,9 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Run a scenario at increasing viewer counts and find where it breaks.
     Ladder(LadderArgs),
+    /// Serve a fast WebDriver stub (for benchmarks of the controller itself).
+    #[command(hide = true)]
+    StubWebdriver(StubWebdriverArgs),
 }
 
 #[derive(Debug, Args)]
@@ -180,4 +183,17 @@ pub struct LadderArgs {
     /// Projection: share of each resource to use, the rest being headroom.
     #[arg(long, default_value_t = 0.6)]
     pub usable_share: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct StubWebdriverArgs {
+    /// Address to listen on (loopback); port 0 picks a free port, printed on stdout.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Latency added to every WebDriver answer, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Share of session creations refused, 0..1.
+    #[arg(long, default_value_t = 0.0)]
+    pub session_failure_rate: f64,
 }

@@ -44,6 +44,7 @@ async fn dispatch(command: cli::Command, quiet: bool) -> anyhow::Result<ExitCode
         Command::Plan(args) => cloud::cli_plan(args).await,
         Command::Validate(args) => scenario::cli_validate(args),
         Command::Ladder(args) => ladder::cli_ladder(args).await,
+        Command::StubWebdriver(args) => bench::cli_stub_webdriver(args).await,
     }
 }
 

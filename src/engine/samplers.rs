@@ -49,11 +49,10 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
         browsers_before = browsers_now;
         shared.metrics.host_cpu_busy_ratio.set(sample.cpu_busy);
         if let Some(c) = sample.target_cpu_s {
-            shared
-                .metrics
-                .target_cpu_seconds
-                .with_label_values(&["refsite"])
-                .set(c);
+            shared.metrics.target_cpu_seconds.set(c);
+        }
+        if let Some(rss) = sample.target_rss_bytes {
+            shared.metrics.target_resident_memory_bytes.set(rss as f64);
         }
         shared.rec.send(Record::Host(sample));
     }

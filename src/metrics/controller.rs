@@ -3,13 +3,22 @@
 //! Hot paths only touch atomics inside the `prometheus` types.
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 /// Viewer states as exported (`viewerfleet_viewers{state=…}`).
 pub const VIEWER_STATES: &[&str] = &[
     "starting", "playing", "stalled", "failed", "lost", "stopped",
+];
+
+/// Kinds of `viewerfleet_webdriver_errors_total`.
+pub const WEBDRIVER_ERROR_KINDS: &[&str] = &[
+    "session_not_created",
+    "timeout",
+    "command",
+    "never_played",
+    "profile",
 ];
 
 #[derive(Clone)]
@@ -30,7 +39,8 @@ pub struct ControllerMetrics {
     pub fleet_nodes: IntGaugeVec,
     pub run_elapsed_seconds: Gauge,
     pub host_cpu_busy_ratio: Gauge,
-    pub target_cpu_seconds: GaugeVec,
+    pub target_cpu_seconds: Gauge,
+    pub target_resident_memory_bytes: Gauge,
 }
 
 impl Default for ControllerMetrics {
@@ -129,12 +139,14 @@ impl ControllerMetrics {
                 "Busy share of all cores of the load generator, 0 to 1.",
             )
             .expect("valid metric"),
-            target_cpu_seconds: GaugeVec::new(
-                Opts::new(
-                    "viewerfleet_target_cpu_seconds",
-                    "CPU seconds used by the target's processes (local targets).",
-                ),
-                &["target"],
+            target_cpu_seconds: Gauge::new(
+                "viewerfleet_target_cpu_seconds",
+                "CPU seconds used by the target's processes (local targets).",
+            )
+            .expect("valid metric"),
+            target_resident_memory_bytes: Gauge::new(
+                "viewerfleet_target_resident_memory_bytes",
+                "Resident memory of the target's processes (local targets).",
             )
             .expect("valid metric"),
             registry,
@@ -156,11 +168,22 @@ impl ControllerMetrics {
             Box::new(m.run_elapsed_seconds.clone()),
             Box::new(m.host_cpu_busy_ratio.clone()),
             Box::new(m.target_cpu_seconds.clone()),
+            Box::new(m.target_resident_memory_bytes.clone()),
         ] {
             m.registry.register(collector).expect("unique metric names");
         }
+        // Known label values start at 0, so dashboards and rate() see them from the start.
         for state in VIEWER_STATES {
             m.viewers.with_label_values(&[state]).set(0);
+        }
+        for kind in WEBDRIVER_ERROR_KINDS {
+            m.webdriver_errors.with_label_values(&[kind]);
+        }
+        for result in ["ok", "error"] {
+            m.scrapes.with_label_values(&[result]);
+        }
+        for state in ["up", "starting", "lost"] {
+            m.fleet_nodes.with_label_values(&[state]).set(0);
         }
         m
     }
