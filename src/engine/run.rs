@@ -127,6 +127,7 @@ fn prepare_out_dir(out: &Path) -> anyhow::Result<()> {
 async fn open_fleet(plan: &Plan) -> anyhow::Result<Arc<dyn Fleet>> {
     match &plan.fleet {
         fleet::FleetSpec::Local(spec) => Ok(Arc::new(fleet::local::LocalFleet::start(spec).await?)),
+        fleet::FleetSpec::Netns(spec) => Ok(Arc::new(fleet::netns::NetnsFleet::start(spec).await?)),
         other => anyhow::bail!("fleet `{}` is not available yet", other.kind_name()),
     }
 }
@@ -186,7 +187,20 @@ async fn run_with_fleet(
     let mut background = tokio::task::JoinSet::new();
     background.spawn(samplers::sample_host(shared.clone(), target_pid));
     if let Some(url) = target.exporter_url() {
-        let scraper = Scraper::http(url, Duration::from_secs(10));
+        let scraper = match placement.netns.clone() {
+            // The controller cannot reach the target's namespace directly: fetch from inside.
+            Some(ns) => Scraper::with_fetch(
+                url,
+                Duration::from_secs(10),
+                Arc::new(move |url: String, timeout| {
+                    let ns = ns.clone();
+                    Box::pin(
+                        async move { crate::netns::http_get_in_netns(&ns, &url, timeout).await },
+                    )
+                }),
+            ),
+            None => Scraper::http(url, Duration::from_secs(10)),
+        };
         background.spawn(samplers::sample_exporter(shared.clone(), scraper));
     }
     if ctx.progress {
