@@ -52,19 +52,51 @@ pub async fn run_scenario_with(
     shutdown: Shutdown,
     progress: bool,
 ) -> anyhow::Result<RunOutcome> {
-    run_scenario_full(scenario, out, overrides, shutdown, progress, None, true).await
+    let options = RunOptions {
+        progress,
+        ..RunOptions::default()
+    };
+    run_scenario_full(scenario, out, overrides, shutdown, options).await
 }
 
-/// As `run_scenario_with`, also serving the controller's metrics on `metrics_listen`.
+/// How a run is carried out, beyond its scenario.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Show progress on stderr.
+    pub progress: bool,
+    /// Serve the controller's metrics here during the run (loopback only).
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Build the report from raw data at the end.
+    pub write_report: bool,
+    /// Cloud fleets: leave the servers running (delete them later with `viewerfleet down`).
+    pub keep: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            progress: true,
+            metrics_listen: None,
+            write_report: true,
+            keep: false,
+        }
+    }
+}
+
+/// As `run_scenario_with`, with every option.
 pub async fn run_scenario_full(
     scenario: &Path,
     out: &Path,
     overrides: &Overrides,
     shutdown: Shutdown,
-    progress: bool,
-    metrics_listen: Option<std::net::SocketAddr>,
-    write_report: bool,
+    options: RunOptions,
 ) -> anyhow::Result<RunOutcome> {
+    let RunOptions {
+        progress,
+        metrics_listen,
+        write_report,
+        keep,
+    } = options;
     let plan = scenario::load(scenario, overrides)?;
     let ctx = run::RunContext {
         out: out.to_path_buf(),
@@ -73,6 +105,7 @@ pub async fn run_scenario_full(
         progress,
         metrics_listen,
         metrics: crate::metrics::controller::ControllerMetrics::new(),
+        keep,
     };
     tracing::info!("run {}: {}", plan.name, plan.summary_line());
     let mut outcome = run::execute(plan, ctx).await?;
@@ -133,9 +166,12 @@ pub async fn cli_run(args: crate::cli::RunArgs, quiet: bool) -> anyhow::Result<E
         &out,
         &overrides,
         shutdown,
-        !quiet,
-        args.metrics_listen,
-        !args.no_report,
+        RunOptions {
+            progress: !quiet,
+            metrics_listen: args.metrics_listen,
+            write_report: !args.no_report,
+            keep: args.keep,
+        },
     )
     .await
     .with_context(|| format!("run {}", plan.name))?;

@@ -30,6 +30,8 @@ pub struct RunContext {
     /// Serve the controller's metrics here during the run (loopback only).
     pub metrics_listen: Option<SocketAddr>,
     pub metrics: ControllerMetrics,
+    /// Cloud fleets: leave the servers running after the run.
+    pub keep: bool,
 }
 
 pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> {
@@ -48,7 +50,7 @@ pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> 
         tracing::info!("controller metrics on http://{addr}/metrics");
     }
 
-    let fleet = match open_fleet(&plan).await {
+    let fleet = match open_fleet(&plan, &ctx).await {
         Ok(fleet) => fleet,
         Err(err) => {
             rec.run_event(RunEventKind::Error, Some(format!("{err:#}")));
@@ -124,8 +126,20 @@ fn prepare_out_dir(out: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("creating output folder {}", out.display()))
 }
 
-async fn open_fleet(plan: &Plan) -> anyhow::Result<Arc<dyn Fleet>> {
+/// The viewer-slot set-up that cloud nodes run from their bootstrap (one place for slots).
+const VIEWER_SLOTS_SCRIPT: &str = include_str!("../../grid/viewer-slots.sh");
+
+async fn open_fleet(plan: &Plan, ctx: &RunContext) -> anyhow::Result<Arc<dyn Fleet>> {
     match &plan.fleet {
+        fleet::FleetSpec::Hcloud(_) => Ok(Arc::new(
+            crate::cloud::HcloudFleet::open(
+                plan,
+                ctx.keep,
+                Some(VIEWER_SLOTS_SCRIPT.to_string()),
+                &ctx.shutdown.token(),
+            )
+            .await?,
+        )),
         fleet::FleetSpec::Local(spec) => Ok(Arc::new(fleet::local::LocalFleet::start(spec).await?)),
         fleet::FleetSpec::Netns(spec) => Ok(Arc::new(fleet::netns::NetnsFleet::start(spec).await?)),
         other => anyhow::bail!("fleet `{}` is not available yet", other.kind_name()),
