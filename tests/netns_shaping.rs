@@ -54,15 +54,17 @@ window.sender = async (room, seconds) => {
   window.keep = pc;
   const dc = pc.createDataChannel('bulk', {ordered: true});
   dc.binaryType = 'arraybuffer';
+  // Listen before negotiating: on a fast link the channel can open before the answer's
+  // setRemoteDescription promise resolves.
+  const opened = new Promise(res => { dc.onopen = res; if (dc.readyState === 'open') res(); });
   await pc.setLocalDescription(await pc.createOffer());
   await gathered(pc);
   await post(room + '-offer', pc.localDescription);
   await pc.setRemoteDescription(await take(room + '-answer'));
-  await new Promise((res, rej) => {
-    dc.onopen = res;
-    setTimeout(() => rej(new Error('data channel did not open within 15 s: ice ' + pc.iceConnectionState +
-      ', connection ' + pc.connectionState + ', remote ' + JSON.stringify(pc.remoteDescription && pc.remoteDescription.sdp.split('\r\n').filter(l => l.startsWith('a=candidate'))))), 15000);
-  });
+  await Promise.race([opened, sleep(15000).then(() => {
+    throw new Error('data channel did not open within 15 s: ice ' + pc.iceConnectionState +
+      ', connection ' + pc.connectionState + ', channel ' + dc.readyState);
+  })]);
   const chunk = new Uint8Array(16384);
   dc.bufferedAmountLowThreshold = 256 * 1024;
   const end = performance.now() + seconds * 1000;
