@@ -33,7 +33,8 @@ pub const CHROMIUM_FLAGS: &[&str] = &[
     "--window-size=640,360",
 ];
 
-/// Prefix of every profile folder: `gc --local` finds leftovers by it.
+/// Prefix of every profile folder (`<prefix><controller pid>-<random>`): `gc --local` finds
+/// leftovers of dead controllers by it.
 pub const PROFILE_PREFIX: &str = "viewerfleet-profile-";
 
 /// Timeouts for WebDriver calls.
@@ -83,8 +84,9 @@ pub struct Viewer {
 impl Viewer {
     /// Creates the WebDriver session for a slot.
     pub async fn create(slot: &ViewerSlot, timeouts: ViewerTimeouts) -> Result<Self, ViewerError> {
+        // The controller's PID in the name lets `gc` tell a live run's profiles from leftovers.
         let profile = tempfile::Builder::new()
-            .prefix(PROFILE_PREFIX)
+            .prefix(&format!("{PROFILE_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(ViewerError::Profile)?;
         let caps = capabilities(slot, Some(profile.path().to_path_buf()));
