@@ -75,13 +75,8 @@ fn viewer_line(live: &LiveState, requested: u32) -> String {
 /// The closing summary: viewers, HTTP and P2P totals and the HTTP share, warnings.
 pub(super) fn summarize(plan: &Plan, live: &LiveState) -> String {
     let failed = live.failed_or_lost();
-    let never_started = live.count(ViewerEventKind::Failed);
-    let started = live
-        .states
-        .values()
-        .filter(|k| !matches!(k, ViewerEventKind::Creating))
-        .count()
-        .saturating_sub(never_started);
+    // Started = played a first frame (as in the report); only those have samples.
+    let started = live.latest.len();
     let http: u64 = live.latest.values().map(|v| v.http_down_bytes).sum();
     let p2p: u64 = live.latest.values().map(|v| v.p2p_down_bytes).sum();
     let share = |h: f64, p: f64| {
