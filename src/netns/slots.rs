@@ -1,0 +1,303 @@
+//! Slots on one bridge: `SlotNetwork` names them, computes their addresses and brings them
+//! up and down by running `grid/viewer-slots.sh` (embedded), the one place that turns a
+//! prefix and a count into namespaces, veths, addresses, routes and qdiscs.
+
+use super::NetnsError;
+use std::net::Ipv6Addr;
+use std::path::PathBuf;
+
+/// The slot script, as shipped in `grid/`.
+pub const SLOT_SCRIPT: &str = include_str!("../../grid/viewer-slots.sh");
+
+/// A link profile applied with tc; 0 means "not limited".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shaping {
+    pub down_kbit: u32,
+    pub up_kbit: u32,
+    /// Round trip; half is added each way (needs netem).
+    pub delay_ms: u32,
+}
+
+impl Shaping {
+    pub fn is_none(&self) -> bool {
+        *self == Shaping::default()
+    }
+}
+
+/// What the script set up for one slot, as it reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotInfo {
+    pub index: u32,
+    /// Namespace name.
+    pub name: String,
+    pub address: Ipv6Addr,
+    /// The bridge-side veth (download qdisc).
+    pub host_veth: String,
+    /// Download shaping, e.g. `tbf:2000kbit` or `none`.
+    pub down: String,
+    /// Upload shaping.
+    pub up: String,
+    /// Delay, e.g. `netem:250ms`, `none` or `not-applied(netem-missing)`.
+    pub delay: String,
+}
+
+impl SlotInfo {
+    /// A rate limit is in place in at least one direction.
+    pub fn rate_shaped(&self) -> bool {
+        self.down != "none" || self.up != "none"
+    }
+
+    /// One line for logs and the report.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} [{}] down={} up={} delay={}",
+            self.name, self.address, self.down, self.up, self.delay
+        )
+    }
+}
+
+/// Slots `<name_prefix><i>` with addresses `<prefix>::<i+2>` behind bridge `<name_prefix>br`.
+#[derive(Debug, Clone)]
+pub struct SlotNetwork {
+    prefix: String,
+    base: Ipv6Addr,
+    name_prefix: String,
+    bash: PathBuf,
+    owner: Option<u32>,
+}
+
+impl SlotNetwork {
+    /// `prefix` like `fd00:5f::/64` (ends in `::`, /48../112); `name_prefix` like `vf1a2b-`.
+    /// `owner`: the PID whose death makes the slots leftovers for `gc` (None: manual).
+    pub fn new(
+        prefix: &str,
+        name_prefix: &str,
+        bash: PathBuf,
+        owner: Option<u32>,
+    ) -> Result<Self, NetnsError> {
+        let base = parse_prefix(prefix)?;
+        let valid_name = name_prefix.len() <= 8
+            && name_prefix.starts_with(|c: char| c.is_ascii_lowercase())
+            && name_prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !valid_name {
+            return Err(NetnsError::BadPrefix(format!(
+                "name prefix `{name_prefix}` must be 1-8 of [a-z0-9-] starting with a letter"
+            )));
+        }
+        Ok(Self {
+            prefix: prefix.to_string(),
+            base,
+            name_prefix: name_prefix.to_string(),
+            bash,
+            owner,
+        })
+    }
+
+    pub fn name_prefix(&self) -> &str {
+        &self.name_prefix
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Namespace of slot `index`.
+    pub fn ns_name(&self, index: u32) -> String {
+        format!("{}{index}", self.name_prefix)
+    }
+
+    /// Address of slot `index`: the prefix's base plus `index + 2` (`::1` is the gateway).
+    pub fn address(&self, index: u32) -> Ipv6Addr {
+        Ipv6Addr::from(u128::from(self.base) + u128::from(index) + 2)
+    }
+
+    /// Brings slots `first..first+count` up with `shaping`; creates the bridge if needed.
+    pub async fn up(
+        &self,
+        first: u32,
+        count: u32,
+        shaping: Shaping,
+    ) -> Result<Vec<SlotInfo>, NetnsError> {
+        let mut args = self.range_args("up", first, count);
+        for (flag, value) in [
+            ("--down-kbit", shaping.down_kbit),
+            ("--up-kbit", shaping.up_kbit),
+            ("--delay-ms", shaping.delay_ms),
+        ] {
+            args.push(flag.into());
+            args.push(value.to_string());
+        }
+        let stdout = self.run_script(args).await?;
+        let slots: Vec<SlotInfo> = stdout.lines().filter_map(parse_slot_line).collect();
+        if slots.len() != count as usize {
+            return Err(NetnsError::Script {
+                action: "up".into(),
+                code: 0,
+                stderr: format!("expected {count} SLOT lines, got: {stdout}"),
+            });
+        }
+        Ok(slots)
+    }
+
+    /// Removes slots `first..first+count`, and the bridge once no slot is left on it.
+    pub async fn down(&self, first: u32, count: u32) -> Result<(), NetnsError> {
+        self.run_script(self.range_args("down", first, count))
+            .await
+            .map(drop)
+    }
+
+    /// `down` for drop and panic paths, where no runtime may be available.
+    pub fn down_blocking(&self, first: u32, count: u32) -> Result<(), NetnsError> {
+        let output = self
+            .command(self.range_args("down", first, count))
+            .output()?;
+        check_output("down", output).map(drop)
+    }
+
+    fn range_args(&self, action: &str, first: u32, count: u32) -> Vec<String> {
+        vec![
+            action.into(),
+            "--prefix".into(),
+            self.prefix.clone(),
+            "--first".into(),
+            first.to_string(),
+            "--count".into(),
+            count.to_string(),
+            "--name-prefix".into(),
+            self.name_prefix.clone(),
+        ]
+    }
+
+    fn command(&self, args: Vec<String>) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.bash);
+        command
+            .arg("-c")
+            .arg(SLOT_SCRIPT)
+            .arg("viewer-slots.sh")
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        if let Some(pid) = self.owner {
+            command.env("VF_SLOTS_OWNER", pid.to_string());
+        }
+        command
+    }
+
+    async fn run_script(&self, args: Vec<String>) -> Result<String, NetnsError> {
+        let action = args[0].clone();
+        let output = tokio::process::Command::from(self.command(args))
+            .kill_on_drop(true)
+            .output()
+            .await?;
+        check_output(&action, output)
+    }
+}
+
+fn check_output(action: &str, output: std::process::Output) -> Result<String, NetnsError> {
+    if output.status.success() {
+        return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+    }
+    Err(NetnsError::Script {
+        action: action.into(),
+        code: output.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+    })
+}
+
+/// Parses `fd00:5f::/64` into its base address; the same rules as the script.
+pub fn parse_prefix(prefix: &str) -> Result<Ipv6Addr, NetnsError> {
+    let bad = |why: &str| {
+        NetnsError::BadPrefix(format!(
+            "`{prefix}` {why}; write an IPv6 prefix ending in `::` with a length, e.g. fd00:5f::/64"
+        ))
+    };
+    let (base, len) = prefix
+        .split_once('/')
+        .ok_or_else(|| bad("has no /length"))?;
+    if !base.ends_with("::") {
+        return Err(bad("does not end in `::`"));
+    }
+    let addr: Ipv6Addr = base.parse().map_err(|_| bad("is not an IPv6 prefix"))?;
+    let len: u32 = len
+        .parse()
+        .map_err(|_| bad("has a length that is not a number"))?;
+    if !(48..=112).contains(&len) {
+        return Err(bad("must be between /48 and /112 long"));
+    }
+    if u128::from(addr) & (u128::MAX >> len) != 0 {
+        return Err(bad("has bits set beyond its length"));
+    }
+    Ok(addr)
+}
+
+/// Parses one `SLOT name=.. index=.. address=.. host_veth=.. down=.. up=.. delay=..` line.
+fn parse_slot_line(line: &str) -> Option<SlotInfo> {
+    let rest = line.strip_prefix("SLOT ")?;
+    let field = |key: &str| {
+        rest.split(' ')
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            .map(str::to_string)
+    };
+    Some(SlotInfo {
+        index: field("index")?.parse().ok()?,
+        name: field("name")?,
+        address: field("address")?.parse().ok()?,
+        host_veth: field("host_veth")?,
+        down: field("down")?,
+        up: field("up")?,
+        delay: field("delay")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_checked() {
+        assert_eq!(
+            parse_prefix("fd00:5f::/64").unwrap(),
+            "fd00:5f::".parse::<Ipv6Addr>().unwrap()
+        );
+        assert!(parse_prefix("2a01:4f8:1:2::/64").is_ok());
+        for bad in [
+            "fd00:5f::",
+            "fd00:5f::1/64",
+            "fd00::/8",
+            "nonsense::/64",
+            "fd00::/64x",
+        ] {
+            let message = parse_prefix(bad).unwrap_err().to_string();
+            assert!(message.contains("fleet.prefix"), "{bad}: {message}");
+        }
+    }
+
+    #[test]
+    fn slot_addresses_and_names() {
+        let net = SlotNetwork::new("fd00:5f::/64", "vfab12-", "/bin/bash".into(), None).unwrap();
+        assert_eq!(net.address(0).to_string(), "fd00:5f::2");
+        assert_eq!(net.address(14).to_string(), "fd00:5f::10");
+        assert_eq!(net.ns_name(3), "vfab12-3");
+        assert!(SlotNetwork::new("fd00:5f::/64", "VF_", "/bin/bash".into(), None).is_err());
+    }
+
+    #[test]
+    fn slot_lines_parse() {
+        let line = "SLOT name=vf-1 index=1 address=fd00:5f::3 host_veth=vf-1h down=tbf:2000kbit up=tbf:300kbit delay=not-applied(netem-missing)";
+        let slot = parse_slot_line(line).unwrap();
+        assert_eq!(slot.name, "vf-1");
+        assert_eq!(slot.up, "tbf:300kbit");
+        assert!(slot.rate_shaped());
+        assert_eq!(parse_slot_line("something else"), None);
+    }
+
+    #[test]
+    fn embedded_script_is_valid_bash() {
+        let status = std::process::Command::new("bash")
+            .args(["-n", "-c", SLOT_SCRIPT])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
