@@ -8,6 +8,7 @@ pub mod cli;
 pub mod cloud;
 pub mod engine;
 pub mod fleet;
+pub mod gridlocal;
 pub mod hostinfo;
 pub mod metrics;
 pub mod netns;
@@ -41,6 +42,7 @@ async fn dispatch(command: cli::Command) -> anyhow::Result<ExitCode> {
         Command::Gc(args) => engine::cli_gc(args).await,
         Command::Plan(args) => cloud::cli_plan(args).await,
         Command::Validate(args) => scenario::cli_validate(args),
+        Command::Grid(args) => gridlocal::cli_grid(args).await,
     }
 }
 

@@ -137,6 +137,7 @@ fn prepare_out_dir(out: &Path) -> anyhow::Result<()> {
 async fn open_fleet(plan: &Plan) -> anyhow::Result<Arc<dyn Fleet>> {
     match &plan.fleet {
         fleet::FleetSpec::Local(spec) => Ok(Arc::new(fleet::local::LocalFleet::start(spec).await?)),
+        fleet::FleetSpec::Grid(spec) => Ok(Arc::new(fleet::grid::GridFleet::start(spec).await?)),
         other => anyhow::bail!("fleet `{}` is not available yet", other.kind_name()),
     }
 }
@@ -210,9 +211,9 @@ async fn run_with_fleet(
     }
 
     let max_parallel = match &plan.fleet {
-        fleet::FleetSpec::Local(spec) => spec.max_parallel_starts.unwrap_or(2),
-        _ => 4,
-    } as usize;
+        fleet::FleetSpec::Local(spec) => spec.max_parallel_starts.unwrap_or(2) as usize,
+        _ => fleet.start_policy().max_parallel.unwrap_or(4),
+    };
     let starts = Arc::new(Semaphore::new(max_parallel));
     let mut viewers = tokio::task::JoinSet::new();
     for vp in plan.viewer_plans() {
@@ -317,12 +318,114 @@ async fn viewer_task(
         live: live.clone(),
     };
     let event = |kind, reason, node, address, ttff| events.emit(kind, reason, node, address, ttff);
+    let policy = fleet.start_policy();
+    // One pass per life of the viewer: a viewer lost mid-run (its node died) is created
+    // again when the fleet asks for it, as long as the run goes on.
+    loop {
+        let Some(outcome) = viewer_life(
+            &vp,
+            &fleet,
+            target.as_ref(),
+            &plan,
+            &rec,
+            &live,
+            &starts,
+            &run_end,
+            &events,
+            &policy,
+        )
+        .await
+        else {
+            return;
+        };
+        let (outcome, node, address) = outcome;
+        match outcome {
+            Drive::Finished => {
+                event(ViewerEventKind::Stopped, None, node, address, None);
+                return;
+            }
+            Drive::Failed(reason) => {
+                event(ViewerEventKind::Failed, Some(reason), node, address, None);
+                return;
+            }
+            Drive::Lost(reason) => {
+                event(ViewerEventKind::Lost, Some(reason), node, address, None);
+                if !policy.recreate_lost || run_end.is_cancelled() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Session creation with the fleet's retries: a refused session (`SessionNotCreated`, a
+/// queue timeout) is asked for again after a back-off that doubles up to 60 s.
+async fn create_with_retries(
+    slot: &crate::fleet::ViewerSlot,
+    plan: &ViewerRunPlan,
+    policy: &crate::fleet::StartPolicy,
+    run_end: &CancellationToken,
+    events: &ViewerEvents,
+) -> Option<Result<Viewer, String>> {
+    let mut wait = policy.retry_backoff;
+    let mut attempt = 0;
+    loop {
+        let created = tokio::select! {
+            v = Viewer::create(slot, plan.timeouts.clone()) => v,
+            _ = run_end.cancelled() => return None,
+        };
+        match created {
+            Ok(v) => return Some(Ok(v)),
+            Err(err) if attempt < policy.session_retries => {
+                attempt += 1;
+                events.emit(
+                    ViewerEventKind::Creating,
+                    Some(format!("attempt {} after refusal: {err}", attempt + 1)),
+                    None,
+                    None,
+                    None,
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = run_end.cancelled() => return None,
+                }
+                wait = (wait * 2).min(Duration::from_secs(60));
+            }
+            Err(err) if attempt > 0 => {
+                return Some(Err(format!(
+                    "refused by the fleet after {} attempts: {err}",
+                    attempt + 1
+                )))
+            }
+            Err(err) => return Some(Err(err.to_string())),
+        }
+    }
+}
+
+type LifeOutcome = (Drive, Option<String>, Option<String>);
+
+/// One session of a viewer, from asking for it to closing it. `None`: the run ended first,
+/// or the viewer failed before it had a session (already recorded).
+#[allow(clippy::too_many_arguments)]
+async fn viewer_life(
+    vp: &ViewerPlan,
+    fleet: &Arc<dyn Fleet>,
+    target: &dyn Target,
+    plan: &ViewerRunPlan,
+    rec: &RecorderHandle,
+    live: &Live,
+    starts: &Arc<Semaphore>,
+    run_end: &CancellationToken,
+    events: &ViewerEvents,
+    policy: &crate::fleet::StartPolicy,
+) -> Option<LifeOutcome> {
+    let event = |kind, reason, node, address, ttff| events.emit(kind, reason, node, address, ttff);
     let permit = tokio::select! {
         p = starts.acquire() => p.ok(),
-        _ = run_end.cancelled() => return,
+        _ = run_end.cancelled() => return None,
     };
     event(ViewerEventKind::Creating, None, None, None, None);
-    let slot = match fleet.open_viewer(&vp).await {
+    let mut slot = match fleet.open_viewer(vp).await {
         Ok(slot) => slot,
         Err(err) => {
             event(
@@ -332,31 +435,25 @@ async fn viewer_task(
                 None,
                 None,
             );
-            return;
+            return None;
         }
     };
+    let viewer = match create_with_retries(&slot, plan, policy, run_end, events).await {
+        None => {
+            fleet.close_viewer(&slot).await;
+            return None;
+        }
+        Some(Ok(v)) => v,
+        Some(Err(reason)) => {
+            let (node, address) = (Some(slot.node.clone()), slot.address.clone());
+            fleet.close_viewer(&slot).await;
+            return Some((Drive::Failed(reason), node, address));
+        }
+    };
+    if let Some(id) = &viewer.session_id {
+        fleet.session_placed(&mut slot, id).await;
+    }
     let (node, address) = (Some(slot.node.clone()), slot.address.clone());
-    let created = tokio::select! {
-        v = Viewer::create(&slot, plan.timeouts.clone()) => v,
-        _ = run_end.cancelled() => {
-            fleet.close_viewer(&slot).await;
-            return;
-        }
-    };
-    let viewer = match created {
-        Ok(v) => v,
-        Err(err) => {
-            event(
-                ViewerEventKind::Failed,
-                Some(err.to_string()),
-                node,
-                address,
-                None,
-            );
-            fleet.close_viewer(&slot).await;
-            return;
-        }
-    };
     event(
         ViewerEventKind::SessionCreated,
         None,
@@ -365,25 +462,16 @@ async fn viewer_task(
         None,
     );
     let outcome = drive(
-        &viewer,
-        &vp,
-        &slot,
-        target.as_ref(),
-        &plan,
-        &rec,
-        &live,
-        &run_end,
-        permit,
-        &events,
+        &viewer, vp, &slot, target, plan, rec, live, run_end, permit, events,
     )
     .await;
+    let session_id = viewer.session_id.clone();
     viewer.close().await;
-    fleet.close_viewer(&slot).await;
-    match outcome {
-        Drive::Finished => event(ViewerEventKind::Stopped, None, node, address, None),
-        Drive::Failed(reason) => event(ViewerEventKind::Failed, Some(reason), node, address, None),
-        Drive::Lost(reason) => event(ViewerEventKind::Lost, Some(reason), node, address, None),
+    if let Some(id) = &session_id {
+        fleet.session_closed(id);
     }
+    fleet.close_viewer(&slot).await;
+    Some((outcome, node, address))
 }
 
 /// Records one viewer's life events in raw data and in the live state.
