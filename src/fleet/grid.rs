@@ -21,6 +21,7 @@ use crate::scenario::{Plan, ViewerPlan};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -159,23 +160,67 @@ fn parse_inventory(value: &serde_json::Value) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// Sessions this process created, recorded on disk (one file per controller PID) so `gc`
-/// can delete those of a controller that crashed.
+/// Runs in progress, recorded on disk (one file per controller PID, `hub tag` lines) so
+/// `gc` can delete the sessions of a controller that crashed: every session of a run
+/// carries the run's tag as a (harmless) Chromium argument, which the Grid echoes in
+/// `/status` and in its queue.
 fn journal_dir() -> PathBuf {
     std::env::temp_dir().join("viewerfleet-grid-sessions")
 }
 
-fn journal_add(hub: &str, session: &str) {
+fn journal_write(hubs: &[String], tag: &str) {
     let dir = journal_dir();
     let _ = std::fs::create_dir_all(&dir);
-    let path = dir.join(format!("{}.txt", std::process::id()));
-    use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = writeln!(f, "{hub} {session}");
+    let lines: String = hubs.iter().map(|h| format!("{h} {tag}\n")).collect();
+    let _ = std::fs::write(dir.join(format!("{}.txt", std::process::id())), lines);
+}
+
+/// The Chromium argument that marks a run's sessions.
+fn tag_arg(tag: &str) -> String {
+    format!("--viewerfleet-run={tag}")
+}
+
+/// Deletes every session of `hub` tagged `tag`. Session requests abandoned by the run
+/// (`expect` of them) may still be queued or being started by a node: waits (up to
+/// `limit`) until that many late sessions were deleted and none of the run's requests is
+/// queued, so no session is created after we leave. Returns the ids deleted and whether
+/// requests were still pending at the end.
+pub async fn sweep(
+    client: &reqwest::Client,
+    hub: &str,
+    tag: &str,
+    expect: usize,
+    limit: Duration,
+) -> (Vec<String>, bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut deleted = Vec::new();
+    loop {
+        if let Ok(status) = grid_status(client, hub).await {
+            for id in status.sessions_tagged(tag) {
+                let _ = client
+                    .delete(format!("{hub}session/{id}"))
+                    .timeout(Duration::from_secs(30))
+                    .send()
+                    .await;
+                deleted.push(id);
+            }
+        }
+        let queued = client
+            .get(format!("{hub}se/grid/newsessionqueue/queue"))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .ok()
+            .map(|r| async move { r.text().await.unwrap_or_default() });
+        let queued = match queued {
+            Some(text) => text.await.contains(tag),
+            None => false,
+        };
+        let pending = queued || deleted.len() < expect;
+        if !pending || tokio::time::Instant::now() >= deadline {
+            return (deleted, pending);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -188,6 +233,12 @@ pub struct GridFleet {
     client: reqwest::Client,
     /// Live sessions: id → hub.
     sessions: Mutex<HashMap<String, String>>,
+    /// Marks this run's sessions (see `sweep`).
+    tag: String,
+    /// Session requests made and sessions obtained: the difference may turn into late
+    /// sessions after the run gave up on them.
+    requested: AtomicUsize,
+    obtained: AtomicUsize,
 }
 
 impl GridFleet {
@@ -212,7 +263,12 @@ impl GridFleet {
         let local = hubs
             .first()
             .and_then(|h| localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), h));
+        let tag = format!("vf{}-{:08x}", std::process::id(), rand::random::<u32>());
+        journal_write(&hubs, &tag);
         Ok(Self {
+            requested: AtomicUsize::new(0),
+            obtained: AtomicUsize::new(0),
+            tag,
             hubs,
             spec: spec.clone(),
             local,
@@ -309,13 +365,15 @@ impl Fleet for GridFleet {
     }
 
     async fn open_viewer(&self, viewer: &ViewerPlan) -> anyhow::Result<ViewerSlot> {
+        self.requested.fetch_add(1, Ordering::SeqCst);
         let hub = self.hubs[viewer.index as usize % self.hubs.len()].clone();
-        let extra_args = match &self.local {
+        let mut extra_args = match &self.local {
             Some(local) if !local.target_namespace.is_empty() => {
                 crate::netns::wrapper::slot_chromium_args(&local.target_origin())
             }
             _ => vec!["--remote-debugging-pipe".into()],
         };
+        extra_args.push(tag_arg(&self.tag));
         Ok(ViewerSlot {
             webdriver_url: hub,
             // The node's stereotype names its browser (a slot wrapper on viewerfleet nodes).
@@ -328,7 +386,7 @@ impl Fleet for GridFleet {
     }
 
     async fn session_placed(&self, slot: &mut ViewerSlot, session_id: &str) {
-        journal_add(&slot.webdriver_url, session_id);
+        self.obtained.fetch_add(1, Ordering::SeqCst);
         self.sessions
             .lock()
             .expect("sessions lock")
@@ -374,6 +432,32 @@ impl Fleet for GridFleet {
         for (id, hub) in &left {
             self.delete_session(hub, id).await;
         }
+        // Requests still queued when the run ended would become sessions nobody uses.
+        let abandoned = self
+            .requested
+            .load(Ordering::SeqCst)
+            .saturating_sub(self.obtained.load(Ordering::SeqCst));
+        for hub in &self.hubs {
+            let expect = if self.hubs.len() == 1 { abandoned } else { 0 };
+            let (deleted, still_queued) = sweep(
+                &self.client,
+                hub,
+                &self.tag,
+                expect,
+                Duration::from_secs(45),
+            )
+            .await;
+            if !deleted.is_empty() {
+                tracing::info!(
+                    "deleted {} late Grid session(s) of this run at {hub}",
+                    deleted.len()
+                );
+            }
+            if still_queued {
+                tracing::warn!("requests of this run are still queued at {hub}; `viewerfleet gc` deletes their sessions once they start (or they expire with the hub's session-request-timeout)");
+                return Ok(());
+            }
+        }
         let _ = std::fs::remove_file(journal_dir().join(format!("{}.txt", std::process::id())));
         Ok(())
     }
@@ -400,18 +484,24 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
         }
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         for line in text.lines() {
-            let Some((hub, id)) = line.split_once(' ') else {
+            let Some((hub, tag)) = line.split_once(' ') else {
                 continue;
             };
-            lines.push(format!(
-                "Grid session {id} at {hub} (controller {pid} gone)"
-            ));
-            if !dry_run {
-                let _ = client
-                    .delete(format!("{hub}session/{id}"))
-                    .timeout(Duration::from_secs(15))
-                    .send()
-                    .await;
+            if dry_run {
+                if let Ok(status) = grid_status(&client, hub).await {
+                    for id in status.sessions_tagged(tag) {
+                        lines.push(format!(
+                            "Grid session {id} at {hub} (run {tag}, controller {pid} gone)"
+                        ));
+                    }
+                }
+                continue;
+            }
+            let (deleted, _) = sweep(&client, hub, tag, 0, Duration::from_secs(5)).await;
+            for id in deleted {
+                lines.push(format!(
+                    "Grid session {id} at {hub} (run {tag}, controller {pid} gone)"
+                ));
             }
         }
         if !dry_run {

@@ -66,7 +66,7 @@ impl LocalGridOptions {
             state_file,
             shaping: Shaping::default(),
             target_port: 8080,
-            ready_timeout: Duration::from_secs(180),
+            ready_timeout: Duration::from_secs(300),
             slots_as_namespaces: true,
         }
     }
@@ -559,6 +559,9 @@ pub struct GridSlotStatus {
 pub struct GridSessionStatus {
     #[serde(default)]
     pub session_id: String,
+    /// The session's capabilities (the Grid echoes the requested `goog:chromeOptions`).
+    #[serde(default)]
+    pub capabilities: serde_json::Value,
 }
 
 impl GridStatus {
@@ -575,6 +578,17 @@ impl GridStatus {
                         .collect(),
                 )
             })
+            .collect()
+    }
+
+    /// Sessions whose capabilities mention `tag` (e.g. a run's marker argument).
+    pub fn sessions_tagged(&self, tag: &str) -> Vec<String> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.slots.iter())
+            .filter_map(|s| s.session.as_ref())
+            .filter(|s| s.capabilities.to_string().contains(tag))
+            .map(|s| s.session_id.clone())
             .collect()
     }
 
