@@ -74,6 +74,9 @@ base="${BASH_REMATCH[1]}" plen="${BASH_REMATCH[2]}"
 
 bridge="${name_prefix}br"
 gateway="${base}1"
+# Queue of each rate limiter, in ms of traffic at the limit ($VF_SLOTS_QUEUE_MS).
+queue_ms="${VF_SLOTS_QUEUE_MS:-300}"
+isnum "$queue_ms" || die "VF_SLOTS_QUEUE_MS must be a number of milliseconds (got '${queue_ms}')"
 owner_dir="${VF_SLOTS_OWNER_DIR:-/run/viewerfleet/slots}"
 owner_file="${owner_dir}/${name_prefix}owner"
 slot_ns() { echo "${name_prefix}$1"; }
@@ -88,12 +91,12 @@ rate_qdisc() {
   if [ "$kbit" -eq 0 ]; then echo none; return; fi
   # Burst: 20 ms worth of bytes, at least two full-size frames.
   burst=$(( kbit * 1000 / 8 / 50 )); [ "$burst" -lt 3200 ] && burst=3200
-  local parent=root
-  if [ "$delay_ms" -gt 0 ] && "${run[@]}" tc qdisc add dev "$dev" root handle 1: netem delay "$((delay_ms / 2))ms" 2>/dev/null; then
+  # Rates count IP packets: the size table takes the veth's 14-byte Ethernet header off.
+  local parent="root stab overhead -14 linklayer ethernet"
+  if [ "$delay_ms" -gt 0 ] && "${run[@]}" tc qdisc add dev "$dev" $parent handle 1: netem delay "$((delay_ms / 2))ms" 2>/dev/null; then
     parent="parent 1:1"
   fi
-  # A deep queue (600 ms) so loss-based WebRTC congestion control keeps the link full.
-  if "${run[@]}" tc qdisc add dev "$dev" $parent handle 10: tbf rate "${kbit}kbit" burst "$burst" latency 600ms 2>/dev/null; then
+  if "${run[@]}" tc qdisc add dev "$dev" $parent handle 10: tbf rate "${kbit}kbit" burst "$burst" latency "${queue_ms}ms" 2>/dev/null; then
     echo "tbf:${kbit}kbit"
   elif "${run[@]}" tc qdisc add dev "$dev" $parent handle 10: htb default 1 2>/dev/null \
     && "${run[@]}" tc class add dev "$dev" parent 10: classid 10:1 htb rate "${kbit}kbit" ceil "${kbit}kbit" burst "$burst" 2>/dev/null; then
@@ -143,6 +146,8 @@ slot_up() {
 slot_down() {
   local i="$1" ns veth
   ns="$(slot_ns "$i")" veth="$(slot_veth "$i")"
+  # Browsers still running in the slot (a crashed driver leaves them) go first.
+  ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
   # Deleting the bridge-side veth removes its peer and both qdiscs.
   ip link del "$veth" 2>/dev/null || true
   ip netns del "$ns" 2>/dev/null || true

@@ -39,6 +39,8 @@ pub enum Command {
     Validate(ValidateArgs),
     /// A real Selenium Grid 4 (hub + nodes) on this machine: `grid up --local`, `grid down`.
     Grid(GridArgs),
+    /// Run a scenario at increasing viewer counts and find where it breaks.
+    Ladder(LadderArgs),
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +111,10 @@ pub struct RunArgs {
     /// Do not build the report at the end of the run.
     #[arg(long)]
     pub no_report: bool,
+    /// Serve the controller's Prometheus metrics at this loopback address during the run
+    /// (e.g. 127.0.0.1:9464).
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Args)]
@@ -144,9 +150,12 @@ pub struct CompareArgs {
     /// Run folders to compare.
     #[arg(required = true)]
     pub run_dirs: Vec<PathBuf>,
-    /// Folder for compare.{md,html,json} [default: current folder].
+    /// Folder for compare.{md,html,json,csv} [default: current folder].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Group runs of the same scenario: mean and 95% confidence interval per scenario.
+    #[arg(long)]
+    pub group: bool,
 }
 
 #[derive(Debug, Args)]
@@ -189,4 +198,40 @@ pub struct ValidateArgs {
     /// Scenario files to check.
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LadderArgs {
+    /// Scenario file (YAML); its viewer count is replaced by each step's.
+    pub scenario: PathBuf,
+    /// Viewer counts, e.g. 2,4,6,8,10.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub steps: Vec<u32>,
+    /// Duration of each step (scales the scenario's timeline) [default: the scenario's].
+    #[arg(long)]
+    pub hold: Option<String>,
+    /// Output folder: one `step-<viewers>` run folder per step plus the capacity report.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Do not run anything: rebuild the capacity report from the step folders in --out.
+    #[arg(long)]
+    pub analyze_only: bool,
+    /// Cores the target may use [default: this machine's, for local targets].
+    #[arg(long)]
+    pub target_cores: Option<f64>,
+    /// HTTP egress capacity of the target's link in Mbit/s (turns on the link rule).
+    #[arg(long)]
+    pub link_mbps: Option<f64>,
+    /// Projection: the server's cores.
+    #[arg(long, default_value_t = 4.0)]
+    pub server_cores: f64,
+    /// Projection: the server's memory in GB.
+    #[arg(long, default_value_t = 4.0)]
+    pub server_ram_gb: f64,
+    /// Projection: the server's network card in Mbit/s.
+    #[arg(long, default_value_t = 1000.0)]
+    pub server_nic_mbps: f64,
+    /// Projection: share of each resource to use, the rest being headroom.
+    #[arg(long, default_value_t = 0.6)]
+    pub usable_share: f64,
 }

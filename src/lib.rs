@@ -4,12 +4,14 @@
 //! The loop: scenario → fleet → viewers → target → samples → raw data → report.
 //! Each part of that loop has one module here.
 
+pub mod bench;
 pub mod cli;
 pub mod cloud;
 pub mod engine;
 pub mod fleet;
 pub mod gridlocal;
 pub mod hostinfo;
+pub mod ladder;
 pub mod metrics;
 pub mod netns;
 pub mod rawdata;
@@ -28,13 +30,13 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(dispatch(cli.command))
+    runtime.block_on(dispatch(cli.command, cli.quiet))
 }
 
-async fn dispatch(command: cli::Command) -> anyhow::Result<ExitCode> {
+async fn dispatch(command: cli::Command, quiet: bool) -> anyhow::Result<ExitCode> {
     use cli::Command;
     match command {
-        Command::Run(args) => engine::cli_run(args).await,
+        Command::Run(args) => engine::cli_run(args, quiet).await,
         Command::Refsite(args) => refsite::cli_refsite(args).await,
         Command::Report(args) => report::cli_report(args).await,
         Command::Compare(args) => report::cli_compare(args).await,
@@ -43,6 +45,7 @@ async fn dispatch(command: cli::Command) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => cloud::cli_plan(args).await,
         Command::Validate(args) => scenario::cli_validate(args),
         Command::Grid(args) => gridlocal::cli_grid(args).await,
+        Command::Ladder(args) => ladder::cli_ladder(args).await,
     }
 }
 

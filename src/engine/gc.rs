@@ -27,6 +27,7 @@ pub fn collect_local(dry_run: bool) -> anyhow::Result<Vec<String>> {
             }
         }
     }
+    found.extend(crate::netns::gc::leftover_lines(dry_run));
     Ok(found)
 }
 

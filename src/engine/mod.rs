@@ -3,9 +3,14 @@
 //! releases everything on every exit path (success, error, Ctrl-C, SIGTERM).
 
 mod gc;
+mod manifest;
+mod progress;
 mod recorder;
 mod run;
+mod samplers;
+mod shared;
 mod target_process;
+mod viewer_task;
 
 use crate::scenario::{self, Overrides};
 use crate::shutdown::Shutdown;
@@ -47,15 +52,43 @@ pub async fn run_scenario_with(
     shutdown: Shutdown,
     progress: bool,
 ) -> anyhow::Result<RunOutcome> {
+    run_scenario_full(scenario, out, overrides, shutdown, progress, None, true).await
+}
+
+/// As `run_scenario_with`, also serving the controller's metrics on `metrics_listen`.
+pub async fn run_scenario_full(
+    scenario: &Path,
+    out: &Path,
+    overrides: &Overrides,
+    shutdown: Shutdown,
+    progress: bool,
+    metrics_listen: Option<std::net::SocketAddr>,
+    write_report: bool,
+) -> anyhow::Result<RunOutcome> {
     let plan = scenario::load(scenario, overrides)?;
     let ctx = run::RunContext {
         out: out.to_path_buf(),
         rerun_command: rerun_command(scenario, out, overrides),
         shutdown,
         progress,
+        metrics_listen,
+        metrics: crate::metrics::controller::ControllerMetrics::new(),
     };
     tracing::info!("run {}: {}", plan.name, plan.summary_line());
-    let outcome = run::execute(plan, ctx).await?;
+    let mut outcome = run::execute(plan, ctx).await?;
+    if write_report {
+        // The report is rebuilt from raw data; a failure here loses nothing.
+        match crate::report::write_report(&outcome.run_dir) {
+            Ok(_) => outcome.summary.push_str(&format!(
+                "\nreport: {}",
+                outcome.run_dir.join("report.html").display()
+            )),
+            Err(err) => tracing::error!(
+                "building the report failed ({err:#}); run `viewerfleet report {}` to retry",
+                outcome.run_dir.display()
+            ),
+        }
+    }
     Ok(outcome)
 }
 
@@ -78,7 +111,7 @@ fn rerun_command(scenario: &Path, out: &Path, overrides: &Overrides) -> Vec<Stri
 }
 
 /// `viewerfleet run`.
-pub async fn cli_run(args: crate::cli::RunArgs) -> anyhow::Result<ExitCode> {
+pub async fn cli_run(args: crate::cli::RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     let overrides = Overrides {
         viewers: args.viewers,
         duration: args.duration.clone(),
@@ -95,9 +128,17 @@ pub async fn cli_run(args: crate::cli::RunArgs) -> anyhow::Result<ExitCode> {
     };
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
-    let outcome = run_scenario_with(&args.scenario, &out, &overrides, shutdown, true)
-        .await
-        .with_context(|| format!("run {}", plan.name))?;
+    let outcome = run_scenario_full(
+        &args.scenario,
+        &out,
+        &overrides,
+        shutdown,
+        !quiet,
+        args.metrics_listen,
+        !args.no_report,
+    )
+    .await
+    .with_context(|| format!("run {}", plan.name))?;
     println!("{}", outcome.summary);
     println!("raw data: {}", outcome.run_dir.display());
     Ok(ExitCode::from(outcome.exit_code))

@@ -19,8 +19,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
+use super::chromedriver::{self, ChromeDriver, DEFAULT_CHROMEDRIVER, DEFAULT_CHROMIUM};
 use super::{Fleet, TargetPlacement, ViewerSlot};
 
 /// Most viewers one `netns` fleet makes (interface names are limited to 15 characters).
@@ -87,8 +87,7 @@ pub struct NetnsFleet {
     target_port: u16,
     netem: bool,
     dir: tempfile::TempDir,
-    chromedriver: Mutex<Option<tokio::process::Child>>,
-    webdriver_url: String,
+    chromedriver: std::sync::Arc<ChromeDriver>,
     open: Mutex<BTreeMap<u32, SlotInfo>>,
     shut: AtomicBool,
 }
@@ -98,18 +97,10 @@ impl NetnsFleet {
     /// On error everything made so far is removed again.
     pub async fn start(spec: &NetnsFleetSpec) -> anyhow::Result<Self> {
         let tools = check_host(&SystemHostEnv)?;
-        let chromium = PathBuf::from(
-            spec.chromium
-                .clone()
-                .unwrap_or_else(|| "/usr/lib/chromium/chromium".into()),
-        );
-        if !chromium.exists() {
-            anyhow::bail!(
-                "fleet.chromium: `{}` does not exist; install chromium (apt-get install chromium) or set fleet.chromium",
-                chromium.display()
-            );
-        }
-        let chromedriver = find_chromedriver(spec.chromedriver.as_deref())?;
+        let chromium = PathBuf::from(spec.chromium.as_deref().unwrap_or(DEFAULT_CHROMIUM));
+        let driver_binary =
+            PathBuf::from(spec.chromedriver.as_deref().unwrap_or(DEFAULT_CHROMEDRIVER));
+        chromedriver::preflight(&driver_binary, &chromium)?;
         let tag: u16 = rand::random();
         let name_prefix = format!("vf{tag:04x}-");
         let prefix = spec
@@ -131,11 +122,10 @@ impl NetnsFleet {
             let dir = tempfile::Builder::new()
                 .prefix("viewerfleet-netns-")
                 .tempdir()?;
-            let (child, url) =
-                start_chromedriver(&chromedriver, &dir.path().join("chromedriver.log")).await?;
-            anyhow::Ok((dir, child, url))
+            let driver = ChromeDriver::start(&driver_binary).await?;
+            anyhow::Ok((dir, driver))
         };
-        let (dir, child, webdriver_url) = match rest.await {
+        let (dir, chromedriver) = match rest.await {
             Ok(parts) => parts,
             Err(err) => {
                 let _ = net.down(0, 1).await;
@@ -150,8 +140,7 @@ impl NetnsFleet {
             chromium,
             server,
             target_port: spec.target_port.unwrap_or(8080),
-            chromedriver: Mutex::new(Some(child)),
-            webdriver_url,
+            chromedriver: std::sync::Arc::new(chromedriver),
             open: Mutex::new(BTreeMap::new()),
             shut: AtomicBool::new(false),
         })
@@ -197,8 +186,11 @@ impl NetnsFleet {
         if self.shut.swap(true, Ordering::SeqCst) {
             return;
         }
-        if let Some(mut child) = self.chromedriver.lock().unwrap().take() {
-            let _ = child.start_kill();
+        // Slots' `down` ends their browsers; chromedriver goes on the runtime if one is left
+        // (it also has PDEATHSIG, so it never outlives this process).
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let driver = self.chromedriver.clone();
+            runtime.spawn(async move { driver.shutdown().await });
         }
         let indices: Vec<u32> = self.open.lock().unwrap().keys().copied().collect();
         for index in indices.into_iter().chain([0]) {
@@ -288,7 +280,7 @@ impl Fleet for NetnsFleet {
                 })?;
         tracing::debug!("netns slot {}", info.describe());
         Ok(ViewerSlot {
-            webdriver_url: self.webdriver_url.clone(),
+            webdriver_url: self.chromedriver.url(),
             chrome_binary: Some(wrapper.to_string_lossy().into_owned()),
             extra_args: slot_chromium_args(&self.target_origin()),
             node: info.name.clone(),
@@ -319,11 +311,7 @@ impl Fleet for NetnsFleet {
         if self.shut.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let child = self.chromedriver.lock().unwrap().take();
-        if let Some(mut child) = child {
-            let _ = child.start_kill();
-            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-        }
+        self.chromedriver.shutdown().await;
         let indices: Vec<u32> = std::mem::take(&mut *self.open.lock().unwrap())
             .into_keys()
             .collect();
@@ -339,72 +327,6 @@ impl Fleet for NetnsFleet {
             ))),
             None => Ok(()),
         }
-    }
-}
-
-fn find_chromedriver(configured: Option<&str>) -> anyhow::Result<PathBuf> {
-    use crate::netns::HostEnv;
-    if let Some(path) = configured {
-        let path = PathBuf::from(path);
-        anyhow::ensure!(
-            path.exists(),
-            "fleet.chromedriver: `{}` does not exist",
-            path.display()
-        );
-        return Ok(path);
-    }
-    let default = PathBuf::from("/usr/bin/chromedriver");
-    if default.exists() {
-        return Ok(default);
-    }
-    SystemHostEnv.find_program("chromedriver").ok_or_else(|| {
-        anyhow::anyhow!(
-            "chromedriver not found: install it (apt-get install chromium-driver) or set fleet.chromedriver"
-        )
-    })
-}
-
-/// Starts ChromeDriver on a free loopback port and waits until `/status` answers.
-async fn start_chromedriver(
-    binary: &std::path::Path,
-    log: &std::path::Path,
-) -> anyhow::Result<(tokio::process::Child, String)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let log_file = std::fs::File::create(log)?;
-    let mut child = tokio::process::Command::new(binary)
-        .arg(format!("--port={port}"))
-        .stdin(std::process::Stdio::null())
-        .stdout(log_file.try_clone()?)
-        .stderr(log_file)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("cannot start {}", binary.display()))?;
-    let url = format!("http://127.0.0.1:{port}/");
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            anyhow::bail!(
-                "chromedriver exited at start ({status}); its log: {}",
-                std::fs::read_to_string(log).unwrap_or_default().trim()
-            );
-        }
-        let ready = client
-            .get(format!("{url}status"))
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success());
-        if ready {
-            return Ok((child, url));
-        }
-        if Instant::now() > deadline {
-            let _ = child.start_kill();
-            anyhow::bail!("chromedriver did not answer on {url} within 20 s");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -64,6 +64,32 @@ pub fn gc_local(dry_run: bool, only: Option<&str>) -> Result<Vec<GcGroup>, Netns
     Ok(result)
 }
 
+/// For `viewerfleet gc --local`: one line per removed (or, dry, removable) slot group; groups
+/// kept are logged with the reason. Without root nothing can be listed: says so in a line.
+pub fn leftover_lines(dry_run: bool) -> Vec<String> {
+    match gc_local(dry_run, None) {
+        Ok(groups) => groups
+            .into_iter()
+            .filter_map(|g| match &g.kept_because {
+                Some(why) => {
+                    tracing::info!("keeping network slots {}*: {why}", g.group);
+                    None
+                }
+                None => Some(format!(
+                    "network slots {}* (namespaces: {}; links: {})",
+                    g.group,
+                    g.namespaces.join(" "),
+                    g.links.join(" ")
+                )),
+            })
+            .collect(),
+        Err(err) => {
+            tracing::warn!("network namespaces not checked: {err}");
+            vec![]
+        }
+    }
+}
+
 /// `vf1a2b-3h` → `vf1a2b-`; `None` for names outside the project's scheme.
 pub fn group_of(name: &str) -> Option<String> {
     if !name.starts_with(PROJECT_PREFIX) {

@@ -2,10 +2,484 @@
 //! URL and parameters, `network-info` player stats, `/api/v1/metrics/playback`, Prometheus
 //! names, `/tracker/socket`) so the whole loop runs offline, and it counts what it really
 //! served (ground truth).
+//!
+//! Parts: `media` (ffmpeg: VOD ladder, supervised live encoder), `routes` (HTTP), `page`
+//! (embed and index pages), `counting` (bytes really sent), `stats` (counters and their
+//! Prometheus rendering), `playback` (players' reports), `tracker` (WebTorrent tracker).
+//! `start` runs everything in-process and returns a handle; `cli_refsite` is the command.
 
+pub mod counting;
+pub mod media;
+pub mod page;
+pub mod playback;
+pub mod routes;
+pub mod stats;
+pub mod tracker;
+
+use anyhow::Context as _;
+use serde::Serialize;
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
-/// `viewerfleet refsite`.
-pub async fn cli_refsite(_args: crate::cli::RefsiteArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`viewerfleet refsite` is not available yet")
+/// VOD or live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VideoKind {
+    Vod,
+    Live,
+}
+
+impl VideoKind {
+    /// `vod` or `live`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VideoKind::Vod => "vod",
+            VideoKind::Live => "live",
+        }
+    }
+}
+
+/// One served video.
+#[derive(Debug, Clone)]
+pub struct Video {
+    /// UUID (random per start).
+    pub id: String,
+    pub kind: VideoKind,
+    /// Folder holding its playlists and segments.
+    pub dir: PathBuf,
+}
+
+/// Validated configuration of one refsite.
+#[derive(Debug, Clone)]
+pub struct RefsiteConfig {
+    /// Address to listen on (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Cache folder for generated media.
+    pub media_dir: PathBuf,
+    /// Front-end folder (`embed.html`, `player.js`, `node_modules/`).
+    pub web_dir: PathBuf,
+    /// Interval of the players' playback-metrics POSTs.
+    pub metrics_interval: Duration,
+    /// Serve the VOD video.
+    pub vod: bool,
+    /// Serve the live video (runs an encoder all the time).
+    pub live: bool,
+    /// Length of the VOD video.
+    pub vod_length: Duration,
+    /// Tracker tuning.
+    pub tracker: tracker::TrackerConfig,
+}
+
+impl RefsiteConfig {
+    /// Defaults: loopback port 0, both videos, 2 min VOD, 15 s metrics interval.
+    pub fn new(media_dir: PathBuf, web_dir: PathBuf) -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            media_dir,
+            web_dir,
+            metrics_interval: Duration::from_secs(15),
+            vod: true,
+            live: true,
+            vod_length: Duration::from_secs(120),
+            tracker: tracker::TrackerConfig::default(),
+        }
+    }
+}
+
+/// Configuration and start-up errors, each naming the flag or the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum RefsiteError {
+    #[error("--videos: `{0}` is not a video kind; use vod, live or vod,live")]
+    VideoKind(String),
+    #[error("--videos: choose at least one of vod, live")]
+    NoVideo,
+    #[error("--{flag}: `{value}` is not a duration ({reason}); write e.g. 5s, 2m")]
+    Duration {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("--{flag}: {reason}")]
+    Range { flag: &'static str, reason: String },
+    #[error("front-end files missing: {0} not found; run `make web-deps` (cd web && npm ci --ignore-scripts) or point --web / VIEWERFLEET_WEB at the web/ folder")]
+    WebDeps(PathBuf),
+    #[error("cannot listen on {addr} (choose another with --listen): {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Media(#[from] media::MediaError),
+}
+
+/// One entry of the READY line.
+#[derive(Debug, Clone, Serialize)]
+pub struct VideoInfo {
+    pub id: String,
+    pub kind: VideoKind,
+    pub embed_url: String,
+}
+
+/// The READY line's payload.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadyInfo {
+    pub base_url: String,
+    pub metrics_url: String,
+    pub videos: Vec<VideoInfo>,
+}
+
+/// A running refsite.
+#[derive(Debug)]
+pub struct RefsiteHandle {
+    /// URL to reach the site, e.g. `http://127.0.0.1:41234`.
+    pub base_url: String,
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The videos served.
+    pub videos: Vec<VideoInfo>,
+    /// Counters (the same as on `/metrics`).
+    pub stats: Arc<stats::SiteStats>,
+    /// The tracker.
+    pub tracker: Arc<tracker::Tracker>,
+    cancel: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+    live_dir: Option<PathBuf>,
+}
+
+impl RefsiteHandle {
+    /// `/metrics` URL.
+    pub fn metrics_url(&self) -> String {
+        format!("{}/metrics", self.base_url)
+    }
+
+    /// The READY payload.
+    pub fn ready_info(&self) -> ReadyInfo {
+        ReadyInfo {
+            base_url: self.base_url.clone(),
+            metrics_url: self.metrics_url(),
+            videos: self.videos.clone(),
+        }
+    }
+
+    /// The first video of a kind.
+    pub fn video(&self, kind: VideoKind) -> Option<&VideoInfo> {
+        self.videos.iter().find(|v| v.kind == kind)
+    }
+
+    /// Stops the server, the tracker connections and the live encoder (killed and reaped),
+    /// and removes the live segments.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        for task in self.tasks.drain(..) {
+            let _ = task.await;
+        }
+        if let Some(dir) = self.live_dir.take() {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
+    }
+}
+
+impl Drop for RefsiteHandle {
+    fn drop(&mut self) {
+        // Without an explicit shutdown, still stop everything (ffmpeg is killed on drop).
+        self.cancel.cancel();
+        if let Some(dir) = self.live_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Checks the front-end folder before anything is started.
+fn check_web(web: &Path) -> Result<(), RefsiteError> {
+    let needed = [
+        web.join("embed.html"),
+        web.join("player.js"),
+        web.join("node_modules/hls.js/dist/hls.mjs"),
+        web.join("node_modules/p2p-media-loader-core/dist/p2p-media-loader-core.es.js"),
+        web.join("node_modules/p2p-media-loader-hlsjs/dist/p2p-media-loader-hlsjs.es.js"),
+    ];
+    match needed.into_iter().find(|p| !p.is_file()) {
+        Some(missing) => Err(RefsiteError::WebDeps(missing)),
+        None => Ok(()),
+    }
+}
+
+/// URL host for a bound address (wildcards become loopback).
+fn base_url(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}", SocketAddr::new(ip, addr.port()))
+}
+
+fn new_uuid() -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex::encode(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Starts refsite in-process: checks, media, live encoder, tracker, HTTP server. Returns
+/// once the site is ready (media generated, live playlist produced, listening).
+/// `cancel` stops everything too (e.g. the process-wide shutdown token).
+pub async fn start(
+    config: RefsiteConfig,
+    cancel: CancellationToken,
+) -> Result<RefsiteHandle, RefsiteError> {
+    if !config.vod && !config.live {
+        return Err(RefsiteError::NoVideo);
+    }
+    check_web(&config.web_dir)?;
+    media::check_ffmpeg()?;
+    let cancel = cancel.child_token();
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| RefsiteError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| RefsiteError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+
+    let mut videos = Vec::new();
+    let mut tasks = Vec::new();
+    let mut live_dir = None;
+    if config.vod {
+        let dir = media::ensure_vod(&config.media_dir, config.vod_length, &cancel).await?;
+        videos.push(Video {
+            id: new_uuid(),
+            kind: VideoKind::Vod,
+            dir,
+        });
+    }
+    if config.live {
+        let dir = config.media_dir.join(format!(
+            "live-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir).map_err(|source| media::MediaError::Folder {
+            path: dir.clone(),
+            source,
+        })?;
+        live_dir = Some(dir.clone());
+        tasks.push(tokio::spawn(media::supervise_live(
+            dir.clone(),
+            cancel.clone(),
+        )));
+        let ready = media::wait_live_ready(&dir, 3, Duration::from_secs(60), &cancel).await;
+        if let Err(e) = ready {
+            cancel.cancel();
+            for t in tasks {
+                let _ = t.await;
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e.into());
+        }
+        videos.push(Video {
+            id: new_uuid(),
+            kind: VideoKind::Live,
+            dir,
+        });
+    }
+
+    let stats = Arc::new(stats::SiteStats::default());
+    let tracker = Arc::new(tracker::Tracker::new(config.tracker.clone(), stats.clone()));
+    let expiry = {
+        let tracker = tracker.clone();
+        let cancel = cancel.clone();
+        let every = (config.tracker.peer_ttl / 4).max(Duration::from_millis(100));
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(every) => tracker.expire(std::time::Instant::now()),
+                }
+            }
+        })
+    };
+    tasks.push(expiry);
+
+    let base = base_url(addr);
+    let infos = videos
+        .iter()
+        .map(|v| VideoInfo {
+            id: v.id.clone(),
+            kind: v.kind,
+            embed_url: format!("{base}/videos/embed/{}", v.id),
+        })
+        .collect();
+    let state = routes::AppState {
+        stats: stats.clone(),
+        tracker: tracker.clone(),
+        videos: Arc::new(videos),
+        web_dir: config.web_dir.clone(),
+        metrics_interval: config.metrics_interval,
+        cancel: cancel.clone(),
+    };
+    let app = routes::app(state);
+    let server_cancel = cancel.clone();
+    tasks.push(tokio::spawn(async move {
+        let served = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(server_cancel.cancelled_owned())
+        .await;
+        if let Err(e) = served {
+            tracing::error!("refsite server stopped: {e}");
+        }
+    }));
+
+    Ok(RefsiteHandle {
+        base_url: base,
+        addr,
+        videos: infos,
+        stats,
+        tracker,
+        cancel,
+        tasks,
+        live_dir,
+    })
+}
+
+fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, RefsiteError> {
+    let d = humantime::parse_duration(value).map_err(|e| RefsiteError::Duration {
+        flag,
+        value: value.to_string(),
+        reason: e.to_string(),
+    })?;
+    if d.is_zero() {
+        return Err(RefsiteError::Range {
+            flag,
+            reason: "must be more than 0".into(),
+        });
+    }
+    Ok(d)
+}
+
+/// Default media cache: `$XDG_CACHE_HOME/viewerfleet/media` or `~/.cache/viewerfleet/media`.
+fn default_media_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("viewerfleet/media")
+}
+
+/// The source tree's `web/` folder (used when neither --web nor VIEWERFLEET_WEB is given).
+pub fn default_web_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/web"))
+}
+
+/// Turns the command-line arguments into a validated configuration.
+pub fn config_from_args(args: &crate::cli::RefsiteArgs) -> Result<RefsiteConfig, RefsiteError> {
+    let mut config = RefsiteConfig::new(
+        args.media.clone().unwrap_or_else(default_media_dir),
+        args.web.clone().unwrap_or_else(default_web_dir),
+    );
+    config.listen = args.listen;
+    config.metrics_interval = parse_duration("metrics-interval", &args.metrics_interval)?;
+    config.vod_length = parse_duration("vod-length", &args.vod_length)?;
+    if config.vod_length < Duration::from_secs(u64::from(media::SEGMENT_SECONDS) * 3) {
+        return Err(RefsiteError::Range {
+            flag: "vod-length",
+            reason: "must be at least 6s (three segments)".into(),
+        });
+    }
+    config.vod = false;
+    config.live = false;
+    for kind in &args.videos {
+        match kind.trim() {
+            "vod" => config.vod = true,
+            "live" => config.live = true,
+            other => return Err(RefsiteError::VideoKind(other.to_string())),
+        }
+    }
+    Ok(config)
+}
+
+/// `viewerfleet refsite`: serve until SIGINT/SIGTERM, printing `READY {json}` on stdout.
+pub async fn cli_refsite(args: crate::cli::RefsiteArgs) -> anyhow::Result<ExitCode> {
+    let config = config_from_args(&args)?;
+    let cancel = CancellationToken::new();
+    let signals = spawn_signal_watch(cancel.clone())?;
+    let handle = tokio::select! {
+        h = start(config, cancel.clone()) => h.context("refsite could not start")?,
+        _ = cancel.cancelled() => {
+            eprintln!("refsite: interrupted during start-up");
+            return Ok(ExitCode::from(130));
+        }
+    };
+    let info = handle.ready_info();
+    eprintln!("refsite listening on {}", info.base_url);
+    for v in &info.videos {
+        eprintln!("  {:<4} {}", v.kind.as_str(), v.embed_url);
+    }
+    eprintln!("  metrics {}", info.metrics_url);
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "READY {}", serde_json::to_string(&info)?)?;
+        out.flush()?;
+    }
+    cancel.cancelled().await;
+    eprintln!("refsite: stopping");
+    handle.shutdown().await;
+    signals.abort();
+    Ok(ExitCode::SUCCESS)
+}
+
+fn spawn_signal_watch(cancel: CancellationToken) -> anyhow::Result<JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    Ok(tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        cancel.cancel();
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_shape() {
+        let u = new_uuid();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+    }
+
+    #[test]
+    fn base_url_for_ipv6_and_wildcards() {
+        assert_eq!(
+            base_url("[fd00::1]:8080".parse().unwrap()),
+            "http://[fd00::1]:8080"
+        );
+        assert_eq!(
+            base_url("0.0.0.0:80".parse().unwrap()),
+            "http://127.0.0.1:80"
+        );
+    }
 }

@@ -1,0 +1,100 @@
+//! The run's manifest: what was run, on what, how, and how it ended. Written when the
+//! target is ready and stamped again at the end; a manifest without `ended_at` marks a run
+//! that was cut short.
+
+use super::run::RunContext;
+use crate::fleet::Fleet;
+use crate::hostinfo;
+use crate::rawdata::{self, Manifest, NetworkProfileSummary, PlanSummary, TargetDescription};
+use crate::scenario::{Latency, Plan, TargetKind, VideoKind};
+use crate::target::Target;
+use anyhow::Context;
+use std::path::Path;
+
+pub(super) fn write_manifest(
+    plan: &Plan,
+    ctx: &RunContext,
+    fleet: &dyn Fleet,
+    target: &dyn Target,
+    viewer_url: &str,
+    started_wall: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<()> {
+    let manifest = Manifest {
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: hostinfo::git_commit(),
+        command_line: ctx.rerun_command.clone(),
+        scenario_name: plan.name.clone(),
+        started_at: started_wall.to_rfc3339(),
+        started_at_unix_ms: started_wall.timestamp_millis() as u64,
+        ended_at: None,
+        exit_status: None,
+        host: hostinfo::host_info(),
+        versions: hostinfo::tool_versions(&[
+            ("chromium", "/usr/lib/chromium/chromium", &["--version"]),
+            ("chromedriver", "chromedriver", &["--version"]),
+            ("ffmpeg", "ffmpeg", &["-version"]),
+            ("kernel", "uname", &["-r"]),
+        ]),
+        fleet: fleet.description(plan),
+        target: TargetDescription {
+            kind: match plan.target.kind {
+                TargetKind::Refsite => "refsite".into(),
+                TargetKind::Peertube => "peertube".into(),
+            },
+            video: match plan.target.video {
+                VideoKind::Live => "live".into(),
+                VideoKind::Vod => "vod".into(),
+            },
+            latency: (plan.target.video == VideoKind::Live).then(|| {
+                match plan.target.latency {
+                    Latency::Normal => "normal",
+                    Latency::High => "high",
+                }
+                .to_string()
+            }),
+            viewer_url: viewer_url.to_string(),
+            exporter_url: target.exporter_url(),
+            playback_metrics_interval_s: Some(plan.target.metrics_interval.as_secs_f64()),
+        },
+        plan: PlanSummary {
+            viewers: plan.viewers,
+            p2p_off_share: plan.p2p_off_share,
+            ramp_s: plan.ramp.as_secs_f64(),
+            duration_s: plan.duration.as_secs_f64(),
+            sampling_interval_s: plan.sampling_interval.as_secs_f64(),
+            measure_at_s: plan.measure_at.as_secs_f64(),
+            steady_window_s: plan.steady_window.as_secs_f64(),
+            network: NetworkProfileSummary {
+                download_kbps: plan.network.and_then(|n| n.download_kbps),
+                upload_kbps: plan.network.and_then(|n| n.upload_kbps),
+                latency_ms: plan.network.and_then(|n| n.latency_ms),
+            },
+            max_failed_viewers: plan.max_failed_viewers,
+        },
+    };
+    let json = serde_json::to_vec_pretty(&manifest)?;
+    rawdata::write_atomic(&ctx.out.join(rawdata::MANIFEST), &json)
+        .with_context(|| format!("writing the manifest in {}", ctx.out.display()))
+}
+
+/// Stamps the end time and exit status on the manifest (if it was written at all).
+pub(super) fn finish_manifest(
+    out: &Path,
+    code: u8,
+    interrupted: bool,
+    signal: Option<&str>,
+) -> anyhow::Result<()> {
+    let path = out.join(rawdata::MANIFEST);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let mut manifest: Manifest = serde_json::from_str(&text)?;
+    manifest.ended_at = Some(chrono::Utc::now().to_rfc3339());
+    manifest.exit_status = Some(if interrupted {
+        format!("interrupted by {}", signal.unwrap_or("a stop request"))
+    } else {
+        format!("exit code {code}")
+    });
+    rawdata::write_atomic(&path, &serde_json::to_vec_pretty(&manifest)?)?;
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! Periodic samplers of a run: host resources (the load generator and the target's
+//! processes) and the target's exporter. Each writes raw data as it goes.
+
+use super::recorder::Record;
+use super::shared::Shared;
+use crate::hostinfo;
+use crate::metrics::scrape::Scraper;
+use crate::rawdata::HostSample;
+use std::sync::Arc;
+
+pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
+    let mut cpu = hostinfo::CpuMeter::default();
+    cpu.sample();
+    let mut browsers_before = hostinfo::cpu_seconds_of("chromium");
+    let cores = hostinfo::host_info().cpus;
+    let mut ticker = tokio::time::interval(shared.sampling_interval);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shared.run_end.cancelled() => return,
+        }
+        let t = shared.rec.now();
+        // procfs walks block; keep them off the async workers.
+        let result = tokio::task::spawn_blocking(move || {
+            let busy = cpu.sample().unwrap_or(0.0);
+            let (total, available) = hostinfo::meminfo();
+            let target = target_pid.and_then(hostinfo::process_tree_usage);
+            let browsers_now = hostinfo::cpu_seconds_of("chromium");
+            let sample = HostSample {
+                t,
+                cpu_busy: busy,
+                cores,
+                mem_used_bytes: total.saturating_sub(available),
+                mem_total_bytes: total,
+                load1: hostinfo::load1(),
+                target_cpu_s: target.map(|(c, _)| c),
+                target_rss_bytes: target.map(|(_, r)| r),
+                browsers_cpu_s: Some((browsers_now - browsers_before).max(0.0)),
+            };
+            (cpu, browsers_now, sample)
+        })
+        .await;
+        let Ok((meter, browsers_now, sample)) = result else {
+            tracing::error!("host sampler stopped");
+            return;
+        };
+        cpu = meter;
+        browsers_before = browsers_now;
+        shared.metrics.host_cpu_busy_ratio.set(sample.cpu_busy);
+        if let Some(c) = sample.target_cpu_s {
+            shared
+                .metrics
+                .target_cpu_seconds
+                .with_label_values(&["refsite"])
+                .set(c);
+        }
+        shared.rec.send(Record::Host(sample));
+    }
+}
+
+pub(super) async fn sample_exporter(shared: Arc<Shared>, scraper: Scraper) {
+    let mut ticker = tokio::time::interval(shared.sampling_interval);
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shared.run_end.cancelled() => return,
+        }
+        let sample = scraper.scrape(shared.rec.now()).await;
+        let m = &shared.metrics;
+        m.scrape_duration_seconds.set(sample.latency_ms / 1000.0);
+        m.scrape_up.set(sample.ok as i64);
+        m.scrapes
+            .with_label_values(&[if sample.ok { "ok" } else { "error" }])
+            .inc();
+        match &sample.error {
+            Some(err) => {
+                // Log a failure once, not at every interval.
+                if last_error.as_deref() != Some(err) {
+                    tracing::warn!("scraping {}: {err}", scraper.url());
+                }
+                last_error = Some(err.clone());
+            }
+            None => {
+                last_error = None;
+                shared.live().last_exporter = Some(sample.clone());
+            }
+        }
+        shared.rec.send(Record::Exporter(sample));
+    }
+}

@@ -1,0 +1,78 @@
+//! State shared by the tasks of one run: the recorder, live figures for progress and the
+//! summary, the controller's metrics, and the run's end signal. The report is built from
+//! raw files, never from this.
+
+use super::recorder::RecorderHandle;
+use crate::fleet::Fleet;
+use crate::metrics::controller::ControllerMetrics;
+use crate::rawdata::{ExporterSample, ViewerEventKind, ViewerSample};
+use crate::target::Target;
+use crate::viewer::ViewerTimeouts;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Default)]
+pub(super) struct LiveState {
+    pub latest: HashMap<u32, ViewerSample>,
+    pub states: HashMap<u32, ViewerEventKind>,
+    pub failures: Vec<(u32, String)>,
+    pub max_peers: u32,
+    pub last_exporter: Option<ExporterSample>,
+}
+
+impl LiveState {
+    pub fn count(&self, kind: ViewerEventKind) -> usize {
+        self.states.values().filter(|k| **k == kind).count()
+    }
+
+    pub fn failed_or_lost(&self) -> usize {
+        self.count(ViewerEventKind::Failed) + self.count(ViewerEventKind::Lost)
+    }
+}
+
+pub(super) struct Shared {
+    pub rec: RecorderHandle,
+    live: Mutex<LiveState>,
+    pub metrics: ControllerMetrics,
+    /// Cancelled when the run's duration is over or a stop was requested.
+    pub run_end: CancellationToken,
+    pub fleet: Arc<dyn Fleet>,
+    pub target: Arc<dyn Target>,
+    pub sampling_interval: Duration,
+    pub timeouts: ViewerTimeouts,
+    /// Bounds concurrent session creations (drivers and Grids choke on bursts).
+    pub starts: Semaphore,
+}
+
+impl Shared {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        rec: RecorderHandle,
+        metrics: ControllerMetrics,
+        fleet: Arc<dyn Fleet>,
+        target: Arc<dyn Target>,
+        sampling_interval: Duration,
+        timeouts: ViewerTimeouts,
+        max_parallel_starts: usize,
+    ) -> Self {
+        Self {
+            rec,
+            live: Mutex::default(),
+            metrics,
+            run_end: CancellationToken::new(),
+            fleet,
+            target,
+            sampling_interval,
+            timeouts,
+            starts: Semaphore::new(max_parallel_starts.max(1)),
+        }
+    }
+
+    pub fn live(&self) -> MutexGuard<'_, LiveState> {
+        // A panic while holding this lock is a bug; keep going with the data as it is.
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

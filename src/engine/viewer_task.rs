@@ -1,0 +1,368 @@
+//! One viewer's life in a run: wait for its arrival time, get a slot and a session,
+//! throttle, open the page, wait for the first frame, sample until the run ends, and
+//! release session and slot on every path. Every change is a raw-data event.
+
+use super::recorder::Record;
+use super::shared::Shared;
+use crate::fleet::ViewerSlot;
+use crate::rawdata::{ViewerEvent, ViewerEventKind, ViewerSample};
+use crate::scenario::ViewerPlan;
+use crate::target::PlayerStats;
+use crate::viewer::{self, Viewer, ViewerError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Consecutive failed stats reads after which a viewer counts as lost.
+const LOST_AFTER_FAILED_READS: u32 = 3;
+
+pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
+    tokio::select! {
+        _ = tokio::time::sleep(vp.start_after) => {}
+        _ = shared.run_end.cancelled() => return,
+    }
+    let events = ViewerEvents::new(&vp, shared.clone());
+    let policy = shared.fleet.start_policy();
+    // One pass per life of the viewer: a viewer lost mid-run (its node died) is created
+    // again when the fleet asks for it, as long as the run goes on.
+    loop {
+        match viewer_life(&vp, &shared, &events, &policy).await {
+            Life::Over => return,
+            Life::Lost(reason, slot) => {
+                events.emit(ViewerEventKind::Lost, Some(reason), Some(&slot));
+                if !policy.recreate_lost || shared.run_end.is_cancelled() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+enum Life {
+    /// Ended for good (stopped, failed, or the run ended); already recorded.
+    Over,
+    /// Lost mid-run; the caller records it and may start a new life.
+    Lost(String, ViewerSlot),
+}
+
+/// One session of a viewer, from asking for it to closing it.
+async fn viewer_life(
+    vp: &ViewerPlan,
+    shared: &Arc<Shared>,
+    events: &ViewerEvents,
+    policy: &crate::fleet::StartPolicy,
+) -> Life {
+    let permit = tokio::select! {
+        p = shared.starts.acquire() => p.ok(),
+        _ = shared.run_end.cancelled() => return Life::Over,
+    };
+    events.emit(ViewerEventKind::Creating, None, None);
+    let mut slot = match shared.fleet.open_viewer(vp).await {
+        Ok(slot) => slot,
+        Err(err) => {
+            events.emit(
+                ViewerEventKind::Failed,
+                Some(format!("no slot: {err:#}")),
+                None,
+            );
+            return Life::Over;
+        }
+    };
+    let began = Instant::now();
+    let viewer = match create_with_retries(&slot, shared, policy, events).await {
+        None => {
+            shared.fleet.close_viewer(&slot).await;
+            events.emit(ViewerEventKind::Stopped, None, Some(&slot));
+            return Life::Over;
+        }
+        Some(Ok(v)) => v,
+        Some(Err(reason)) => {
+            events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot));
+            shared.fleet.close_viewer(&slot).await;
+            return Life::Over;
+        }
+    };
+    shared
+        .metrics
+        .session_create_seconds
+        .observe(began.elapsed().as_secs_f64());
+    if let Some(id) = &viewer.session_id {
+        shared.fleet.session_placed(&mut slot, id).await;
+    }
+    events.emit(ViewerEventKind::SessionCreated, None, Some(&slot));
+    let outcome = drive(&viewer, vp, &slot, shared, permit, events).await;
+    let session_id = viewer.session_id.clone();
+    viewer.close().await;
+    if let Some(id) = &session_id {
+        shared.fleet.session_closed(id);
+    }
+    shared.fleet.close_viewer(&slot).await;
+    match outcome {
+        Drive::Finished => events.emit(ViewerEventKind::Stopped, None, Some(&slot)),
+        Drive::Failed(reason) => events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot)),
+        Drive::Lost(reason) => return Life::Lost(reason, slot),
+    }
+    Life::Over
+}
+
+/// Session creation with the fleet's retries: a refused session (`SessionNotCreated`, a
+/// queue timeout) is asked for again after a back-off that doubles up to 60 s. `None`: the
+/// run ended first.
+async fn create_with_retries(
+    slot: &ViewerSlot,
+    shared: &Shared,
+    policy: &crate::fleet::StartPolicy,
+    events: &ViewerEvents,
+) -> Option<Result<Viewer, String>> {
+    let mut wait = policy.retry_backoff;
+    let mut attempt = 0;
+    loop {
+        let created = tokio::select! {
+            v = Viewer::create(slot, shared.timeouts.clone()) => v,
+            _ = shared.run_end.cancelled() => return None,
+        };
+        match created {
+            Ok(v) => return Some(Ok(v)),
+            Err(err) => {
+                count_error(shared, &err);
+                if attempt >= policy.session_retries {
+                    return Some(Err(if attempt > 0 {
+                        format!("refused by the fleet after {} attempts: {err}", attempt + 1)
+                    } else {
+                        err.to_string()
+                    }));
+                }
+                attempt += 1;
+                events.emit(
+                    ViewerEventKind::Creating,
+                    Some(format!("attempt {} after refusal: {err}", attempt + 1)),
+                    None,
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shared.run_end.cancelled() => return None,
+                }
+                wait = (wait * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+enum Drive {
+    Finished,
+    Failed(String),
+    Lost(String),
+}
+
+async fn drive(
+    viewer: &Viewer,
+    vp: &ViewerPlan,
+    slot: &ViewerSlot,
+    shared: &Shared,
+    permit: Option<tokio::sync::SemaphorePermit<'_>>,
+    events: &ViewerEvents,
+) -> Drive {
+    let target = shared.target.as_ref();
+    let failed = |err: ViewerError| {
+        count_error(shared, &err);
+        Drive::Failed(err.to_string())
+    };
+    if let Some(profile) = &vp.network {
+        if viewer::wants_cdp(profile, slot) {
+            if let Err(err) = viewer.throttle_http(profile).await {
+                return failed(err);
+            }
+        }
+    }
+    if let Err(err) = viewer.open(target, vp.p2p).await {
+        return failed(err);
+    }
+    events.emit(ViewerEventKind::PageOpened, None, Some(slot));
+    let ttff = tokio::select! {
+        r = viewer.wait_first_frame(target, Duration::from_millis(250)) => r,
+        _ = shared.run_end.cancelled() => return Drive::Finished,
+    };
+    // The next viewer may start its session while this one plays.
+    drop(permit);
+    match ttff {
+        Ok(ms) => events.playing(slot, ms),
+        Err(err) => return failed(err),
+    }
+    let mut failed_reads = 0;
+    let mut previous: Option<ViewerSample> = None;
+    let mut ticker = tokio::time::interval(shared.sampling_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shared.run_end.cancelled() => return Drive::Finished,
+        }
+        match viewer.read(target).await {
+            Ok(stats) => {
+                failed_reads = 0;
+                let sample = to_sample(shared.rec.now(), vp.index, &stats);
+                account(shared, previous.as_ref(), &sample);
+                events.set_stalled(!sample.playing);
+                {
+                    let mut live = shared.live();
+                    live.max_peers = live.max_peers.max(sample.peers);
+                    live.latest.insert(vp.index, sample.clone());
+                }
+                shared.rec.send(Record::ViewerSample(sample.clone()));
+                previous = Some(sample);
+            }
+            Err(err) => {
+                if shared.run_end.is_cancelled() {
+                    return Drive::Finished;
+                }
+                count_error(shared, &err);
+                failed_reads += 1;
+                if failed_reads >= LOST_AFTER_FAILED_READS {
+                    return Drive::Lost(format!(
+                        "stats unreadable {LOST_AFTER_FAILED_READS} times in a row: {err}"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Adds this sample's progress over the previous one to the controller's counters.
+fn account(shared: &Shared, previous: Option<&ViewerSample>, now: &ViewerSample) {
+    let (h, p, u, s) = previous
+        .map(|p| {
+            (
+                p.http_down_bytes,
+                p.p2p_down_bytes,
+                p.p2p_up_bytes,
+                p.stalls,
+            )
+        })
+        .unwrap_or_default();
+    let m = &shared.metrics;
+    m.player_http_bytes
+        .inc_by(now.http_down_bytes.saturating_sub(h));
+    m.player_p2p_down_bytes
+        .inc_by(now.p2p_down_bytes.saturating_sub(p));
+    m.player_p2p_up_bytes
+        .inc_by(now.p2p_up_bytes.saturating_sub(u));
+    m.player_stalls.inc_by(now.stalls.saturating_sub(s) as u64);
+    let peers_before = previous.map(|p| p.peers as i64).unwrap_or(0);
+    m.player_peers.add(now.peers as i64 - peers_before);
+}
+
+fn count_error(shared: &Shared, err: &ViewerError) {
+    let kind = match err {
+        ViewerError::Session(_) => "session_not_created",
+        ViewerError::Timeout { .. } => "timeout",
+        ViewerError::Command { .. } => "command",
+        ViewerError::NeverPlayed { .. } => "never_played",
+        ViewerError::Profile(_) => "profile",
+    };
+    shared
+        .metrics
+        .webdriver_errors
+        .with_label_values(&[kind])
+        .inc();
+}
+
+fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
+    ViewerSample {
+        t,
+        viewer,
+        http_down_bytes: s.http_bytes,
+        p2p_down_bytes: s.p2p_down_bytes,
+        p2p_up_bytes: s.p2p_up_bytes,
+        peers: s.peers,
+        playing: s.playing,
+        current_time_s: s.current_time,
+        stalls: s.stalls,
+        stalled_ms: s.stalled_ms,
+        resolution: s.resolution,
+        dropped_frames: s.dropped_frames,
+        errors: s.errors,
+    }
+}
+
+/// Records one viewer's life events in raw data, the live state and the metrics.
+struct ViewerEvents {
+    viewer: u32,
+    p2p: bool,
+    shared: Arc<Shared>,
+    /// The state as exported (`viewerfleet_viewers{state}`), which also knows `stalled`.
+    exported: std::sync::Mutex<Option<&'static str>>,
+}
+
+impl ViewerEvents {
+    fn new(vp: &ViewerPlan, shared: Arc<Shared>) -> Self {
+        Self {
+            viewer: vp.index,
+            p2p: vp.p2p,
+            shared,
+            exported: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn playing(&self, slot: &ViewerSlot, ttff_ms: f64) {
+        self.record(ViewerEventKind::Playing, None, Some(slot), Some(ttff_ms));
+    }
+
+    fn emit(&self, kind: ViewerEventKind, reason: Option<String>, slot: Option<&ViewerSlot>) {
+        self.record(kind, reason, slot, None);
+    }
+
+    fn set_stalled(&self, stalled: bool) {
+        let current = *self.exported.lock().unwrap_or_else(|e| e.into_inner());
+        match (current, stalled) {
+            (Some("playing"), true) => self.export("stalled"),
+            (Some("stalled"), false) => self.export("playing"),
+            _ => {}
+        }
+    }
+
+    fn export(&self, state: &'static str) {
+        let mut current = self.exported.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.metrics.move_viewer(*current, Some(state));
+        *current = Some(state);
+    }
+
+    fn record(
+        &self,
+        kind: ViewerEventKind,
+        reason: Option<String>,
+        slot: Option<&ViewerSlot>,
+        ttff_ms: Option<f64>,
+    ) {
+        {
+            let mut live = self.shared.live();
+            live.states.insert(self.viewer, kind);
+            if let (Some(r), ViewerEventKind::Failed | ViewerEventKind::Lost) = (&reason, kind) {
+                tracing::warn!(viewer = self.viewer, "viewer {} {kind:?}: {r}", self.viewer);
+                live.failures.push((self.viewer, r.clone()));
+            }
+        }
+        let state = match kind {
+            ViewerEventKind::Creating
+            | ViewerEventKind::SessionCreated
+            | ViewerEventKind::PageOpened => "starting",
+            ViewerEventKind::Playing => "playing",
+            ViewerEventKind::Failed => "failed",
+            ViewerEventKind::Lost => "lost",
+            ViewerEventKind::Stopped => "stopped",
+        };
+        let current = *self.exported.lock().unwrap_or_else(|e| e.into_inner());
+        if current != Some(state) {
+            self.export(state);
+        }
+        let rec = &self.shared.rec;
+        rec.send(Record::ViewerEvent(ViewerEvent {
+            t: rec.now(),
+            viewer: self.viewer,
+            event: kind,
+            p2p: self.p2p,
+            reason,
+            node: slot.map(|s| s.node.clone()),
+            address: slot.and_then(|s| s.address.clone()),
+            ttff_ms,
+        }));
+    }
+}

@@ -1,0 +1,239 @@
+//! Capacity ladders: a scenario run at increasing viewer counts, each step a normal run
+//! folder (`DIR/step-<viewers>`); knee detection with stated rules; per-viewer costs
+//! fitted on the healthy steps; a projection for a user-given server; a capacity report
+//! (`capacity.md`, `capacity.html`, `capacity.json`) in `DIR`.
+
+pub mod fit;
+pub mod knee;
+pub mod project;
+mod render;
+mod step;
+
+use crate::cli::LadderArgs;
+use crate::scenario::{self, Overrides};
+use anyhow::Context;
+use knee::{judge, KneeRules, StepResult};
+use project::{fit_costs, project, ServerSpec};
+use std::path::Path;
+use std::process::ExitCode;
+
+pub use render::CapacityReport;
+
+/// `viewerfleet ladder`.
+pub async fn cli_ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
+    let mut steps = args.steps.clone();
+    steps.sort_unstable();
+    steps.dedup();
+    if steps.is_empty() || steps[0] == 0 {
+        anyhow::bail!("--steps needs viewer counts of at least 1, e.g. --steps 2,4,6,8");
+    }
+    // Validate the scenario at every step before running any of them.
+    let overrides = |viewers: u32| Overrides {
+        viewers: Some(viewers),
+        duration: args.hold.clone(),
+    };
+    let plan = scenario::load(&args.scenario, &overrides(steps[0]))?;
+    for &v in &steps[1..] {
+        scenario::load(&args.scenario, &overrides(v))?;
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let shutdown = crate::shutdown::Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let mut results = Vec::new();
+    for &viewers in &steps {
+        let dir = args.out.join(format!("step-{viewers}"));
+        if !args.analyze_only {
+            if shutdown.is_triggered() {
+                break;
+            }
+            eprintln!("== ladder step: {viewers} viewers → {}", dir.display());
+            let outcome = crate::engine::run_scenario_with(
+                &args.scenario,
+                &dir,
+                &overrides(viewers),
+                shutdown.clone(),
+                true,
+            )
+            .await
+            .with_context(|| format!("ladder step {viewers}"))?;
+            eprintln!("{}", outcome.summary);
+            if outcome.interrupted {
+                break;
+            }
+        }
+        if !dir.join(crate::rawdata::MANIFEST).exists() {
+            continue;
+        }
+        let summary = crate::report::write_report(&dir)?;
+        results.push(step::step_from_run(&dir, &summary)?);
+    }
+    if results.is_empty() {
+        anyhow::bail!("no ladder step finished; nothing to report");
+    }
+    let host = crate::hostinfo::host_info();
+    let rules = KneeRules {
+        target_cores: Some(args.target_cores.unwrap_or(host.cpus as f64)),
+        link_mbps: args.link_mbps,
+        ..KneeRules::default()
+    };
+    let server = ServerSpec {
+        cores: args.server_cores,
+        ram_bytes: (args.server_ram_gb * 1e9) as u64,
+        nic_mbps: args.server_nic_mbps,
+        usable_share: args.usable_share,
+    };
+    let report = analyze(
+        &plan.name,
+        results,
+        rules,
+        Some(server),
+        rerun_line(&args),
+        format!("{} ({} × {})", host.hostname, host.cpus, host.cpu_model),
+    );
+    write(&report, &args.out)?;
+    print!("{}", render::markdown(&report));
+    println!(
+        "capacity report: {}",
+        args.out.join("capacity.html").display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Judges the steps, finds the knee, fits costs on the healthy steps, projects.
+pub fn analyze(
+    scenario: &str,
+    steps: Vec<StepResult>,
+    rules: KneeRules,
+    server: Option<ServerSpec>,
+    rerun: String,
+    host: String,
+) -> CapacityReport {
+    let verdicts: Vec<_> = steps.iter().map(|s| judge(s, &rules)).collect();
+    let knee = knee::find_knee(&verdicts);
+    let healthy: Vec<&StepResult> = steps
+        .iter()
+        .zip(&verdicts)
+        .take_while(|(_, v)| !v.degraded)
+        .map(|(s, _)| s)
+        .collect();
+    let costs = fit_costs(&healthy);
+    let projection = server.map(|s| project(&costs, &s));
+    let mut caveats = vec![
+        "Target CPU and memory are measured for local targets only (refsite's process tree); the target shares the machine with the browsers unless the fleet is remote.".to_string(),
+        "Costs are fitted on healthy steps only; with fewer than three, R² is not defined and the fit is a line through two points.".to_string(),
+        "A projection extrapolates a line: caches, kernel limits and tracker fan-out may bend it at larger scales. Re-run the ladder on the real server to confirm.".to_string(),
+        "HTTP egress without P2P assumes every byte the peers exchanged would otherwise come from the server.".to_string(),
+    ];
+    if healthy.len() < 2 {
+        caveats.push("Fewer than two healthy steps: per-viewer costs could not be fitted; start the ladder lower.".into());
+    }
+    if knee.as_ref().is_some_and(|k| k.limited_by == "generator") {
+        caveats.push(
+            "The knee was set by the load generator's CPU: the target's own limit was not reached."
+                .into(),
+        );
+    }
+    CapacityReport {
+        scenario: scenario.to_string(),
+        generated_at: chrono::Utc::now().to_rfc3339(),
+        host,
+        steps,
+        verdicts,
+        rules,
+        knee,
+        costs,
+        projection,
+        rerun,
+        caveats,
+    }
+}
+
+pub fn write(report: &CapacityReport, dir: &Path) -> anyhow::Result<()> {
+    std::fs::write(dir.join("capacity.md"), render::markdown(report))?;
+    std::fs::write(dir.join("capacity.html"), render::html(report))?;
+    std::fs::write(
+        dir.join("capacity.json"),
+        serde_json::to_vec_pretty(report)?,
+    )?;
+    Ok(())
+}
+
+fn rerun_line(args: &LadderArgs) -> String {
+    let steps: Vec<String> = args.steps.iter().map(|s| s.to_string()).collect();
+    let mut line = format!(
+        "viewerfleet ladder {} --steps {} --out {}",
+        args.scenario.display(),
+        steps.join(","),
+        args.out.display()
+    );
+    if let Some(hold) = &args.hold {
+        line.push_str(&format!(" --hold {hold}"));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(viewers: u32, gen: f64, stalls: f64) -> StepResult {
+        let v = viewers as f64;
+        StepResult {
+            viewers,
+            run_dir: format!("step-{viewers}"),
+            started: viewers,
+            failed: 0,
+            http_mbps: 0.3 * v,
+            p2p_mbps: 0.5 * v,
+            http_share: Some(0.375),
+            target_cpu_cores: Some(0.01 + 0.005 * v),
+            target_rss_bytes: Some(40_000_000 + 2_000_000 * viewers as u64),
+            generator_cpu_busy: gen,
+            generator_cores: 2,
+            stalls_per_viewer_minute: stalls,
+            ttff_p95_ms: Some(1500.0),
+        }
+    }
+
+    #[test]
+    fn crafted_ladder_has_known_knee_costs_and_report() {
+        let steps = vec![
+            step(2, 0.25, 0.0),
+            step(4, 0.5, 0.0),
+            step(6, 0.75, 0.1),
+            step(8, 0.97, 3.0),
+        ];
+        let report = analyze(
+            "live-normal",
+            steps,
+            KneeRules {
+                target_cores: Some(2.0),
+                ..Default::default()
+            },
+            Some(ServerSpec {
+                cores: 4.0,
+                ram_bytes: 4_000_000_000,
+                nic_mbps: 1000.0,
+                usable_share: 0.6,
+            }),
+            "viewerfleet ladder x.yaml --steps 2,4,6,8 --out l".into(),
+            "host".into(),
+        );
+        let knee = report.knee.as_ref().unwrap();
+        assert_eq!((knee.at_viewers, knee.limited_by), (8, "generator"));
+        assert_eq!(report.costs.steps_used, vec![2, 4, 6]);
+        assert!((report.costs.cpu_cores.unwrap().slope - 0.005).abs() < 1e-12);
+        let p = report.projection.as_ref().unwrap();
+        // CPU: (2.4 - 0.01) / 0.005 = 478; network with P2P: 600 / 0.3 = 2000.
+        assert_eq!(p.by_cpu, Some(478));
+        assert_eq!(p.by_nic_with_p2p, Some(2000));
+        assert_eq!(p.limited_by, Some("cpu"));
+        let md = render::markdown(&report);
+        assert!(md.contains("| 8 | 8 | 0 |"), "{md}");
+        assert!(md.contains("DEGRADED (stalls, generator_cpu)"));
+        assert!(md.contains("The **load generator** saturated, not the target"));
+        let html = render::html(&report);
+        assert!(html.contains("<table>") && html.contains("<b>load generator</b>"));
+    }
+}

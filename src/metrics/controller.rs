@@ -1,0 +1,269 @@
+//! The controller's own Prometheus metrics (`viewerfleet_*`), served on `--metrics-listen`
+//! while a run is going, so a long run can be watched in Grafana like the target itself.
+//! Hot paths only touch atomics inside the `prometheus` types.
+
+use prometheus::{
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// Viewer states as exported (`viewerfleet_viewers{state=…}`).
+pub const VIEWER_STATES: &[&str] = &[
+    "starting", "playing", "stalled", "failed", "lost", "stopped",
+];
+
+#[derive(Clone)]
+pub struct ControllerMetrics {
+    registry: Registry,
+    pub viewers_requested: IntGauge,
+    pub viewers: IntGaugeVec,
+    pub session_create_seconds: Histogram,
+    pub webdriver_errors: IntCounterVec,
+    pub player_http_bytes: IntCounter,
+    pub player_p2p_down_bytes: IntCounter,
+    pub player_p2p_up_bytes: IntCounter,
+    pub player_peers: IntGauge,
+    pub player_stalls: IntCounter,
+    pub scrapes: IntCounterVec,
+    pub scrape_duration_seconds: Gauge,
+    pub scrape_up: IntGauge,
+    pub fleet_nodes: IntGaugeVec,
+    pub run_elapsed_seconds: Gauge,
+    pub host_cpu_busy_ratio: Gauge,
+    pub target_cpu_seconds: GaugeVec,
+}
+
+impl Default for ControllerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ControllerMetrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let m = Self {
+            viewers_requested: IntGauge::new(
+                "viewerfleet_viewers_requested",
+                "Viewers the scenario asks for.",
+            )
+            .expect("valid metric"),
+            viewers: IntGaugeVec::new(
+                Opts::new("viewerfleet_viewers", "Viewers by state."),
+                &["state"],
+            )
+            .expect("valid metric"),
+            session_create_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "viewerfleet_session_create_seconds",
+                    "Time to create one WebDriver session.",
+                )
+                .buckets(vec![
+                    0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 60.0, 120.0,
+                ]),
+            )
+            .expect("valid metric"),
+            webdriver_errors: IntCounterVec::new(
+                Opts::new(
+                    "viewerfleet_webdriver_errors_total",
+                    "WebDriver errors by kind.",
+                ),
+                &["kind"],
+            )
+            .expect("valid metric"),
+            player_http_bytes: IntCounter::new(
+                "viewerfleet_player_http_downloaded_bytes_total",
+                "Bytes the players downloaded over HTTP, summed over viewers.",
+            )
+            .expect("valid metric"),
+            player_p2p_down_bytes: IntCounter::new(
+                "viewerfleet_player_p2p_downloaded_bytes_total",
+                "Bytes the players downloaded from peers, summed over viewers.",
+            )
+            .expect("valid metric"),
+            player_p2p_up_bytes: IntCounter::new(
+                "viewerfleet_player_p2p_uploaded_bytes_total",
+                "Bytes the players uploaded to peers, summed over viewers.",
+            )
+            .expect("valid metric"),
+            player_peers: IntGauge::new(
+                "viewerfleet_player_p2p_peers",
+                "P2P connections the players report, summed over viewers.",
+            )
+            .expect("valid metric"),
+            player_stalls: IntCounter::new(
+                "viewerfleet_player_stalls_total",
+                "Rebuffering events after the first frame, summed over viewers.",
+            )
+            .expect("valid metric"),
+            scrapes: IntCounterVec::new(
+                Opts::new(
+                    "viewerfleet_exporter_scrapes_total",
+                    "Scrapes of the target's exporter by result.",
+                ),
+                &["result"],
+            )
+            .expect("valid metric"),
+            scrape_duration_seconds: Gauge::new(
+                "viewerfleet_exporter_scrape_duration_seconds",
+                "Duration of the last scrape of the target's exporter.",
+            )
+            .expect("valid metric"),
+            scrape_up: IntGauge::new(
+                "viewerfleet_exporter_up",
+                "1 when the last scrape of the target's exporter succeeded.",
+            )
+            .expect("valid metric"),
+            fleet_nodes: IntGaugeVec::new(
+                Opts::new("viewerfleet_fleet_nodes", "Fleet nodes by state."),
+                &["state"],
+            )
+            .expect("valid metric"),
+            run_elapsed_seconds: Gauge::new(
+                "viewerfleet_run_elapsed_seconds",
+                "Seconds since the run started.",
+            )
+            .expect("valid metric"),
+            host_cpu_busy_ratio: Gauge::new(
+                "viewerfleet_host_cpu_busy_ratio",
+                "Busy share of all cores of the load generator, 0 to 1.",
+            )
+            .expect("valid metric"),
+            target_cpu_seconds: GaugeVec::new(
+                Opts::new(
+                    "viewerfleet_target_cpu_seconds",
+                    "CPU seconds used by the target's processes (local targets).",
+                ),
+                &["target"],
+            )
+            .expect("valid metric"),
+            registry,
+        };
+        for collector in [
+            Box::new(m.viewers_requested.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.viewers.clone()),
+            Box::new(m.session_create_seconds.clone()),
+            Box::new(m.webdriver_errors.clone()),
+            Box::new(m.player_http_bytes.clone()),
+            Box::new(m.player_p2p_down_bytes.clone()),
+            Box::new(m.player_p2p_up_bytes.clone()),
+            Box::new(m.player_peers.clone()),
+            Box::new(m.player_stalls.clone()),
+            Box::new(m.scrapes.clone()),
+            Box::new(m.scrape_duration_seconds.clone()),
+            Box::new(m.scrape_up.clone()),
+            Box::new(m.fleet_nodes.clone()),
+            Box::new(m.run_elapsed_seconds.clone()),
+            Box::new(m.host_cpu_busy_ratio.clone()),
+            Box::new(m.target_cpu_seconds.clone()),
+        ] {
+            m.registry.register(collector).expect("unique metric names");
+        }
+        for state in VIEWER_STATES {
+            m.viewers.with_label_values(&[state]).set(0);
+        }
+        m
+    }
+
+    /// Moves one viewer from one state to another (either may be absent).
+    pub fn move_viewer(&self, from: Option<&str>, to: Option<&str>) {
+        if let Some(from) = from {
+            self.viewers.with_label_values(&[from]).dec();
+        }
+        if let Some(to) = to {
+            self.viewers.with_label_values(&[to]).inc();
+        }
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("encoding to a Vec cannot fail");
+        String::from_utf8(out).expect("the text format is UTF-8")
+    }
+}
+
+/// Serves `/metrics` on a loopback address until `stop`. Non-loopback addresses are
+/// refused: the controller's endpoint describes a run and must not face the internet.
+pub async fn serve(
+    metrics: ControllerMetrics,
+    listen: std::net::SocketAddr,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<std::net::SocketAddr> {
+    if !listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--metrics-listen {listen}: only loopback addresses are allowed (e.g. 127.0.0.1:9464); put a reverse proxy in front to expose it"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("--metrics-listen {listen}: cannot listen: {e}"))?;
+    let addr = listener.local_addr()?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                    metrics.render(),
+                )
+            }
+        }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+    });
+    Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::prom_text;
+
+    #[test]
+    fn exposition_parses_and_follows_conventions() {
+        let m = ControllerMetrics::new();
+        m.viewers_requested.set(4);
+        m.move_viewer(None, Some("starting"));
+        m.move_viewer(Some("starting"), Some("playing"));
+        m.player_http_bytes.inc_by(1000);
+        m.webdriver_errors.with_label_values(&["timeout"]).inc();
+        let samples = prom_text::parse(&m.render()).unwrap();
+        let get = |name: &str, label: Option<(&str, &str)>| {
+            samples
+                .iter()
+                .find(|s| s.name == name && label.is_none_or(|(k, v)| s.label(k) == Some(v)))
+                .map(|s| s.value)
+        };
+        assert_eq!(
+            get("viewerfleet_viewers", Some(("state", "playing"))),
+            Some(1.0)
+        );
+        assert_eq!(
+            get("viewerfleet_viewers", Some(("state", "starting"))),
+            Some(0.0)
+        );
+        assert_eq!(
+            get("viewerfleet_player_http_downloaded_bytes_total", None),
+            Some(1000.0)
+        );
+        for s in &samples {
+            assert!(s.name.starts_with("viewerfleet_"), "{}", s.name);
+        }
+    }
+
+    #[tokio::test]
+    async fn refuses_non_loopback() {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let err = serve(ControllerMetrics::new(), "0.0.0.0:0".parse().unwrap(), stop)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("only loopback"), "{err}");
+    }
+}

@@ -1,0 +1,432 @@
+//! Counters refsite exposes on `/metrics`: the players' playback metrics under PeerTube's
+//! Prometheus names and labels, and the ground truth the origin measured itself (bytes it
+//! really wrote, requests, tracker peers, viewers). Rendered by hand in the Prometheus text
+//! format so names and label values are exactly what PeerTube's exporter prints.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// What an HTTP response carried, for `refsite_origin_sent_bytes_total{kind}` and
+/// `refsite_http_requests_total{kind}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ServedKind {
+    /// A media segment (`.ts`).
+    Segment,
+    /// An HLS playlist (`.m3u8`).
+    Playlist,
+    /// An HTML page (embed page, index).
+    Page,
+    /// Front-end files (JavaScript).
+    Static,
+    /// `/api/...` requests.
+    Api,
+    /// `/metrics` scrapes.
+    Metrics,
+    /// `/tracker/socket` upgrades.
+    Tracker,
+    /// Anything else (404s included).
+    Other,
+}
+
+impl ServedKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServedKind::Segment => "segment",
+            ServedKind::Playlist => "playlist",
+            ServedKind::Page => "page",
+            ServedKind::Static => "static",
+            ServedKind::Api => "api",
+            ServedKind::Metrics => "metrics",
+            ServedKind::Tracker => "tracker",
+            ServedKind::Other => "other",
+        }
+    }
+}
+
+/// Label set of PeerTube's playback counters.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PlaybackLabels {
+    pub video_origin: String,
+    pub player_mode: String,
+    pub resolution: String,
+    pub fps: String,
+    pub p2p_enabled: String,
+    pub video_uuid: String,
+}
+
+/// Values of PeerTube's playback counters for one label set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlaybackValues {
+    pub http_downloaded: u64,
+    pub p2p_downloaded: u64,
+    pub p2p_uploaded: u64,
+    pub errors: u64,
+    pub resolution_changes: u64,
+    /// `None` until a first stall is reported (PeerTube's series appears only then).
+    pub buffer_stalled: Option<u64>,
+    /// Last reported peer count; `None` when the last report had 0 peers.
+    pub peers: Option<u64>,
+}
+
+/// One validated playback report (deltas since the player's previous report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaybackReport {
+    pub labels: PlaybackLabels,
+    pub http_downloaded: u64,
+    pub p2p_downloaded: u64,
+    pub p2p_uploaded: u64,
+    pub errors: u64,
+    pub resolution_changes: u64,
+    pub buffer_stalled: Option<u64>,
+    pub peers: Option<u64>,
+}
+
+/// All counters of one refsite instance. Cheap to update from any task.
+#[derive(Debug, Default)]
+pub struct SiteStats {
+    sent: Mutex<BTreeMap<(String, ServedKind), u64>>,
+    requests: Mutex<BTreeMap<ServedKind, u64>>,
+    aborted: Mutex<BTreeMap<ServedKind, u64>>,
+    playback: Mutex<BTreeMap<PlaybackLabels, PlaybackValues>>,
+    viewers: Mutex<HashSet<IpAddr>>,
+    /// Valid announce messages received by the tracker.
+    pub tracker_announces: AtomicU64,
+    /// Peers currently in some swarm.
+    pub tracker_peers: AtomicU64,
+    /// Swarms with at least one peer.
+    pub tracker_swarms: AtomicU64,
+    playback_reports: AtomicU64,
+    playback_rejected: AtomicU64,
+}
+
+/// Label value used for bytes that belong to no video (front-end files, index page).
+pub const NO_VIDEO: &str = "none";
+
+impl SiteStats {
+    /// Adds bytes written to a client's connection.
+    pub fn add_sent(&self, video: &str, kind: ServedKind, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        *sent.entry((video.to_string(), kind)).or_default() += bytes;
+    }
+
+    /// Counts one request.
+    pub fn add_request(&self, kind: ServedKind) {
+        let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        *requests.entry(kind).or_default() += 1;
+    }
+
+    /// Counts a response whose client went away before its last byte.
+    pub fn add_aborted(&self, kind: ServedKind) {
+        let mut aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+        *aborted.entry(kind).or_default() += 1;
+    }
+
+    /// Remembers a client address (distinct addresses = viewers seen).
+    pub fn saw_client(&self, ip: IpAddr) {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+            v4 => v4,
+        };
+        self.viewers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(ip);
+    }
+
+    /// Applies one validated playback report.
+    pub fn add_playback(&self, report: PlaybackReport) {
+        self.playback_reports.fetch_add(1, Ordering::Relaxed);
+        let mut playback = self.playback.lock().unwrap_or_else(|e| e.into_inner());
+        let values = playback.entry(report.labels).or_default();
+        values.http_downloaded = values
+            .http_downloaded
+            .saturating_add(report.http_downloaded);
+        values.p2p_downloaded = values.p2p_downloaded.saturating_add(report.p2p_downloaded);
+        values.p2p_uploaded = values.p2p_uploaded.saturating_add(report.p2p_uploaded);
+        values.errors = values.errors.saturating_add(report.errors);
+        values.resolution_changes = values
+            .resolution_changes
+            .saturating_add(report.resolution_changes);
+        if let Some(stalled) = report.buffer_stalled.filter(|s| *s > 0) {
+            values.buffer_stalled =
+                Some(values.buffer_stalled.unwrap_or(0).saturating_add(stalled));
+        }
+        values.peers = report.peers.filter(|p| *p > 0);
+    }
+
+    /// Counts a rejected playback report.
+    pub fn add_rejected_playback(&self) {
+        self.playback_rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Segment bytes sent for one video (ground truth the players' HTTP figure must match).
+    pub fn segment_bytes(&self, video: &str) -> u64 {
+        let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        sent.get(&(video.to_string(), ServedKind::Segment))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A copy of the playback counters.
+    pub fn playback_snapshot(&self) -> BTreeMap<PlaybackLabels, PlaybackValues> {
+        self.playback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Renders everything in the Prometheus text exposition format (version 0.0.4).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        let playback = self.playback_snapshot();
+        type Getter = fn(&PlaybackValues) -> Option<u64>;
+        let families: [(&str, &str, &str, Getter); 7] = [
+            (
+                "peertube_playback_http_downloaded_bytes_total",
+                "counter",
+                "Bytes the players downloaded over HTTP (their own report).",
+                |v| Some(v.http_downloaded),
+            ),
+            (
+                "peertube_playback_p2p_downloaded_bytes_total",
+                "counter",
+                "Bytes the players downloaded from other peers (their own report).",
+                |v| Some(v.p2p_downloaded),
+            ),
+            (
+                "peertube_playback_p2p_uploaded_bytes_total",
+                "counter",
+                "Bytes the players uploaded to other peers (their own report).",
+                |v| Some(v.p2p_uploaded),
+            ),
+            (
+                "peertube_playback_errors_count_total",
+                "counter",
+                "Player errors reported.",
+                |v| Some(v.errors),
+            ),
+            (
+                "peertube_playback_resolution_changes_count_total",
+                "counter",
+                "Resolution changes reported.",
+                |v| Some(v.resolution_changes),
+            ),
+            (
+                "peertube_playback_buffer_stalled_count_total",
+                "counter",
+                "Buffer stalls reported (series appears after a first stall).",
+                |v| v.buffer_stalled,
+            ),
+            (
+                "peertube_playback_p2p_peers",
+                "gauge",
+                "Peers in the last report of each label set (absent when 0).",
+                |v| v.peers,
+            ),
+        ];
+        for (name, kind, help, get) in families {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (labels, values) in &playback {
+                if let Some(value) = get(values) {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{videoOrigin=\"{}\",playerMode=\"{}\",resolution=\"{}\",fps=\"{}\",p2pEnabled=\"{}\",videoUUID=\"{}\",otel_scope_name=\"refsite\"}} {value}",
+                        escape(&labels.video_origin),
+                        escape(&labels.player_mode),
+                        escape(&labels.resolution),
+                        escape(&labels.fps),
+                        escape(&labels.p2p_enabled),
+                        escape(&labels.video_uuid),
+                    );
+                }
+            }
+        }
+
+        let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        header(
+            &mut out,
+            "refsite_origin_sent_bytes_total",
+            "counter",
+            "Bytes the origin wrote to client connections, by video and kind (segment, playlist, page, static).",
+        );
+        for ((video, kind), bytes) in &sent {
+            let _ = writeln!(
+                out,
+                "refsite_origin_sent_bytes_total{{video=\"{}\",kind=\"{}\"}} {bytes}",
+                escape(video),
+                kind.as_str()
+            );
+        }
+        header(
+            &mut out,
+            "refsite_origin_segment_bytes_total",
+            "counter",
+            "Media segment bytes the origin wrote, by video (what the players' HTTP figure must match).",
+        );
+        for ((video, kind), bytes) in &sent {
+            if *kind == ServedKind::Segment {
+                let _ = writeln!(
+                    out,
+                    "refsite_origin_segment_bytes_total{{video=\"{}\"}} {bytes}",
+                    escape(video)
+                );
+            }
+        }
+        header(
+            &mut out,
+            "refsite_http_requests_total",
+            "counter",
+            "HTTP requests received, by kind.",
+        );
+        let requests = self
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for (kind, count) in &requests {
+            let _ = writeln!(
+                out,
+                "refsite_http_requests_total{{kind=\"{}\"}} {count}",
+                kind.as_str()
+            );
+        }
+        header(
+            &mut out,
+            "refsite_origin_aborted_responses_total",
+            "counter",
+            "Responses cut short because the client closed the request before the last byte, by kind.",
+        );
+        let aborted = self
+            .aborted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for (kind, count) in &aborted {
+            let _ = writeln!(
+                out,
+                "refsite_origin_aborted_responses_total{{kind=\"{}\"}} {count}",
+                kind.as_str()
+            );
+        }
+        let scalars: [(&str, &str, &str, u64); 6] = [
+            (
+                "refsite_tracker_peers",
+                "gauge",
+                "Peers currently registered in a tracker swarm.",
+                self.tracker_peers.load(Ordering::Relaxed),
+            ),
+            (
+                "refsite_tracker_swarms",
+                "gauge",
+                "Tracker swarms with at least one peer.",
+                self.tracker_swarms.load(Ordering::Relaxed),
+            ),
+            (
+                "refsite_tracker_announces_total",
+                "counter",
+                "Valid announce messages received by the tracker.",
+                self.tracker_announces.load(Ordering::Relaxed),
+            ),
+            (
+                "refsite_viewers_seen_total",
+                "counter",
+                "Distinct client addresses that requested a page, playlist or segment.",
+                self.viewers.lock().unwrap_or_else(|e| e.into_inner()).len() as u64,
+            ),
+            (
+                "refsite_playback_reports_total",
+                "counter",
+                "Playback-metrics reports accepted.",
+                self.playback_reports.load(Ordering::Relaxed),
+            ),
+            (
+                "refsite_playback_reports_rejected_total",
+                "counter",
+                "Playback-metrics reports rejected with a 400.",
+                self.playback_rejected.load(Ordering::Relaxed),
+            ),
+        ];
+        for (name, kind, help, value) in scalars {
+            header(&mut out, name, kind, help);
+            let _ = writeln!(out, "{name} {value}");
+        }
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Escapes a label value (backslash, double quote, newline).
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels() -> PlaybackLabels {
+        PlaybackLabels {
+            video_origin: "local".into(),
+            player_mode: "p2p-media-loader".into(),
+            resolution: "720".into(),
+            fps: "25".into(),
+            p2p_enabled: "true".into(),
+            video_uuid: "u\"1".into(),
+        }
+    }
+
+    #[test]
+    fn playback_deltas_add_up_and_render_with_peertube_names() {
+        let stats = SiteStats::default();
+        for _ in 0..2 {
+            stats.add_playback(PlaybackReport {
+                labels: labels(),
+                http_downloaded: 10,
+                p2p_downloaded: 5,
+                p2p_uploaded: 4,
+                errors: 0,
+                resolution_changes: 1,
+                buffer_stalled: None,
+                peers: Some(2),
+            });
+        }
+        let text = stats.render();
+        assert!(text.contains(
+            "peertube_playback_http_downloaded_bytes_total{videoOrigin=\"local\",playerMode=\"p2p-media-loader\",resolution=\"720\",fps=\"25\",p2pEnabled=\"true\",videoUUID=\"u\\\"1\",otel_scope_name=\"refsite\"} 20"
+        ));
+        assert!(text.contains("peertube_playback_p2p_peers{"));
+        assert!(!text.contains("peertube_playback_buffer_stalled_count_total{"));
+    }
+
+    #[test]
+    fn ground_truth_splits_segments_from_other_bytes() {
+        let stats = SiteStats::default();
+        stats.add_sent("v", ServedKind::Segment, 100);
+        stats.add_sent("v", ServedKind::Playlist, 7);
+        stats.add_sent("v", ServedKind::Segment, 1);
+        stats.add_request(ServedKind::Segment);
+        stats.saw_client("127.0.0.1".parse().unwrap());
+        stats.saw_client("::ffff:127.0.0.1".parse().unwrap());
+        let text = stats.render();
+        assert!(text.contains("refsite_origin_segment_bytes_total{video=\"v\"} 101"));
+        assert!(text.contains("refsite_origin_sent_bytes_total{video=\"v\",kind=\"playlist\"} 7"));
+        assert!(text.contains("refsite_http_requests_total{kind=\"segment\"} 1"));
+        assert!(text.contains("refsite_viewers_seen_total 1"));
+        assert_eq!(stats.segment_bytes("v"), 101);
+    }
+}

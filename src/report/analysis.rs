@@ -1,0 +1,339 @@
+//! Turns a loaded run folder into a `RunReport`: windows, the table per source, origin
+//! ground truth, QoE, the honesty section and the time series. Pure: same data in, same
+//! numbers out.
+
+use super::honesty::{self, Findings};
+use super::load::RunData;
+use super::model::*;
+use super::qoe;
+use super::rates::{mbps, Bins};
+use super::table::{self, Steady};
+use super::traffic;
+use crate::rawdata::RunEventKind;
+
+/// Width of the bins counter deltas are spread into.
+pub const BIN_S: f64 = 1.0;
+
+pub fn build(run: &RunData) -> RunReport {
+    let m = &run.manifest;
+    let plan = &m.plan;
+    let sampling_s = if plan.sampling_interval_s > 0.0 {
+        plan.sampling_interval_s
+    } else {
+        2.0
+    };
+    let last_t = run.last_t();
+    let end_s = (last_t + BIN_S).ceil();
+
+    let exp = traffic::exporter(run, BIN_S, end_s, sampling_s);
+    let ply = traffic::players(run, BIN_S, end_s, sampling_s);
+
+    // Common data end: the earlier of the two sources, so both are measured on one window.
+    let ends: Vec<f64> = [exp.traffic.as_ref(), ply.traffic.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|t| t.data_to_s)
+        .collect();
+    let data_end = ends.iter().copied().fold(f64::INFINITY, f64::min);
+    let data_end = if data_end.is_finite() {
+        data_end
+    } else {
+        last_t
+    };
+    let windows = table::windows(
+        plan.measure_at_s,
+        plan.steady_window_s,
+        sampling_s,
+        m.target.playback_metrics_interval_s,
+        data_end,
+        BIN_S,
+    );
+    let steady = Steady {
+        from_s: windows.steady_from_s,
+        to_s: windows.steady_to_s,
+    };
+    let exporter_steady = Steady {
+        from_s: windows.exporter_steady_from_s,
+        to_s: windows.steady_to_s,
+    };
+    let exporter_table = exp
+        .traffic
+        .as_ref()
+        .map(|t| table::source_table(t, exporter_steady, windows.rate_window_s));
+    let players_table = ply
+        .traffic
+        .as_ref()
+        .map(|t| table::source_table(t, steady, windows.rate_window_s));
+
+    let origin = exp.origin_segments.as_ref().map(|(bins, total)| {
+        let peak = bins
+            .trailing_rates(windows.rate_window_s, 0.0, data_end)
+            .into_iter()
+            .map(|(_, r)| r)
+            .fold(None::<f64>, |a, r| Some(a.map_or(r, |a| a.max(r))));
+        OriginTable {
+            peak_mbps: peak.map(mbps),
+            at_mbps: bins.rate_between(steady.from_s, steady.to_s).map(mbps),
+            segment_bytes: total.round() as u64,
+            sent_bytes: exp.origin_sent.map(|v| v.round() as u64),
+        }
+    });
+    let deviation = |http: u64| {
+        origin
+            .as_ref()
+            .filter(|o| o.segment_bytes > 0)
+            .map(|o| (http as f64 - o.segment_bytes as f64) / o.segment_bytes as f64 * 100.0)
+    };
+
+    let q = qoe::compute(run, &ply.per_viewer, data_end);
+
+    // Partial?
+    let interrupted = run
+        .run_events
+        .iter()
+        .find(|e| e.event == RunEventKind::Interrupted)
+        .map(|e| e.t);
+    let partial_reason = if m.ended_at.is_none() {
+        Some(format!(
+            "the run did not finish (manifest.json has no end time: killed or still running); \
+             the report covers the {last_t:.0} s recorded"
+        ))
+    } else {
+        interrupted.map(|t| format!("the run was interrupted at {t:.0} s"))
+    };
+
+    // Warnings and honesty.
+    let mut warnings = Vec::new();
+    if let Some(note) = &windows.steady_note {
+        warnings.push(format!("Steady window moved: {note}."));
+    }
+    let p2p_viewers = q.rows.iter().filter(|r| r.p2p).count();
+    if let Some(p) = &players_table {
+        let max_peers = ply
+            .per_viewer
+            .values()
+            .map(|v| v.max_peers)
+            .max()
+            .unwrap_or(0);
+        if p2p_viewers > 1 && p.p2p_bytes == 0 && max_peers == 0 {
+            warnings.push(format!(
+                "No P2P traffic at all although {p2p_viewers} viewers had P2P on and no peer \
+                 ever connected: a setup problem (ICE candidates, tracker), not a finding."
+            ));
+        }
+        if p.counter_resets > 0 {
+            warnings.push(format!(
+                "{} player counter resets (page reloads) were counted as new values.",
+                p.counter_resets
+            ));
+        }
+    }
+    if let Some(e) = &exporter_table {
+        if e.counter_resets > 0 {
+            warnings.push(format!(
+                "The exporter's counters went down {} times (target restarted?): counted as \
+                 resets, like Prometheus rate().",
+                e.counter_resets
+            ));
+        }
+    }
+    if let (Some(e), Some(p)) = (&exporter_table, &players_table) {
+        if p.http_bytes > 0 {
+            let dev = (e.http_bytes as f64 - p.http_bytes as f64) / p.http_bytes as f64 * 100.0;
+            if dev.abs() > 10.0 {
+                warnings.push(format!(
+                    "The exporter's HTTP bytes differ from the players' own stats by {dev:+.1}% \
+                     (the exporter lags up to one playback-metrics interval and misses POSTs \
+                     that were rejected or lost)."
+                ));
+            }
+        }
+    }
+    if !run.truncated_files.is_empty() {
+        warnings.push(format!(
+            "Last line cut short (writer killed) in: {}.",
+            run.truncated_files.join(", ")
+        ));
+    }
+    let exporter_status = if run.exporter_samples.is_empty() {
+        match &m.target.exporter_url {
+            Some(url) => format!("configured ({url}) but never scraped"),
+            None => "no exporter configured: rates come from the players only".to_string(),
+        }
+    } else if exp.ok_scrapes == 0 {
+        format!("all {} scrapes failed", exp.failed_scrapes)
+    } else if exp.traffic.is_none() {
+        format!(
+            "{} scrapes ok, {} failed, but no `{}` counter: the players never POSTed playback \
+             metrics",
+            exp.ok_scrapes,
+            exp.failed_scrapes,
+            traffic::HTTP_DOWN
+        )
+    } else {
+        format!(
+            "{} scrapes ok, {} failed",
+            exp.ok_scrapes, exp.failed_scrapes
+        )
+    };
+    let cpu = honesty::cpu_check(run, (steady.from_s, steady.to_s), sampling_s);
+    let honesty = honesty::build(
+        run,
+        Findings {
+            gaps: exp.gaps.clone(),
+            exporter_status,
+            warnings,
+            cpu,
+        },
+    );
+
+    // Top level: the exporter when it has data (as in the PeerTube post), else players.
+    let (source, top) = match (&exporter_table, &players_table) {
+        (Some(e), _) => ("exporter", Some(e.clone())),
+        (None, Some(p)) => ("players", Some(p.clone())),
+        (None, None) => ("none", None),
+    };
+    let top_ref = top.as_ref();
+    let summary = ReportSummary {
+        schema_version: SCHEMA_VERSION,
+        scenario: m.scenario_name.clone(),
+        started_at: m.started_at.clone(),
+        partial: partial_reason.is_some(),
+        partial_reason,
+        target: TargetLine {
+            kind: m.target.kind.clone(),
+            video: m.target.video.clone(),
+            latency: m.target.latency.clone(),
+            fleet: m.fleet.kind.clone(),
+        },
+        measured_on: MeasuredOn {
+            hostname: m.host.hostname.clone(),
+            cpus: m.host.cpus,
+            cpu_model: m.host.cpu_model.clone(),
+            mem_total_bytes: m.host.mem_total_bytes,
+            kernel: m.host.kernel.clone(),
+            os: m.host.os.clone(),
+            tool_version: m.tool_version.clone(),
+            git_commit: m.git_commit.clone(),
+            versions: m.versions.clone(),
+        },
+        viewers: q.counts,
+        source: source.to_string(),
+        http_peak_mbps: top_ref.and_then(|t| t.http_peak_mbps),
+        http_peak_at_s: top_ref.and_then(|t| t.http_peak_at_s),
+        http_at_mbps: top_ref.and_then(|t| t.http_at_mbps),
+        p2p_at_mbps: top_ref.and_then(|t| t.p2p_at_mbps),
+        p2p_up_at_mbps: top_ref.and_then(|t| t.p2p_up_at_mbps),
+        http_share: top_ref.and_then(|t| t.http_share),
+        p2p_savings: top_ref.and_then(|t| t.p2p_savings),
+        http_to_p2p_ratio: top_ref.and_then(|t| t.http_to_p2p_ratio),
+        http_bytes: top_ref.map(|t| t.http_bytes),
+        p2p_bytes: top_ref.map(|t| t.p2p_bytes),
+        p2p_uploaded_bytes: top_ref.map(|t| t.p2p_uploaded_bytes),
+        origin_bytes: origin.as_ref().map(|o| o.segment_bytes),
+        origin_deviation_pct: players_table.as_ref().and_then(|p| deviation(p.http_bytes)),
+        exporter_origin_deviation_pct: exporter_table
+            .as_ref()
+            .and_then(|e| deviation(e.http_bytes)),
+        exporter: exporter_table,
+        players: players_table,
+        origin,
+        windows: windows.clone(),
+        qoe: q.qoe,
+        honesty,
+    };
+
+    // Time series.
+    let w = windows.rate_window_s;
+    let mut series = Vec::new();
+    let mut rate_series = |name, bins: &Bins, from: f64, to: f64| {
+        series.push(Series {
+            name,
+            unit: "Mbit/s",
+            points: bins
+                .trailing_rates(w, from, to)
+                .into_iter()
+                .map(|(t, r)| (t, mbps(r)))
+                .collect(),
+        });
+    };
+    if let Some(t) = &exp.traffic {
+        rate_series(names::EXPORTER_HTTP, &t.http, t.data_from_s, t.data_to_s);
+        rate_series(names::EXPORTER_P2P, &t.p2p, t.data_from_s, t.data_to_s);
+        rate_series(names::EXPORTER_UP, &t.up, t.data_from_s, t.data_to_s);
+    }
+    if let Some((bins, _)) = &exp.origin_segments {
+        let from = run
+            .exporter_samples
+            .iter()
+            .find(|s| s.ok)
+            .map_or(0.0, |s| s.t);
+        let to = run
+            .exporter_samples
+            .iter()
+            .rev()
+            .find(|s| s.ok)
+            .map_or(0.0, |s| s.t);
+        rate_series(names::ORIGIN, bins, from, to);
+    }
+    if let Some(t) = &ply.traffic {
+        rate_series(names::PLAYERS_HTTP, &t.http, 0.0, t.data_to_s);
+        rate_series(names::PLAYERS_P2P, &t.p2p, 0.0, t.data_to_s);
+        rate_series(names::PLAYERS_UP, &t.up, 0.0, t.data_to_s);
+    }
+    let active = qoe::active_series(&q.watching, BIN_S, data_end.max(0.0));
+    if ply.traffic.is_some() {
+        let stall_rate: Vec<(f64, f64)> = ply
+            .stalls
+            .trailing_rates(w, 0.0, data_end)
+            .into_iter()
+            .map(|(t, r)| (t, r * 60.0))
+            .collect();
+        let stalled: Vec<(f64, f64)> = ply
+            .stalled_ms
+            .trailing_rates(w, 0.0, data_end)
+            .into_iter()
+            .map(|(t, ms_per_s)| {
+                let watchers = active
+                    .iter()
+                    .filter(|(ta, _)| *ta > t - w && *ta <= t)
+                    .map(|(_, a)| *a)
+                    .sum::<f64>()
+                    / w.max(1.0);
+                let share = if watchers > 0.0 {
+                    ms_per_s / 1000.0 / watchers
+                } else {
+                    0.0
+                };
+                (t, share.min(1.0))
+            })
+            .collect();
+        series.push(Series {
+            name: names::STALLS_PER_MIN,
+            unit: "stalls/min",
+            points: stall_rate,
+        });
+        series.push(Series {
+            name: names::STALLED_SHARE,
+            unit: "share",
+            points: stalled,
+        });
+    }
+    series.push(Series {
+        name: names::ACTIVE,
+        unit: "viewers",
+        points: active,
+    });
+
+    RunReport {
+        summary,
+        name: run
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| m.scenario_name.clone()),
+        series,
+        host_cpu: run.host_samples.iter().map(|s| (s.t, s.cpu_busy)).collect(),
+        viewers: q.rows,
+    }
+}

@@ -1,0 +1,259 @@
+//! Several runs side by side: one column group per run (or per scenario when grouping
+//! repeats), with mean and 95% confidence interval when a group holds repeats.
+
+use super::model::{ReportSummary, RunReport};
+use super::render::{self, Table};
+use super::stats::{mean_ci, MeanCi};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Runs to compare, grouped.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    pub groups: Vec<Group>,
+    /// Runs that produced no report (failed to start, crashed, unreadable folder).
+    pub failed: Vec<FailedRun>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub name: String,
+    pub runs: Vec<RunReport>,
+    pub stats: GroupStats,
+}
+
+/// Means (with 95% CI across repeats) of the headline numbers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GroupStats {
+    pub n: usize,
+    pub http_peak_mbps: Option<MeanCi>,
+    pub http_at_mbps: Option<MeanCi>,
+    pub p2p_at_mbps: Option<MeanCi>,
+    pub p2p_up_at_mbps: Option<MeanCi>,
+    pub http_share: Option<MeanCi>,
+    pub p2p_savings: Option<MeanCi>,
+    pub ttff_median_ms: Option<MeanCi>,
+    pub stalls_per_viewer_minute: Option<MeanCi>,
+    pub viewers_started: Option<MeanCi>,
+    pub partial_runs: usize,
+    pub cpu_saturated_runs: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedRun {
+    pub name: String,
+    pub dir: String,
+    pub error: String,
+}
+
+impl GroupStats {
+    pub fn of(runs: &[RunReport]) -> Self {
+        let pick = |f: &dyn Fn(&ReportSummary) -> Option<f64>| -> Option<MeanCi> {
+            let v: Vec<f64> = runs.iter().filter_map(|r| f(&r.summary)).collect();
+            mean_ci(&v)
+        };
+        Self {
+            n: runs.len(),
+            http_peak_mbps: pick(&|s| s.http_peak_mbps),
+            http_at_mbps: pick(&|s| s.http_at_mbps),
+            p2p_at_mbps: pick(&|s| s.p2p_at_mbps),
+            p2p_up_at_mbps: pick(&|s| s.p2p_up_at_mbps),
+            http_share: pick(&|s| s.http_share),
+            p2p_savings: pick(&|s| s.p2p_savings),
+            ttff_median_ms: pick(&|s| s.qoe.ttff_median_ms),
+            stalls_per_viewer_minute: pick(&|s| s.qoe.stalls_per_viewer_minute),
+            viewers_started: pick(&|s| Some(s.viewers.started as f64)),
+            partial_runs: runs.iter().filter(|r| r.summary.partial).count(),
+            cpu_saturated_runs: runs
+                .iter()
+                .filter(|r| r.summary.honesty.cpu.as_ref().is_some_and(|c| c.saturated))
+                .count(),
+        }
+    }
+}
+
+impl Comparison {
+    /// One group per run, in the given order.
+    pub fn per_run(runs: Vec<RunReport>, failed: Vec<FailedRun>) -> Self {
+        let groups = runs
+            .into_iter()
+            .map(|r| Group {
+                name: r.name.clone(),
+                stats: GroupStats::of(std::slice::from_ref(&r)),
+                runs: vec![r],
+            })
+            .collect();
+        Self { groups, failed }
+    }
+
+    /// Groups runs by a key (the scenario name for suites), keeping first-seen order.
+    pub fn grouped(
+        runs: Vec<RunReport>,
+        key: impl Fn(&RunReport) -> String,
+        failed: Vec<FailedRun>,
+    ) -> Self {
+        let mut groups: Vec<Group> = Vec::new();
+        for run in runs {
+            let k = key(&run);
+            match groups.iter_mut().find(|g| g.name == k) {
+                Some(g) => g.runs.push(run),
+                None => groups.push(Group {
+                    name: k,
+                    runs: vec![run],
+                    stats: GroupStats::default(),
+                }),
+            }
+        }
+        for g in &mut groups {
+            g.stats = GroupStats::of(&g.runs);
+        }
+        Self { groups, failed }
+    }
+
+    /// Any group with repeats (then columns show mean ± 95% CI).
+    pub fn has_repeats(&self) -> bool {
+        self.groups.iter().any(|g| g.runs.len() > 1)
+    }
+
+    /// The side-by-side table.
+    pub fn table(&self) -> Table {
+        let mut t = Table::new(&[
+            "Run",
+            "n",
+            "Viewers",
+            "Source",
+            "HTTP peak Mbit/s",
+            "HTTP at T Mbit/s",
+            "P2P at T Mbit/s",
+            "HTTP share",
+            "P2P savings",
+            "TTFF p50",
+            "Stalls/viewer-min",
+            "Notes",
+        ]);
+        for g in &self.groups {
+            let s = &g.stats;
+            let first = &g.runs[0].summary;
+            let requested = first.viewers.requested;
+            let viewers = match s.viewers_started {
+                Some(MeanCi {
+                    mean, ci95: None, ..
+                }) => format!("{mean:.0}/{requested}"),
+                Some(MeanCi { mean, .. }) => format!("{mean:.1}/{requested}"),
+                None => format!("—/{requested}"),
+            };
+            let notes: Vec<String> = g.runs.iter().map(|r| render::flags(&r.summary)).collect();
+            let notes = if notes.iter().all(|n| n == "ok") {
+                "ok".to_string()
+            } else {
+                notes.join("; ")
+            };
+            let mut sources: Vec<&str> = g.runs.iter().map(|r| r.summary.source.as_str()).collect();
+            sources.dedup();
+            t.row(vec![
+                g.name.clone(),
+                s.n.to_string(),
+                viewers,
+                sources.join("/"),
+                render::mean_ci(s.http_peak_mbps, 1.0, 1, ""),
+                render::mean_ci(s.http_at_mbps, 1.0, 2, ""),
+                render::mean_ci(s.p2p_at_mbps, 1.0, 2, ""),
+                render::mean_ci(s.http_share, 100.0, 1, "%"),
+                render::mean_ci(s.p2p_savings, 100.0, 1, "%"),
+                render::mean_ci(s.ttff_median_ms, 1.0, 0, " ms"),
+                render::mean_ci(s.stalls_per_viewer_minute, 1.0, 2, ""),
+                notes,
+            ]);
+        }
+        t
+    }
+
+    /// Plain-text table for the terminal, with failed runs listed under it.
+    pub fn text(&self) -> String {
+        let mut out = self.table().text();
+        if self.has_repeats() {
+            out.push_str(
+                "values: mean ± 95% confidence interval (Student's t) over the n repeats\n",
+            );
+        }
+        for f in &self.failed {
+            out.push_str(&format!("FAILED {}: {}\n", f.name, f.error));
+        }
+        out
+    }
+}
+
+/// `compare.json`.
+#[derive(Debug, Serialize)]
+pub struct CompareJson<'a> {
+    pub schema_version: u32,
+    pub groups: Vec<GroupJson<'a>>,
+    pub failed_runs: &'a [FailedRun],
+}
+
+#[derive(Debug, Serialize)]
+pub struct GroupJson<'a> {
+    pub name: &'a str,
+    pub stats: &'a GroupStats,
+    pub runs: Vec<RunJson<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunJson<'a> {
+    pub name: &'a str,
+    #[serde(flatten)]
+    pub summary: &'a ReportSummary,
+}
+
+impl Comparison {
+    pub fn json(&self) -> CompareJson<'_> {
+        CompareJson {
+            schema_version: super::model::SCHEMA_VERSION,
+            groups: self
+                .groups
+                .iter()
+                .map(|g| GroupJson {
+                    name: &g.name,
+                    stats: &g.stats,
+                    runs: g
+                        .runs
+                        .iter()
+                        .map(|r| RunJson {
+                            name: &r.name,
+                            summary: &r.summary,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            failed_runs: &self.failed,
+        }
+    }
+}
+
+/// Builds every run's report (rewriting its files) and compares; unreadable folders are
+/// listed as failed instead of stopping the comparison.
+pub fn compare_dirs(dirs: &[PathBuf], group_by_scenario: bool) -> Comparison {
+    let mut runs = Vec::new();
+    let mut failed = Vec::new();
+    for dir in dirs {
+        match super::build_and_write(dir) {
+            Ok(report) => runs.push(report),
+            Err(err) => failed.push(FailedRun {
+                name: dir_name(dir),
+                dir: dir.display().to_string(),
+                error: format!("{err:#}"),
+            }),
+        }
+    }
+    if group_by_scenario {
+        Comparison::grouped(runs, |r| r.summary.scenario.clone(), failed)
+    } else {
+        Comparison::per_run(runs, failed)
+    }
+}
+
+pub fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}

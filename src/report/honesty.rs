@@ -1,0 +1,160 @@
+//! The honesty section: what the fleet implies for the numbers, whether the host's CPU was
+//! saturated (a busy load generator fakes a degradation, as the LiveKit load-test report
+//! showed), scrape gaps, cut-short files, P2P that never happened, and the command to re-run.
+
+use super::load::RunData;
+use super::model::{CpuCheck, Honesty};
+use super::rates::Gap;
+
+/// A host sample above this busy share counts as saturated.
+pub const CPU_BUSY_THRESHOLD: f64 = 0.90;
+/// The run is flagged when saturated for more than this share of the sampled time…
+pub const CPU_RUN_SHARE: f64 = 0.10;
+/// …or for more than this share of the steady window.
+pub const CPU_STEADY_SHARE: f64 = 0.25;
+
+/// What the fleet implies, one sentence each.
+pub fn implications(run: &RunData) -> Vec<String> {
+    let fleet = &run.manifest.fleet;
+    let mut out = Vec::new();
+    if fleet.kind == "local" {
+        out.push(
+            "Browsers, the target and the tracker share one machine: their CPU use competes \
+             (see the host CPU check), and no real network lies between them."
+                .to_string(),
+        );
+    }
+    if !fleet.own_address_per_viewer {
+        out.push(
+            "All viewers share one network address: the platform sees one client (PeerTube \
+             counts one view per address and applies its API rate limit, 50 requests per 10 s \
+             per address by default, to all of them together, which can drop playback-metrics \
+             POSTs), and peers talk over loopback/host candidates."
+                .to_string(),
+        );
+    } else {
+        out.push("Every viewer had its own network address.".to_string());
+    }
+    if fleet.p2p_shaped {
+        out.push(format!(
+            "P2P (WebRTC) was throttled per viewer ({}).",
+            fleet.shaping
+        ));
+    } else {
+        out.push(
+            "P2P (WebRTC) was not throttled: viewers exchange segments faster than real home \
+             connections would, so P2P figures are an upper bound, the limitation the PeerTube \
+             2023 test reported too."
+                .to_string(),
+        );
+    }
+    if fleet.http_shaped {
+        out.push(format!("HTTP was throttled ({}).", fleet.shaping));
+    } else {
+        out.push(
+            "HTTP was not throttled: viewers download as fast as the host allows.".to_string(),
+        );
+    }
+    out.extend(fleet.notes.iter().cloned());
+    out
+}
+
+/// Host CPU saturation against the stated rule; `None` without host samples.
+pub fn cpu_check(run: &RunData, steady: (f64, f64), sampling_s: f64) -> Option<CpuCheck> {
+    let samples = &run.host_samples;
+    if samples.is_empty() {
+        return None;
+    }
+    // Each sample's busy share covers the time since the previous one.
+    let mut prev_t = samples[0].t - sampling_s;
+    let (mut total, mut saturated, mut busy_sum) = (0.0, 0.0, 0.0);
+    let (mut steady_total, mut steady_sat) = (0.0, 0.0);
+    let mut max_busy: f64 = 0.0;
+    for s in samples {
+        let from = prev_t.max(0.0);
+        let weight = (s.t - prev_t).max(0.0);
+        prev_t = s.t;
+        let hot = s.cpu_busy > CPU_BUSY_THRESHOLD;
+        total += weight;
+        busy_sum += s.cpu_busy * weight;
+        max_busy = max_busy.max(s.cpu_busy);
+        if hot {
+            saturated += weight;
+        }
+        let overlap = (s.t.min(steady.1) - from.max(steady.0)).max(0.0);
+        steady_total += overlap;
+        if hot {
+            steady_sat += overlap;
+        }
+    }
+    let share = if total > 0.0 { saturated / total } else { 0.0 };
+    let steady_share = (steady_total > 0.0).then(|| steady_sat / steady_total);
+    Some(CpuCheck {
+        rule: format!(
+            "saturated when the host's CPU is above {:.0}% busy for more than {:.0}% of the \
+             sampled time or more than {:.0}% of the steady window",
+            CPU_BUSY_THRESHOLD * 100.0,
+            CPU_RUN_SHARE * 100.0,
+            CPU_STEADY_SHARE * 100.0
+        ),
+        saturated: share > CPU_RUN_SHARE || steady_share.is_some_and(|s| s > CPU_STEADY_SHARE),
+        mean_busy: if total > 0.0 { busy_sum / total } else { 0.0 },
+        max_busy,
+        saturated_share: share,
+        steady_saturated_share: steady_share,
+        samples: samples.len() as u32,
+    })
+}
+
+/// The command line, quoted for a POSIX shell.
+pub fn rerun_command(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Inputs gathered elsewhere for the section.
+pub struct Findings {
+    pub gaps: Vec<Gap>,
+    pub exporter_status: String,
+    pub warnings: Vec<String>,
+    pub cpu: Option<CpuCheck>,
+}
+
+pub fn build(run: &RunData, findings: Findings) -> Honesty {
+    Honesty {
+        fleet_kind: run.manifest.fleet.kind.clone(),
+        shaping: run.manifest.fleet.shaping.clone(),
+        implications: implications(run),
+        cpu: findings.cpu,
+        scrape_gaps: findings.gaps,
+        exporter_status: findings.exporter_status,
+        truncated_files: run.truncated_files.clone(),
+        warnings: findings.warnings,
+        rerun_command: rerun_command(&run.manifest.command_line),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_only_what_needs_it() {
+        let args = ["viewerfleet", "run", "my scenario.yaml", "--out", "it's"].map(String::from);
+        assert_eq!(
+            rerun_command(&args),
+            r"viewerfleet run 'my scenario.yaml' --out 'it'\''s'"
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! The report's sentences, shared by the Markdown and HTML renderers so both say the same:
+//! how each number was measured, QoE, and the honesty section.
+
+use super::model::ReportSummary;
+use super::render::{bytes, ms, num, pct};
+
+/// Header facts: what ran, on what.
+pub fn run_lines(s: &ReportSummary) -> Vec<String> {
+    let m = &s.measured_on;
+    let mut out = vec![
+        format!("Started at {}.", s.started_at),
+        format!(
+            "Target: {} {}{}; fleet: {}.",
+            s.target.kind,
+            s.target.video,
+            s.target
+                .latency
+                .as_ref()
+                .map(|l| format!(" ({l} latency)"))
+                .unwrap_or_default(),
+            s.target.fleet
+        ),
+        format!(
+            "Viewers: {} requested, {} started, {} failed, {} lost, {} with P2P off.",
+            s.viewers.requested,
+            s.viewers.started,
+            s.viewers.failed,
+            s.viewers.lost,
+            s.viewers.p2p_off
+        ),
+        format!(
+            "Measured on {} ({} CPUs, {}, {} RAM, {}, kernel {}) with viewerfleet {}{}.",
+            m.hostname,
+            m.cpus,
+            m.cpu_model,
+            bytes(Some(m.mem_total_bytes)),
+            m.os,
+            m.kernel,
+            m.tool_version,
+            m.git_commit
+                .as_ref()
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default()
+        ),
+    ];
+    if !m.versions.is_empty() {
+        out.push(format!(
+            "Versions: {}.",
+            m.versions
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    out
+}
+
+/// How the table's numbers were computed.
+pub fn method_lines(s: &ReportSummary) -> Vec<String> {
+    let w = &s.windows;
+    let mut out = vec![
+        "Sources: exporter = the platform's Prometheus counters, fed by the players' \
+         playback-metrics POSTs (what PeerTube's own dashboards and the 2023 post show); \
+         players = each viewer's own stats read from its page, summed; origin (truth) = \
+         media segment bytes the reference site's server really sent."
+            .to_string(),
+        format!(
+            "T (the measurement point) = {:.0} s. \"At T\" values are means over the steady \
+             window {:.0}–{:.0} s; the exporter's window is {:.0}–{:.0} s (never shorter than \
+             one playback-metrics interval, {:.0} s).",
+            w.measure_at_s, w.steady_from_s, w.steady_to_s, w.exporter_steady_from_s, w.steady_to_s,
+            w.playback_metrics_interval_s
+        ),
+        format!("Peak = the highest {}.", w.rate_window_rule),
+        "Counter deltas between consecutive samples are spread evenly over the time between \
+         them into 1 s bins; a counter that goes down is a reset and counts as its new value \
+         (as Prometheus rate() does); failed scrapes are skipped, so their bytes are spread \
+         over the gap (listed below). Players' rates are the sum of each viewer's own deltas, \
+         so a viewer that disappears adds nothing and never a negative rate."
+            .to_string(),
+        "HTTP share = HTTP / (HTTP + P2P); P2P savings = P2P / (HTTP + P2P) = 1 − HTTP share; \
+         HTTP/P2P is the PeerTube post's \"ratio HTTP/P2P\" column (its live 25% is 90/350 Mbit/s)."
+            .to_string(),
+        format!(
+            "Top-level numbers in report.json come from the {} source.",
+            s.source
+        ),
+    ];
+    if let Some(note) = &w.steady_note {
+        out.push(format!("Note: {note}."));
+    }
+    out
+}
+
+/// Ground truth (refsite only).
+pub fn origin_lines(s: &ReportSummary) -> Vec<String> {
+    let Some(o) = &s.origin else {
+        return Vec::new();
+    };
+    let mut out = vec![format!(
+        "Ground truth: the origin sent {} of media segments{}.",
+        bytes(Some(o.segment_bytes)),
+        o.sent_bytes
+            .map(|b| format!(" ({} in all, with playlists and pages)", bytes(Some(b))))
+            .unwrap_or_default()
+    )];
+    if let Some(d) = s.origin_deviation_pct {
+        out.push(format!(
+            "The players' own HTTP figure deviates from it by {d:+.1}%."
+        ));
+    }
+    if let Some(d) = s.exporter_origin_deviation_pct {
+        out.push(format!(
+            "The exporter's HTTP figure deviates from it by {d:+.1}% (it lags by up to one \
+             playback-metrics interval)."
+        ));
+    }
+    out
+}
+
+pub fn qoe_lines(s: &ReportSummary) -> Vec<String> {
+    let q = &s.qoe;
+    vec![
+        format!(
+            "Time to first frame: median {}, p95 {} ({} viewers; percentiles interpolated).",
+            ms(q.ttff_median_ms),
+            ms(q.ttff_p95_ms),
+            q.ttff_count
+        ),
+        format!(
+            "Stalls: {} in {:.1} viewer-minutes after first frame = {} per viewer-minute.",
+            q.stalls,
+            q.viewer_minutes,
+            num(q.stalls_per_viewer_minute, 3)
+        ),
+        format!("Stalled time share: {}.", pct(q.stalled_time_share)),
+        format!(
+            "Failed or lost viewers: {}.",
+            if q.failed.is_empty() {
+                "none".to_string()
+            } else {
+                q.failure_reasons
+                    .iter()
+                    .map(|(r, n)| format!("{n} × {r}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }
+        ),
+    ]
+}
+
+pub fn honesty_lines(s: &ReportSummary) -> Vec<String> {
+    let h = &s.honesty;
+    let mut out = vec![format!(
+        "Fleet `{}` (shaping: {}).",
+        h.fleet_kind,
+        if h.shaping.is_empty() {
+            "none"
+        } else {
+            &h.shaping
+        }
+    )];
+    out.extend(h.implications.iter().cloned());
+    match &h.cpu {
+        Some(c) => out.push(format!(
+            "Host CPU: {} — mean {:.0}% busy, max {:.0}%, above the threshold {:.0}% of the \
+             time{} ({} samples). Rule: {}.{}",
+            if c.saturated {
+                "SATURATED"
+            } else {
+                "not saturated"
+            },
+            c.mean_busy * 100.0,
+            c.max_busy * 100.0,
+            c.saturated_share * 100.0,
+            c.steady_saturated_share
+                .map(|v| format!(" and {:.0}% of the steady window", v * 100.0))
+                .unwrap_or_default(),
+            c.samples,
+            c.rule,
+            if c.saturated {
+                " A saturated load generator slows players and can fake a degradation: \
+                 treat QoE and rates with caution, or re-run with fewer viewers per core."
+            } else {
+                ""
+            }
+        )),
+        None => out.push("Host CPU: no host samples recorded, saturation unknown.".into()),
+    }
+    out.push(format!("Exporter: {}.", h.exporter_status));
+    if h.scrape_gaps.is_empty() {
+        out.push("Scrape gaps: none.".into());
+    } else {
+        for g in &h.scrape_gaps {
+            out.push(format!(
+                "Scrape gap {:.0}–{:.0} s ({} failed scrapes{}).",
+                g.from_s,
+                g.to_s,
+                g.failed_reads,
+                g.error
+                    .as_ref()
+                    .map(|e| format!(", first error: {e}"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    out.extend(h.warnings.iter().cloned());
+    out
+}

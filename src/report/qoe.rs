@@ -1,0 +1,169 @@
+//! Quality of experience and viewer accounting: who started, who failed and why, time to
+//! first frame, stalls per viewer-minute, stalled time share, viewers active over time.
+
+use super::load::RunData;
+use super::model::{FailedViewer, Qoe, ViewerCounts, ViewerRow};
+use super::stats::percentile;
+use super::traffic::ViewerTotals;
+use crate::rawdata::ViewerEventKind;
+use std::collections::BTreeMap;
+
+/// One viewer's life as told by its events and samples.
+#[derive(Debug, Clone, Default)]
+struct Life {
+    p2p: Option<bool>,
+    node: Option<String>,
+    address: Option<String>,
+    playing_t: Option<f64>,
+    ttff_ms: Option<f64>,
+    end: Option<(f64, ViewerEventKind, Option<String>)>,
+}
+
+/// Viewer counts, QoE numbers, per-viewer rows and the viewers-active intervals.
+pub struct QoeResult {
+    pub counts: ViewerCounts,
+    pub qoe: Qoe,
+    pub rows: Vec<ViewerRow>,
+    /// `(start, end)` of each viewer's watching, for the viewers-active series.
+    pub watching: Vec<(f64, f64)>,
+}
+
+pub fn compute(
+    run: &RunData,
+    per_viewer: &BTreeMap<u32, ViewerTotals>,
+    data_end_s: f64,
+) -> QoeResult {
+    let mut lives: BTreeMap<u32, Life> = BTreeMap::new();
+    for event in &run.viewer_events {
+        let life = lives.entry(event.viewer).or_default();
+        life.p2p.get_or_insert(event.p2p);
+        if event.node.is_some() {
+            life.node.clone_from(&event.node);
+        }
+        if event.address.is_some() {
+            life.address.clone_from(&event.address);
+        }
+        match event.event {
+            ViewerEventKind::Playing if life.playing_t.is_none() => {
+                life.playing_t = Some(event.t);
+                life.ttff_ms = event.ttff_ms;
+            }
+            ViewerEventKind::Failed | ViewerEventKind::Lost | ViewerEventKind::Stopped
+                if life.end.is_none() =>
+            {
+                life.end = Some((event.t, event.event, event.reason.clone()));
+            }
+            _ => {}
+        }
+    }
+    for viewer in per_viewer.keys() {
+        lives.entry(*viewer).or_default();
+    }
+
+    let mut counts = ViewerCounts {
+        requested: run.manifest.plan.viewers,
+        ..Default::default()
+    };
+    let mut qoe = Qoe::default();
+    let mut rows = Vec::new();
+    let mut watching = Vec::new();
+    let mut ttffs = Vec::new();
+    let mut watch_total_s = 0.0;
+    let mut stalled_total_ms = 0.0;
+    for (viewer, life) in &lives {
+        let totals = per_viewer.get(viewer).cloned().unwrap_or_default();
+        let has_samples = per_viewer.contains_key(viewer);
+        let start = life.playing_t.or(totals.first_playing_t);
+        if start.is_some() {
+            counts.started += 1;
+        }
+        if life.p2p == Some(false) {
+            counts.p2p_off += 1;
+        }
+        if let Some(ttff) = life.ttff_ms {
+            ttffs.push(ttff);
+        }
+        let end_t = match (&life.end, has_samples) {
+            (Some((t, _, _)), _) => *t,
+            (None, true) => totals.last_t,
+            (None, false) => data_end_s,
+        };
+        let watch_s = start.map(|s| (end_t - s).max(0.0)).unwrap_or(0.0);
+        if let Some(s) = start {
+            watching.push((s, end_t));
+        }
+        watch_total_s += watch_s;
+        stalled_total_ms += totals.stalled_ms;
+        qoe.stalls += totals.stalls.round() as u64;
+        let (end, reason) = match &life.end {
+            Some((t, kind, reason)) => {
+                let kind_name = match kind {
+                    ViewerEventKind::Failed => "failed",
+                    ViewerEventKind::Lost => "lost",
+                    _ => "stopped",
+                };
+                if kind_name != "stopped" {
+                    if kind_name == "failed" {
+                        counts.failed += 1;
+                    } else {
+                        counts.lost += 1;
+                    }
+                    let reason_text = reason
+                        .clone()
+                        .unwrap_or_else(|| "(no reason recorded)".into());
+                    *qoe.failure_reasons.entry(reason_text.clone()).or_default() += 1;
+                    qoe.failed.push(FailedViewer {
+                        viewer: *viewer,
+                        t: *t,
+                        kind: kind_name.into(),
+                        reason: reason_text,
+                    });
+                }
+                (kind_name.to_string(), reason.clone())
+            }
+            None if start.is_none() => ("never-started".to_string(), None),
+            None => ("running".to_string(), None),
+        };
+        rows.push(ViewerRow {
+            viewer: *viewer,
+            p2p: life.p2p.unwrap_or(true),
+            node: life.node.clone(),
+            address: life.address.clone(),
+            ttff_ms: life.ttff_ms,
+            http_bytes: totals.http.round() as u64,
+            p2p_bytes: totals.p2p.round() as u64,
+            p2p_up_bytes: totals.up.round() as u64,
+            stalls: totals.stalls.round() as u64,
+            stalled_ms: totals.stalled_ms,
+            watch_s,
+            end,
+            reason,
+        });
+    }
+    qoe.ttff_count = ttffs.len() as u32;
+    qoe.ttff_median_ms = percentile(&ttffs, 50.0);
+    qoe.ttff_p95_ms = percentile(&ttffs, 95.0);
+    qoe.viewer_minutes = watch_total_s / 60.0;
+    if watch_total_s > 0.0 {
+        qoe.stalls_per_viewer_minute = Some(qoe.stalls as f64 / qoe.viewer_minutes);
+        qoe.stalled_time_share = Some((stalled_total_ms / 1000.0 / watch_total_s).min(1.0));
+    }
+    QoeResult {
+        counts,
+        qoe,
+        rows,
+        watching,
+    }
+}
+
+/// Number of viewers watching at each bin end.
+pub fn active_series(watching: &[(f64, f64)], bin_s: f64, end_s: f64) -> Vec<(f64, f64)> {
+    let n = (end_s / bin_s).ceil() as usize;
+    (1..=n)
+        .map(|i| {
+            let t = i as f64 * bin_s;
+            let active = watching.iter().filter(|(s, e)| *s <= t && t <= *e).count();
+            (t, active as f64)
+        })
+        .collect()
+}

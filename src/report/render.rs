@@ -1,0 +1,319 @@
+//! The renderer trait, the manager that writes every format, and the shared table logic
+//! (one `Table` rendered as Markdown, HTML or plain text) with number formatting.
+//!
+//! To add a format: one file implementing `Renderer`, one line in `renderers()`.
+
+use super::compare::Comparison;
+use super::model::{ReportSummary, RunReport, SourceTable};
+use super::stats::MeanCi;
+use std::path::{Path, PathBuf};
+
+/// One output format. Renderers return `(file name, contents)` so tests capture them.
+pub trait Renderer {
+    fn name(&self) -> &'static str;
+    /// Files for one run's report.
+    fn run(&self, report: &RunReport) -> anyhow::Result<Vec<(String, String)>>;
+    /// Files for a comparison of runs.
+    fn compare(&self, cmp: &Comparison) -> anyhow::Result<Vec<(String, String)>>;
+}
+
+/// Every format, in the order files are written.
+pub fn renderers() -> Vec<Box<dyn Renderer>> {
+    vec![
+        Box::new(super::json::JsonRenderer),
+        Box::new(super::csv::CsvRenderer),
+        Box::new(super::markdown::MarkdownRenderer),
+        Box::new(super::html::HtmlRenderer),
+    ]
+}
+
+/// Writes every renderer's files for a run into `dir` (atomically, file by file).
+pub fn write_run(report: &RunReport, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    write_all(dir, |r| r.run(report))
+}
+
+/// Writes every renderer's files for a comparison into `dir`.
+pub fn write_compare(cmp: &Comparison, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    write_all(dir, |r| r.compare(cmp))
+}
+
+fn write_all(
+    dir: &Path,
+    files: impl Fn(&dyn Renderer) -> anyhow::Result<Vec<(String, String)>>,
+) -> anyhow::Result<Vec<PathBuf>> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the output folder {}", dir.display()))?;
+    let mut written = Vec::new();
+    for renderer in renderers() {
+        for (name, contents) in files(renderer.as_ref())? {
+            let path = dir.join(&name);
+            crate::rawdata::write_atomic(&path, contents.as_bytes())
+                .with_context(|| format!("writing {} (is the folder writable?)", path.display()))?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}
+
+/// A table rendered in several formats; the first column is left-aligned, others right.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// Leading columns aligned left (text); the rest are numbers, aligned right.
+    pub left: usize,
+}
+
+impl Table {
+    pub fn new(headers: &[&str]) -> Self {
+        Self {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+            left: 1,
+        }
+    }
+
+    /// Aligns the first `n` columns left.
+    pub fn with_left(mut self, n: usize) -> Self {
+        self.left = n;
+        self
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn markdown(&self) -> String {
+        let cell = |s: &str| s.replace('|', "\\|");
+        let mut out = format!(
+            "| {} |\n|{}\n",
+            self.headers
+                .iter()
+                .map(|h| cell(h))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            self.headers
+                .iter()
+                .enumerate()
+                .map(|(i, _)| if i < self.left { "---|" } else { "---:|" })
+                .collect::<String>()
+        );
+        for row in &self.rows {
+            out.push_str(&format!(
+                "| {} |\n",
+                row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+        out
+    }
+
+    pub fn text(&self) -> String {
+        let cols = self.headers.len();
+        let width = |i: usize| {
+            std::iter::once(&self.headers[i])
+                .chain(self.rows.iter().filter_map(|r| r.get(i)))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        };
+        let widths: Vec<usize> = (0..cols).map(width).collect();
+        let line = |cells: &[String]| {
+            cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i < self.left {
+                        format!("{c:<w$}", w = widths[i])
+                    } else {
+                        format!("{c:>w$}", w = widths[i])
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
+        let mut out = line(&self.headers);
+        out.push('\n');
+        out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1)));
+        out.push('\n');
+        for row in &self.rows {
+            out.push_str(&line(row));
+            out.push('\n');
+        }
+        out
+    }
+
+    pub fn html(&self) -> String {
+        use super::svg::esc;
+        let mut out = String::from("<table><thead><tr>");
+        for h in &self.headers {
+            out.push_str(&format!("<th>{}</th>", esc(h)));
+        }
+        out.push_str("</tr></thead><tbody>");
+        for row in &self.rows {
+            out.push_str("<tr>");
+            for (i, c) in row.iter().enumerate() {
+                let class = if i < self.left { "" } else { " class=\"num\"" };
+                out.push_str(&format!("<td{class}>{}</td>", esc(c)));
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</tbody></table>");
+        out
+    }
+}
+
+pub const NONE: &str = "—";
+
+pub fn mbps(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.abs() < 10.0 => format!("{v:.2}"),
+        Some(v) => format!("{v:.1}"),
+        None => NONE.into(),
+    }
+}
+
+pub fn pct(share: Option<f64>) -> String {
+    share.map_or(NONE.into(), |s| format!("{:.1}%", s * 100.0))
+}
+
+pub fn bytes(v: Option<u64>) -> String {
+    match v {
+        None => NONE.into(),
+        Some(b) if b >= 1_000_000_000 => format!("{:.2} GB", b as f64 / 1e9),
+        Some(b) if b >= 1_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        Some(b) if b >= 1_000 => format!("{:.1} kB", b as f64 / 1e3),
+        Some(b) => format!("{b} B"),
+    }
+}
+
+pub fn ms(v: Option<f64>) -> String {
+    v.map_or(NONE.into(), |v| format!("{v:.0} ms"))
+}
+
+pub fn num(v: Option<f64>, digits: usize) -> String {
+    v.map_or(NONE.into(), |v| format!("{v:.digits$}"))
+}
+
+/// `mean ± ci` with a formatter for the mean.
+pub fn mean_ci(v: Option<MeanCi>, scale: f64, digits: usize, suffix: &str) -> String {
+    match v {
+        None => NONE.into(),
+        Some(MeanCi {
+            mean,
+            ci95: Some(ci),
+            ..
+        }) => {
+            format!(
+                "{:.digits$} ± {:.digits$}{suffix}",
+                mean * scale,
+                ci * scale
+            )
+        }
+        Some(MeanCi { mean, .. }) => format!("{:.digits$}{suffix}", mean * scale),
+    }
+}
+
+/// The PeerTube post's table for one run: one row per source.
+pub fn seed_table(s: &ReportSummary) -> Table {
+    let mut t = Table::new(&[
+        "Source",
+        "HTTP peak Mbit/s",
+        "HTTP at T Mbit/s",
+        "P2P at T Mbit/s",
+        "HTTP share",
+        "P2P savings",
+        "HTTP/P2P",
+        "P2P up at T Mbit/s",
+        "HTTP total",
+        "P2P total",
+        "P2P up total",
+    ]);
+    let mut add = |name: &str, table: &SourceTable| {
+        t.row(vec![
+            name.into(),
+            mbps(table.http_peak_mbps),
+            mbps(table.http_at_mbps),
+            mbps(table.p2p_at_mbps),
+            pct(table.http_share),
+            pct(table.p2p_savings),
+            pct(table.http_to_p2p_ratio),
+            mbps(table.p2p_up_at_mbps),
+            bytes(Some(table.http_bytes)),
+            bytes(Some(table.p2p_bytes)),
+            bytes(Some(table.p2p_uploaded_bytes)),
+        ])
+    };
+    if let Some(e) = &s.exporter {
+        add("exporter", e);
+    }
+    if let Some(p) = &s.players {
+        add("players", p);
+    }
+    if let Some(o) = &s.origin {
+        t.row(vec![
+            "origin (truth)".into(),
+            mbps(o.peak_mbps),
+            mbps(o.at_mbps),
+            NONE.into(),
+            NONE.into(),
+            NONE.into(),
+            NONE.into(),
+            NONE.into(),
+            bytes(Some(o.segment_bytes)),
+            NONE.into(),
+            NONE.into(),
+        ]);
+    }
+    t
+}
+
+/// Short flags for a run: partial, CPU saturated, scrape gaps.
+pub fn flags(s: &ReportSummary) -> String {
+    let mut f = Vec::new();
+    if s.partial {
+        f.push("PARTIAL".to_string());
+    }
+    if s.honesty.cpu.as_ref().is_some_and(|c| c.saturated) {
+        f.push("CPU-SATURATED".to_string());
+    }
+    if !s.honesty.scrape_gaps.is_empty() {
+        f.push(format!("{} scrape gaps", s.honesty.scrape_gaps.len()));
+    }
+    if s.windows.steady_clipped {
+        f.push("T not reached".to_string());
+    }
+    if f.is_empty() {
+        "ok".into()
+    } else {
+        f.join(", ")
+    }
+}
+
+/// A few lines for the terminal after `viewerfleet report` or a run.
+pub fn run_text(report: &RunReport) -> String {
+    let s = &report.summary;
+    let mut out = format!(
+        "{} ({} {}, fleet {}): {}/{} viewers started, {} failed, {} lost{}\n",
+        s.scenario,
+        s.target.kind,
+        s.target.video,
+        s.target.fleet,
+        s.viewers.started,
+        s.viewers.requested,
+        s.viewers.failed,
+        s.viewers.lost,
+        if s.partial { " — PARTIAL run" } else { "" }
+    );
+    out.push_str(&format!(
+        "steady window {:.0}–{:.0} s (T = {:.0} s), rate window {:.0} s\n",
+        s.windows.steady_from_s,
+        s.windows.steady_to_s,
+        s.windows.measure_at_s,
+        s.windows.rate_window_s
+    ));
+    out.push_str(&seed_table(s).text());
+    out
+}

@@ -1,0 +1,372 @@
+//! Inline SVG plots for the HTML reports: line charts over time and grouped/stacked bar
+//! charts. Plain SVG text, no scripts, no fonts to fetch, so a report prints and works offline.
+
+use std::fmt::Write;
+
+const W: f64 = 760.0;
+const H: f64 = 300.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 34.0;
+const BOTTOM: f64 = 46.0;
+
+/// Colours: HTTP orange, P2P blue, upload green, others.
+pub const HTTP: &str = "#d9480f";
+pub const P2P: &str = "#1c7ed6";
+pub const UP: &str = "#2b8a3e";
+pub const GREY: &str = "#495057";
+pub const PALETTE: [&str; 8] = [
+    "#d9480f", "#1c7ed6", "#2b8a3e", "#ae3ec9", "#f08c00", "#0b7285", "#c2255c", "#5c940d",
+];
+
+/// Escapes text for SVG/HTML.
+pub fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One line of a line chart.
+pub struct Line<'a> {
+    pub label: String,
+    pub color: &'a str,
+    pub dashed: bool,
+    pub points: &'a [(f64, f64)],
+}
+
+/// A line chart over time (x in seconds) with an optional shaded band (the steady window).
+pub struct LineChart<'a> {
+    pub title: &'a str,
+    pub y_label: &'a str,
+    pub lines: Vec<Line<'a>>,
+    pub band: Option<(f64, f64, &'a str)>,
+    /// Fix the y range's top (e.g. 1.0 for shares); otherwise from the data.
+    pub y_max: Option<f64>,
+}
+
+/// Round tick step for a range.
+fn nice_step(range: f64, ticks: f64) -> f64 {
+    let raw = (range / ticks).max(1e-12);
+    let mag = 10f64.powf(raw.log10().floor());
+    let norm = raw / mag;
+    let step = if norm <= 1.0 {
+        1.0
+    } else if norm <= 2.0 {
+        2.0
+    } else if norm <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    step * mag
+}
+
+fn fmt_tick(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 || (v.fract() == 0.0 && v.abs() >= 1.0) {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+fn open_svg(out: &mut String, title: &str, height: f64) {
+    let _ = write!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" aria-label="{t}"><title>{t}</title><rect x="0" y="0" width="{W}" height="{height}" fill="#fff"/><text x="{LEFT}" y="18" font-size="14" font-weight="bold" fill="#212529">{t}</text>"##,
+        t = esc(title)
+    );
+}
+
+fn legend(out: &mut String, items: &[(String, &str, bool)]) {
+    let mut x = W - RIGHT;
+    for (label, color, dashed) in items.iter().rev() {
+        let width = 24.0 + 6.5 * label.chars().count() as f64;
+        x -= width + 10.0;
+        let dash = if *dashed {
+            r#" stroke-dasharray="5 3""#
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" y1="14" x2="{x2:.1}" y2="14" stroke="{color}" stroke-width="3"{dash}/><text x="{tx:.1}" y="18" font-size="11" fill="#212529">{l}</text>"##,
+            x2 = x + 18.0,
+            tx = x + 22.0,
+            l = esc(label)
+        );
+    }
+}
+
+fn y_axis(out: &mut String, y_max: f64, y_label: &str, plot_h: f64) -> f64 {
+    let step = nice_step(y_max, 5.0);
+    let top = (y_max / step).ceil().max(1.0) * step;
+    let mut v = 0.0;
+    while v <= top + step * 1e-6 {
+        let y = TOP + plot_h - v / top * plot_h;
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#dee2e6"/><text x="{tx}" y="{ty:.1}" font-size="11" text-anchor="end" fill="#495057">{v}</text>"##,
+            x2 = W - RIGHT,
+            tx = LEFT - 6.0,
+            ty = y + 4.0,
+            v = fmt_tick(v)
+        );
+        v += step;
+    }
+    let _ = write!(
+        out,
+        r##"<text transform="translate(14 {cy:.1}) rotate(-90)" font-size="11" text-anchor="middle" fill="#495057">{l}</text>"##,
+        cy = TOP + plot_h / 2.0,
+        l = esc(y_label)
+    );
+    top
+}
+
+/// Renders a line chart; time axis in seconds (minutes when long).
+pub fn line_chart(chart: &LineChart) -> String {
+    let mut out = String::new();
+    open_svg(&mut out, chart.title, H);
+    let plot_w = W - LEFT - RIGHT;
+    let plot_h = H - TOP - BOTTOM;
+    let all = || chart.lines.iter().flat_map(|l| l.points.iter());
+    let x_max = all().map(|p| p.0).fold(0.0, f64::max).max(1.0);
+    let data_y = all()
+        .map(|p| p.1)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let y_max = chart
+        .y_max
+        .unwrap_or(if data_y > 0.0 { data_y * 1.05 } else { 1.0 });
+    let top = y_axis(&mut out, y_max, chart.y_label, plot_h);
+    let sx = |x: f64| LEFT + x / x_max * plot_w;
+    let sy = |y: f64| TOP + plot_h - (y / top).clamp(0.0, 1.0) * plot_h;
+    if let Some((a, b, label)) = chart.band {
+        if b > a {
+            let _ = write!(
+                out,
+                r##"<rect x="{x:.1}" y="{TOP}" width="{w:.1}" height="{plot_h}" fill="#fff3bf" opacity="0.7"/><text x="{tx:.1}" y="{ty}" font-size="10" text-anchor="middle" fill="#826a00">{l}</text>"##,
+                x = sx(a),
+                w = (sx(b) - sx(a)).max(1.0),
+                tx = (sx(a) + sx(b)) / 2.0,
+                ty = TOP + 11.0,
+                l = esc(label)
+            );
+        }
+    }
+    // x axis
+    let minutes = x_max > 300.0;
+    let unit = if minutes { 60.0 } else { 1.0 };
+    let step = nice_step(x_max / unit, 8.0) * unit;
+    let mut x = 0.0;
+    while x <= x_max + 1e-6 {
+        let px = sx(x);
+        let _ = write!(
+            out,
+            r##"<line x1="{px:.1}" y1="{y0}" x2="{px:.1}" y2="{y1}" stroke="#adb5bd"/><text x="{px:.1}" y="{ty}" font-size="11" text-anchor="middle" fill="#495057">{v}</text>"##,
+            y0 = TOP + plot_h,
+            y1 = TOP + plot_h + 4.0,
+            ty = TOP + plot_h + 17.0,
+            v = fmt_tick(x / unit)
+        );
+        x += step;
+    }
+    let _ = write!(
+        out,
+        r##"<text x="{cx:.1}" y="{ty}" font-size="11" text-anchor="middle" fill="#495057">time since start ({u})</text><line x1="{LEFT}" y1="{yb}" x2="{xr}" y2="{yb}" stroke="#868e96"/>"##,
+        cx = LEFT + plot_w / 2.0,
+        ty = H - 8.0,
+        u = if minutes { "min" } else { "s" },
+        yb = TOP + plot_h,
+        xr = W - RIGHT
+    );
+    for line in &chart.lines {
+        if line.points.is_empty() {
+            continue;
+        }
+        let mut d = String::new();
+        for (i, (x, y)) in line.points.iter().enumerate() {
+            let _ = write!(
+                d,
+                "{}{:.1},{:.1}",
+                if i == 0 { "M" } else { " L" },
+                sx(*x),
+                sy(*y)
+            );
+        }
+        let dash = if line.dashed {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="2"{dash}/>"#,
+            c = line.color
+        );
+    }
+    let items: Vec<(String, &str, bool)> = chart
+        .lines
+        .iter()
+        .map(|l| (l.label.clone(), l.color, l.dashed))
+        .collect();
+    legend(&mut out, &items);
+    out.push_str("</svg>");
+    out
+}
+
+/// One set of bars (one colour) across the categories; value with optional ± error.
+pub struct BarSet<'a> {
+    pub label: String,
+    pub color: &'a str,
+    pub values: Vec<Option<(f64, Option<f64>)>>,
+}
+
+/// Grouped bars (side by side) or stacked bars per category.
+pub struct BarChart<'a> {
+    pub title: &'a str,
+    pub y_label: &'a str,
+    pub categories: Vec<String>,
+    pub sets: Vec<BarSet<'a>>,
+    pub stacked: bool,
+}
+
+pub fn bar_chart(chart: &BarChart) -> String {
+    let mut out = String::new();
+    open_svg(&mut out, chart.title, H);
+    let plot_w = W - LEFT - RIGHT;
+    let plot_h = H - TOP - BOTTOM;
+    let n = chart.categories.len().max(1);
+    let value_top = |i: usize| -> f64 {
+        if chart.stacked {
+            chart
+                .sets
+                .iter()
+                .filter_map(|s| s.values.get(i).copied().flatten())
+                .map(|v| v.0)
+                .sum()
+        } else {
+            chart
+                .sets
+                .iter()
+                .filter_map(|s| s.values.get(i).copied().flatten())
+                .map(|(v, e)| v + e.unwrap_or(0.0))
+                .fold(0.0, f64::max)
+        }
+    };
+    let data_max = (0..n).map(value_top).fold(0.0, f64::max);
+    let top = y_axis(
+        &mut out,
+        if data_max > 0.0 { data_max * 1.05 } else { 1.0 },
+        chart.y_label,
+        plot_h,
+    );
+    let sy = |y: f64| TOP + plot_h - (y / top).clamp(0.0, 1.0) * plot_h;
+    let slot = plot_w / n as f64;
+    let inner = slot * 0.8;
+    let per_set = if chart.stacked {
+        inner
+    } else {
+        inner / chart.sets.len().max(1) as f64
+    };
+    let label_every = ((n as f64 * 7.0 / plot_w).ceil() as usize).max(1);
+    for (i, category) in chart.categories.iter().enumerate() {
+        let x0 = LEFT + slot * i as f64 + (slot - inner) / 2.0;
+        let mut base = 0.0;
+        for (k, set) in chart.sets.iter().enumerate() {
+            let Some((v, err)) = set.values.get(i).copied().flatten() else {
+                continue;
+            };
+            let x = if chart.stacked {
+                x0
+            } else {
+                x0 + per_set * k as f64
+            };
+            let (y_top, y_bottom) = (sy(base + v), sy(base));
+            let _ = write!(
+                out,
+                r#"<rect x="{x:.2}" y="{y_top:.1}" width="{w:.2}" height="{h:.1}" fill="{c}"><title>{cat}: {l} {v}</title></rect>"#,
+                w = per_set.max(0.5),
+                h = (y_bottom - y_top).max(0.0),
+                c = set.color,
+                cat = esc(category),
+                l = esc(&set.label),
+                v = fmt_tick(v)
+            );
+            if let Some(e) = err.filter(|e| *e > 0.0) {
+                let cx = x + per_set / 2.0;
+                let _ = write!(
+                    out,
+                    r##"<line x1="{cx:.1}" y1="{a:.1}" x2="{cx:.1}" y2="{b:.1}" stroke="#212529" stroke-width="1.5"/><line x1="{l:.1}" y1="{a:.1}" x2="{r:.1}" y2="{a:.1}" stroke="#212529"/><line x1="{l:.1}" y1="{b:.1}" x2="{r:.1}" y2="{b:.1}" stroke="#212529"/>"##,
+                    a = sy(base + v + e),
+                    b = sy((base + v - e).max(0.0)),
+                    l = cx - 4.0,
+                    r = cx + 4.0
+                );
+            }
+            if chart.stacked {
+                base += v;
+            }
+        }
+        if i % label_every == 0 {
+            let _ = write!(
+                out,
+                r##"<text x="{x:.1}" y="{y}" font-size="11" text-anchor="middle" fill="#495057">{c}</text>"##,
+                x = LEFT + slot * (i as f64 + 0.5),
+                y = TOP + plot_h + 16.0,
+                c = esc(category)
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{yb}" x2="{xr}" y2="{yb}" stroke="#868e96"/>"##,
+        yb = TOP + plot_h,
+        xr = W - RIGHT
+    );
+    let items: Vec<(String, &str, bool)> = chart
+        .sets
+        .iter()
+        .map(|s| (s.label.clone(), s.color, false))
+        .collect();
+    legend(&mut out, &items);
+    out.push_str("</svg>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_steps() {
+        assert_eq!(nice_step(100.0, 5.0), 20.0);
+        assert_eq!(nice_step(7.0, 5.0), 2.0);
+        assert_eq!(nice_step(0.9, 5.0), 0.2);
+    }
+
+    #[test]
+    fn line_chart_escapes_labels_and_draws_paths() {
+        let pts = [(0.0, 1.0), (10.0, 2.0)];
+        let svg = line_chart(&LineChart {
+            title: "a <b>",
+            y_label: "Mbit/s",
+            lines: vec![Line {
+                label: "x&y".into(),
+                color: HTTP,
+                dashed: false,
+                points: &pts,
+            }],
+            band: Some((2.0, 5.0, "steady")),
+            y_max: None,
+        });
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        assert!(svg.contains("a &lt;b&gt;") && svg.contains("x&amp;y"));
+        assert!(svg.contains("<path d=\"M"));
+    }
+}
