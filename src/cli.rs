@@ -35,6 +35,13 @@ pub enum Command {
     Gc(GcArgs),
     /// Estimate nodes and cost for a scenario on Hetzner Cloud.
     Plan(PlanArgs),
+    /// Create a scenario's Hetzner Cloud fleet (hub + IPv6-only nodes) and leave it running.
+    Up(UpArgs),
+    /// Delete every server, firewall and SSH key of one cloud run.
+    Down(DownArgs),
+    /// Serve a fake Hetzner Cloud API on loopback, for dry runs (HCLOUD_ENDPOINT).
+    #[command(hide = true)]
+    FakeHcloud(FakeHcloudArgs),
     /// Check a scenario file without running it.
     Validate(ValidateArgs),
     /// A real Selenium Grid 4 (hub + nodes) on this machine: `grid up --local`, `grid down`.
@@ -115,6 +122,9 @@ pub struct RunArgs {
     /// (e.g. 127.0.0.1:9464).
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Cloud fleets: leave the servers running after the run (delete them with `viewerfleet down RUN`).
+    #[arg(long)]
+    pub keep: bool,
 }
 
 #[derive(Debug, Args)]
@@ -185,12 +195,66 @@ pub struct GcArgs {
     /// Print what would be removed without removing it.
     #[arg(long)]
     pub dry_run: bool,
+    /// Cloud runs: also remove those created more than this long ago (e.g. 2h), even before
+    /// their TTL.
+    #[arg(long)]
+    pub older_than: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// Scenario file (YAML).
+    /// Scenario files (YAML).
+    #[arg(required = true)]
+    pub scenarios: Vec<PathBuf>,
+    /// CPU cores per viewer [default: the scenario's fleet.budget, else 0.165 (240p)].
+    #[arg(long)]
+    pub cpu_per_viewer: Option<f64>,
+    /// Memory (MB, PSS) per viewer [default: the scenario's fleet.budget, else 231].
+    #[arg(long)]
+    pub memory_mb_per_viewer: Option<f64>,
+    /// Override the scenario's viewer count.
+    #[arg(long)]
+    pub viewers: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Scenario file with `fleet: kind: hcloud`.
     pub scenario: PathBuf,
+    /// Write the fleet's inventory (run id, hub URL, nodes) as JSON here [default: stdout].
+    #[arg(long)]
+    pub inventory: Option<PathBuf>,
+    /// The viewer-slot script to install on the nodes [default: grid/viewer-slots.sh if present].
+    #[arg(long)]
+    pub viewer_slots: Option<PathBuf>,
+    /// Override the scenario's viewer count (sizes the fleet).
+    #[arg(long)]
+    pub viewers: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// The run id printed by `viewerfleet up` (label `viewerfleet-run`).
+    pub run: String,
+}
+
+#[derive(Debug, Args)]
+pub struct FakeHcloudArgs {
+    /// Address to listen on (loopback only is sensible).
+    #[arg(long, default_value = "127.0.0.1:8089")]
+    pub listen: SocketAddr,
+    /// Servers the fake project may hold before `resource_limit_exceeded`.
+    #[arg(long, default_value_t = 1000)]
+    pub server_limit: usize,
+    /// Requests per second before 429 (0: unlimited).
+    #[arg(long, default_value_t = 0)]
+    pub rate_limit: u32,
+    /// Every n-th request fails with 503 (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub fail_every: u64,
+    /// Time until a node server shows as registered on /hub/status ("never": never).
+    #[arg(long, default_value = "2s")]
+    pub node_boot: String,
 }
 
 #[derive(Debug, Args)]

@@ -41,8 +41,16 @@ async fn dispatch(command: cli::Command, quiet: bool) -> anyhow::Result<ExitCode
         Command::Report(args) => report::cli_report(args).await,
         Command::Compare(args) => report::cli_compare(args).await,
         Command::Suite(args) => report::cli_suite(args).await,
-        Command::Gc(args) => engine::cli_gc(args).await,
+        Command::Gc(args) => {
+            if !args.local {
+                cloud::gc_hcloud(&args).await?;
+            }
+            engine::cli_gc(args).await
+        }
         Command::Plan(args) => cloud::cli_plan(args).await,
+        Command::Up(args) => cloud::cli_up(args).await,
+        Command::Down(args) => cloud::cli_down(args).await,
+        Command::FakeHcloud(args) => cloud::cli_fake(args).await,
         Command::Validate(args) => scenario::cli_validate(args),
         Command::Grid(args) => gridlocal::cli_grid(args).await,
         Command::Ladder(args) => ladder::cli_ladder(args).await,

@@ -1,22 +1,73 @@
-//! Hetzner Cloud: planning (node counts and cost) and fleets of cloud nodes made for a run.
+//! Hetzner Cloud: planning (node counts and cost), fleets of cloud nodes made for one run,
+//! and the guarantee that none of them keeps billing afterwards.
+//!
+//! - `spec`: the `fleet: kind: hcloud` fields and their validation.
+//! - `token`, `api`: the API token (never shown) and the `hcloud` crate wrapped with
+//!   retries, pagination and action polling; `HCLOUD_ENDPOINT` points it elsewhere.
+//! - `pricing`, `sizing`: server types and prices from the API; nodes from a per-viewer budget.
+//! - `cloudinit`: user data for hub and nodes, built from the files in `grid/`.
+//! - `provision`: labels, SSH key, firewalls, hub, IPv6-only nodes; teardown by run label.
+//! - `hub`: waiting for nodes to register with the Selenium hub.
+//! - `fleet`: `Fleet` for `kind: hcloud`; `guard`: teardown on every exit path.
+//! - `gc`: leftovers of crashed runs; `fake_api`: a faithful stand-in for the API, for tests
+//!   and dry runs (`viewerfleet fake-hcloud`).
 
-use serde::{Deserialize, Serialize};
-use std::process::ExitCode;
+pub mod api;
+pub mod cli;
+pub mod cloudinit;
+pub mod fake_api;
+pub mod fleet;
+pub mod gc;
+pub mod guard;
+pub mod hub;
+pub mod pricing;
+pub mod provision;
+pub mod sizing;
+pub mod spec;
+pub mod token;
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct HcloudFleetSpec {}
+pub use cli::{cli_down, cli_fake, cli_plan, cli_up, gc_hcloud};
+pub use fleet::HcloudFleet;
+pub use spec::{HcloudFleetSpec, OnLimit, OnNodeFailure, ViewerBudget};
 
-impl HcloudFleetSpec {
-    pub fn validate(&self, _viewers: u32) -> Result<(), (String, String)> {
-        Err((
-            "kind".into(),
-            "the hcloud fleet is not available yet; use `kind: local`".into(),
-        ))
-    }
-}
-
-/// `viewerfleet plan`.
-pub async fn cli_plan(_args: crate::cli::PlanArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`viewerfleet plan` is not available yet")
+/// Everything that can go wrong talking to Hetzner, each with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum CloudError {
+    #[error("no Hetzner Cloud API token: set HCLOUD_TOKEN, or fleet.token_file to a file holding it (Hetzner Console → project → Security → API tokens, Read & Write)")]
+    NoToken,
+    #[error("cannot read the API token from {path}: {message}")]
+    TokenFile { path: String, message: String },
+    #[error("the Hetzner API refused the token (401 unauthorized); check HCLOUD_TOKEN or fleet.token_file, and that the token has Read & Write rights")]
+    Unauthorized,
+    #[error("Hetzner refused {what}: resource_limit_exceeded ({message}). Ask Hetzner for a higher limit (Console → project → Limits → request an increase), spread the viewers over several projects or locations, or use `fleet: grid` with servers you already have")]
+    LimitExceeded { what: String, message: String },
+    #[error("{what}: still rate-limited (429) after retries; lower fleet.parallel_creates or wait a few minutes")]
+    RateLimited { what: String },
+    #[error("{what}: the API keeps failing (status {status}) after retries; try again later")]
+    Transient { what: String, status: u16 },
+    #[error("{what}: the API answered {status} {code}: {message}")]
+    Api {
+        what: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("{what}: {message}")]
+    Transport { what: String, message: String },
+    #[error("action {what} failed: {code}: {message}")]
+    Action {
+        what: String,
+        code: String,
+        message: String,
+    },
+    #[error("timed out waiting for {what}")]
+    Timeout { what: String },
+    #[error("fleet.{field}: {message}")]
+    Invalid { field: String, message: String },
+    #[error("interrupted (Ctrl-C or SIGTERM)")]
+    Cancelled,
+    #[error(
+        "provisioning stopped on an internal error (a bug: {0}); the run's servers were deleted"
+    )]
+    Panicked(String),
 }

@@ -546,6 +546,17 @@ mod tests {
             parse_inventory(&tf).unwrap(),
             vec!["http://10.0.0.2:4444/", "http://10.0.0.3:4444/"]
         );
+        // `terraform output -json` of terraform/ (outputs `hub_url` and `inventory`).
+        let tf_out = serde_json::json!({
+            "hub_url": {"sensitive": false, "type": "string", "value": "http://1.2.3.4:4444/"},
+            "inventory": {"value": {"run": "r", "hub_url": "http://1.2.3.4:4444/", "nodes": []}}});
+        assert_eq!(
+            parse_inventory(&tf_out).unwrap(),
+            vec!["http://1.2.3.4:4444/"]
+        );
+        // The inventory object alone (what `viewerfleet up --inventory` writes).
+        let inv = serde_json::json!({"run": "r", "hub_url": "http://1.2.3.4:4444/", "nodes": []});
+        assert_eq!(parse_inventory(&inv).unwrap(), vec!["http://1.2.3.4:4444/"]);
         let one = serde_json::json!({"hub_url": {"value": "http://10.0.0.2:4444"}});
         assert_eq!(parse_inventory(&one).unwrap().len(), 1);
         let list: serde_json::Value = yaml_serde::from_str("- http://h:4444\n").unwrap();

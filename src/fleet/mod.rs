@@ -24,7 +24,7 @@ pub enum FleetSpec {
     Local(local::LocalFleetSpec),
     Netns(netns::NetnsFleetSpec),
     Grid(grid::GridFleetSpec),
-    Hcloud(crate::cloud::HcloudFleetSpec),
+    Hcloud(Box<crate::cloud::HcloudFleetSpec>),
 }
 
 impl FleetSpec {

@@ -1,0 +1,87 @@
+//! Teardown on every exit path. Provisioning runs in its own task; whatever ends it — an
+//! error, a panic, Ctrl-C or SIGTERM — the run's resources are deleted by label before the
+//! caller sees the outcome. Only success leaves them (to the fleet's `shutdown` or `down`).
+
+use super::api::HcloudApi;
+use super::provision;
+use super::CloudError;
+use std::future::Future;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long provisioning may take to notice a cancellation (finish in-flight creates, so
+/// teardown sees every server) before it is aborted.
+const GRACE: Duration = Duration::from_secs(60);
+
+/// Cancels `token` on Ctrl-C (SIGINT) or SIGTERM.
+pub fn cancel_on_signals(token: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::warn!("Ctrl-C: stopping and deleting the run's servers"),
+            _ = term => tracing::warn!("SIGTERM: stopping and deleting the run's servers"),
+            _ = token.cancelled() => return,
+        }
+        token.cancel();
+    })
+}
+
+/// Runs `work`, which creates resources labelled with `run_id`, and deletes them all unless it
+/// succeeds. A panic inside `work` becomes [`CloudError::Panicked`] after the teardown.
+pub async fn teardown_unless_ok<T, F>(
+    api: &HcloudApi,
+    run_id: &str,
+    cancel: &CancellationToken,
+    work: F,
+) -> Result<T, CloudError>
+where
+    F: Future<Output = Result<T, CloudError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let mut task = tokio::spawn(work);
+    let joined = tokio::select! {
+        r = &mut task => r,
+        _ = cancel.cancelled() => match tokio::time::timeout(GRACE, &mut task).await {
+            Ok(r) => r,
+            Err(_) => {
+                task.abort();
+                let _ = (&mut task).await;
+                Ok(Err(CloudError::Cancelled))
+            }
+        },
+    };
+    let error = match joined {
+        Ok(Ok(value)) if !cancel.is_cancelled() => return Ok(value),
+        Ok(Ok(_)) => CloudError::Cancelled,
+        Ok(Err(e)) => e,
+        Err(join) if join.is_panic() => {
+            let payload = join.into_panic();
+            let text = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            CloudError::Panicked(text)
+        }
+        Err(_) => CloudError::Cancelled,
+    };
+    tracing::warn!("{error}; deleting every resource of run {run_id}");
+    match provision::teardown(api, run_id).await {
+        Ok(deleted) => tracing::info!("deleted {} of run {run_id}", deleted.summary()),
+        Err(e) => tracing::error!(
+            "TEARDOWN FAILED for run {run_id}: {e}. Run `viewerfleet down {run_id}` or delete the servers labelled {}={run_id} in the Hetzner Console",
+            provision::LABEL_RUN
+        ),
+    }
+    Err(error)
+}

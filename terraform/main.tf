@@ -1,0 +1,195 @@
+locals {
+  grid      = "${path.module}/../grid"
+  lib       = "/usr/local/lib/viewerfleet"
+  bootstrap = "${local.lib}/node-bootstrap.sh"
+
+  # viewerfleet-managed-by=terraform: `viewerfleet gc` leaves these to `terraform destroy`.
+  labels = {
+    "viewerfleet-run"        = var.run_name
+    "viewerfleet-managed-by" = "terraform"
+  }
+
+  slots_script = var.viewer_slots_script != null ? var.viewer_slots_script : (
+    fileexists("${local.grid}/viewer-slots.sh") ? file("${local.grid}/viewer-slots.sh") : null
+  )
+
+  common_env = [
+    "SELENIUM_NPM_PACKAGE=@nightwatch/selenium-server@4.20.0",
+    "SELENIUM_JAR=selenium-server-4.20.0.jar",
+    "CHROME_BINARY=/usr/lib/chromium/chromium",
+  ]
+
+  bootstrap_file = {
+    path        = local.bootstrap
+    owner       = "root:root"
+    permissions = "0755"
+    content     = file("${local.grid}/node-bootstrap.sh")
+  }
+
+  hub_files = [
+    {
+      path        = "/etc/viewerfleet/node.env"
+      owner       = "root:root"
+      permissions = "0644"
+      content     = "${join("\n", concat(["ROLE=hub"], local.common_env))}\n"
+    },
+    local.bootstrap_file,
+    {
+      path        = "${local.lib}/hub.toml"
+      owner       = "root:root"
+      permissions = "0644"
+      content     = file("${local.grid}/hub.toml")
+    },
+  ]
+
+  node_env = concat(
+    [
+      "ROLE=node",
+      "HUB_ADDR=[${hcloud_server.hub.ipv6_address}]",
+      "MAX_SESSIONS=${var.viewers_per_node}",
+    ],
+    local.common_env,
+    var.slot_down_kbit == null ? [] : ["SLOT_DOWN_KBIT=${var.slot_down_kbit}"],
+    var.slot_up_kbit == null ? [] : ["SLOT_UP_KBIT=${var.slot_up_kbit}"],
+    var.slot_delay_ms == null ? [] : ["SLOT_DELAY_MS=${var.slot_delay_ms}"],
+  )
+
+  node_files = concat(
+    [
+      {
+        path        = "/etc/viewerfleet/node.env"
+        owner       = "root:root"
+        permissions = "0644"
+        content     = "${join("\n", local.node_env)}\n"
+      },
+      local.bootstrap_file,
+      {
+        path        = "${local.lib}/node.toml"
+        owner       = "root:root"
+        permissions = "0644"
+        content     = file("${local.grid}/node.toml")
+      },
+    ],
+    local.slots_script == null ? [] : [
+      {
+        path        = "${local.lib}/viewer-slots.sh"
+        owner       = "root:root"
+        permissions = "0755"
+        content     = local.slots_script
+      },
+    ],
+  )
+}
+
+resource "hcloud_ssh_key" "run" {
+  name       = "vf-${var.run_name}"
+  public_key = var.ssh_public_key
+  labels     = merge(local.labels, { "viewerfleet-role" = "ssh-key" })
+}
+
+# The hub: IPv4 (most controllers have it) and IPv6 (the nodes have only that).
+resource "hcloud_server" "hub" {
+  name        = "vf-${var.run_name}-hub"
+  server_type = var.hub_type
+  image       = var.image
+  location    = var.location
+  ssh_keys    = [hcloud_ssh_key.run.id]
+  labels      = merge(local.labels, { "viewerfleet-role" = "hub" })
+
+  public_net {
+    ipv4_enabled = true
+    ipv6_enabled = true
+  }
+
+  user_data = templatefile("${local.grid}/cloud-init.yaml.tftpl", {
+    cloud_config = yamlencode({ write_files = local.hub_files, runcmd = [[local.bootstrap]] })
+  })
+}
+
+# Viewer nodes: IPv6 only (cheaper, and each gets a /64 for its viewers' own addresses).
+resource "hcloud_server" "node" {
+  count        = var.node_count
+  name         = format("vf-%s-node-%03d", var.run_name, count.index + 1)
+  server_type  = var.node_type
+  image        = var.image
+  location     = var.location
+  ssh_keys     = [hcloud_ssh_key.run.id]
+  firewall_ids = [hcloud_firewall.nodes.id]
+  labels       = merge(local.labels, { "viewerfleet-role" = "node" })
+
+  public_net {
+    ipv4_enabled = false
+    ipv6_enabled = true
+  }
+
+  user_data = templatefile("${local.grid}/cloud-init.yaml.tftpl", {
+    cloud_config = yamlencode({ write_files = local.node_files, runcmd = [[local.bootstrap]] })
+  })
+}
+
+# Only the hub reaches the nodes' Grid node port (WebDriver); WebRTC (UDP) is open so viewers
+# can exchange video with their peers.
+resource "hcloud_firewall" "nodes" {
+  name   = "vf-${var.run_name}-nodes"
+  labels = merge(local.labels, { "viewerfleet-role" = "node-firewall" })
+
+  rule {
+    description = "SSH from the controller"
+    direction   = "in"
+    protocol    = "tcp"
+    port        = "22"
+    source_ips  = var.controller_ips
+  }
+
+  rule {
+    description = "Grid node (WebDriver) from the hub only"
+    direction   = "in"
+    protocol    = "tcp"
+    port        = "5555"
+    source_ips  = [hcloud_server.hub.ipv6_network]
+  }
+
+  rule {
+    description = "WebRTC between viewers (P2P)"
+    direction   = "in"
+    protocol    = "udp"
+    port        = "1024-65535"
+    source_ips  = ["0.0.0.0/0", "::/0"]
+  }
+}
+
+# Only the controller reaches the hub's WebDriver port; only the nodes its event bus.
+resource "hcloud_firewall" "hub" {
+  name   = "vf-${var.run_name}-hub"
+  labels = merge(local.labels, { "viewerfleet-role" = "hub-firewall" })
+
+  rule {
+    description = "SSH from the controller"
+    direction   = "in"
+    protocol    = "tcp"
+    port        = "22"
+    source_ips  = var.controller_ips
+  }
+
+  rule {
+    description = "Selenium hub (WebDriver) from the controller only"
+    direction   = "in"
+    protocol    = "tcp"
+    port        = "4444"
+    source_ips  = var.controller_ips
+  }
+
+  rule {
+    description = "Grid event bus and registration from the viewer nodes only"
+    direction   = "in"
+    protocol    = "tcp"
+    port        = "4442-4444"
+    source_ips  = hcloud_server.node[*].ipv6_network
+  }
+}
+
+# Attached separately: the hub's rules name the nodes, which need the hub's address first.
+resource "hcloud_firewall_attachment" "hub" {
+  firewall_id = hcloud_firewall.hub.id
+  server_ids  = [hcloud_server.hub.id]
+}
