@@ -193,6 +193,10 @@ pub async fn sweep(
     limit: Duration,
 ) -> (Vec<String>, bool) {
     let deadline = tokio::time::Instant::now() + limit;
+    // A request that just left the queue may still be starting on a node: only stop after
+    // the queue has shown none of the run's requests for a while.
+    let quiet = Duration::from_secs(20).min(limit);
+    let mut last_queued = tokio::time::Instant::now();
     let mut deleted = Vec::new();
     loop {
         if let Ok(status) = grid_status(client, hub).await {
@@ -202,22 +206,28 @@ pub async fn sweep(
                     .timeout(Duration::from_secs(30))
                     .send()
                     .await;
+                last_queued = tokio::time::Instant::now();
                 deleted.push(id);
             }
         }
-        let queued = client
+        let queued = match client
             .get(format!("{hub}se/grid/newsessionqueue/queue"))
             .timeout(Duration::from_secs(10))
             .send()
             .await
-            .ok()
-            .map(|r| async move { r.text().await.unwrap_or_default() });
-        let queued = match queued {
-            Some(text) => text.await.contains(tag),
-            None => false,
+        {
+            Ok(resp) => resp.text().await.unwrap_or_default().contains(tag),
+            Err(_) => false,
         };
+        let now = tokio::time::Instant::now();
+        if queued {
+            last_queued = now;
+        }
         let pending = queued || deleted.len() < expect;
-        if !pending || tokio::time::Instant::now() >= deadline {
+        if (!pending && now >= last_queued + quiet) || (expect == 0 && !queued) {
+            return (deleted, false);
+        }
+        if now >= deadline {
             return (deleted, pending);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
