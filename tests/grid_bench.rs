@@ -29,7 +29,7 @@ fn pss_of_groups(groups: &[u32]) -> u64 {
             continue;
         };
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let pgrp: Option<u32> = fields.get(3).and_then(|g| g.parse().ok());
+        let pgrp: Option<u32> = fields.get(2).and_then(|g| g.parse().ok());
         if !pgrp.is_some_and(|g| groups.contains(&g)) || fields.first() == Some(&"Z") {
             continue;
         }

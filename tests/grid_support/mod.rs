@@ -83,7 +83,7 @@ pub fn assert_released(st: &LocalGridState) {
                 continue;
             }
             assert_ne!(
-                fields.get(3).and_then(|g| g.parse::<u32>().ok()),
+                fields.get(2).and_then(|g| g.parse::<u32>().ok()),
                 Some(pid),
                 "process {} is still in the group of {pid}",
                 entry.file_name().to_string_lossy()
