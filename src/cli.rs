@@ -44,11 +44,65 @@ pub enum Command {
     FakeHcloud(FakeHcloudArgs),
     /// Check a scenario file without running it.
     Validate(ValidateArgs),
+    /// A real Selenium Grid 4 (hub + nodes) on this machine: `grid up --local`, `grid down`.
+    Grid(GridArgs),
     /// Run a scenario at increasing viewer counts and find where it breaks.
     Ladder(LadderArgs),
     /// Serve a fast WebDriver stub (for benchmarks of the controller itself).
     #[command(hide = true)]
     StubWebdriver(StubWebdriverArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GridArgs {
+    #[command(subcommand)]
+    pub action: GridAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GridAction {
+    /// Start a hub and N nodes from the Selenium server jar, each node with K viewer slots.
+    Up(GridUpArgs),
+    /// Stop the local Grid and release its processes, namespaces and files.
+    Down(GridDownArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GridUpArgs {
+    /// Run the Grid on this machine (the only mode of `grid up`).
+    #[arg(long)]
+    pub local: bool,
+    /// Number of nodes.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: u32,
+    /// Viewer slots (browsers, each in its own namespace) per node.
+    #[arg(long, default_value_t = 2)]
+    pub slots: u32,
+    /// State file [default: /run/viewerfleet/grid/local.json].
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Selenium server jar [default: grid/node_modules/@nightwatch/selenium-server/lib/selenium-server-4.20.0.jar].
+    #[arg(long, env = "VIEWERFLEET_SELENIUM_JAR")]
+    pub jar: Option<PathBuf>,
+    /// Folder holding hub.toml and node.toml [default: grid/].
+    #[arg(long)]
+    pub config_dir: Option<PathBuf>,
+    /// tc download limit of every slot in kbit/s (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub down_kbit: u32,
+    /// tc upload limit of every slot in kbit/s (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub up_kbit: u32,
+    /// Port the target (refsite) listens on inside its namespace.
+    #[arg(long, default_value_t = 8080)]
+    pub target_port: u16,
+}
+
+#[derive(Debug, Args)]
+pub struct GridDownArgs {
+    /// State file [default: /run/viewerfleet/grid/local.json].
+    #[arg(long)]
+    pub state: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod cloud;
 pub mod engine;
 pub mod fleet;
+pub mod gridlocal;
 pub mod hostinfo;
 pub mod ladder;
 pub mod metrics;
@@ -51,6 +52,7 @@ async fn dispatch(command: cli::Command, quiet: bool) -> anyhow::Result<ExitCode
         Command::Down(args) => cloud::cli_down(args).await,
         Command::FakeHcloud(args) => cloud::cli_fake(args).await,
         Command::Validate(args) => scenario::cli_validate(args),
+        Command::Grid(args) => gridlocal::cli_grid(args).await,
         Command::Ladder(args) => ladder::cli_ladder(args).await,
         Command::StubWebdriver(args) => bench::cli_stub_webdriver(args).await,
     }

@@ -60,6 +60,7 @@ pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
         .route("/session", post(new_session))
         .route("/session/{id}", delete(delete_session))
         .route("/session/{id}/execute/sync", post(execute))
+        .route("/session/{id}/url", get(current_url).post(other))
         .route("/session/{id}/{*rest}", post(other).get(other_get))
         .route("/w/{video}", get(page))
         .route("/videos/embed/{video}", get(page))
@@ -92,8 +93,13 @@ async fn pause(state: &StubState) {
     }
 }
 
+/// Shaped like Selenium Grid 4's `/status`, so the `grid` fleet accepts the stub as a hub.
 async fn status() -> Json<Value> {
-    Json(json!({"value": {"ready": true, "message": "viewerfleet WebDriver stub"}}))
+    Json(json!({"value": {
+        "ready": true,
+        "message": "viewerfleet WebDriver stub",
+        "nodes": [{"uri": "http://stub.invalid", "availability": "UP", "maxSessions": 1_000_000, "slots": []}]
+    }}))
 }
 
 async fn new_session(State(s): State<Arc<StubState>>) -> impl IntoResponse {
@@ -170,6 +176,13 @@ async fn other(State(s): State<Arc<StubState>>) -> Json<Value> {
 
 async fn other_get(State(s): State<Arc<StubState>>) -> Json<Value> {
     other(State(s)).await
+}
+
+/// fantoccini reads the current URL before every navigation.
+async fn current_url(State(s): State<Arc<StubState>>) -> Json<Value> {
+    pause(&s).await;
+    s.counters.other_calls.fetch_add(1, Ordering::Relaxed);
+    Json(json!({"value": "about:blank"}))
 }
 
 async fn page() -> axum::response::Html<&'static str> {

@@ -182,7 +182,9 @@ pub async fn cli_run(args: crate::cli::RunArgs, quiet: bool) -> anyhow::Result<E
 
 /// `viewerfleet gc`.
 pub async fn cli_gc(args: crate::cli::GcArgs) -> anyhow::Result<ExitCode> {
-    let removed = gc::collect_local(args.dry_run)?;
+    let mut removed = gc::collect_local(args.dry_run)?;
+    removed.extend(crate::gridlocal::gc(args.dry_run).await);
+    removed.extend(crate::fleet::grid::gc_sessions(args.dry_run).await);
     for line in &removed {
         println!(
             "{}{line}",

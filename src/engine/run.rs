@@ -141,15 +141,15 @@ async fn open_fleet(plan: &Plan, ctx: &RunContext) -> anyhow::Result<Arc<dyn Fle
             .await?,
         )),
         fleet::FleetSpec::Local(spec) => Ok(Arc::new(fleet::local::LocalFleet::start(spec).await?)),
+        fleet::FleetSpec::Grid(spec) => Ok(Arc::new(fleet::grid::GridFleet::start(spec).await?)),
         fleet::FleetSpec::Netns(spec) => Ok(Arc::new(fleet::netns::NetnsFleet::start(spec).await?)),
-        other => anyhow::bail!("fleet `{}` is not available yet", other.kind_name()),
     }
 }
 
-fn max_parallel_starts(plan: &Plan) -> usize {
+fn max_parallel_starts(plan: &Plan, fleet: &dyn Fleet) -> usize {
     match &plan.fleet {
         fleet::FleetSpec::Local(spec) => spec.max_parallel_starts.unwrap_or(2) as usize,
-        _ => 4,
+        _ => fleet.start_policy().max_parallel.unwrap_or(4),
     }
 }
 
@@ -187,6 +187,7 @@ async fn run_with_fleet(
         started_wall,
     )?;
 
+    let max_parallel = max_parallel_starts(plan, fleet.as_ref());
     let shared = Arc::new(Shared::new(
         rec.clone(),
         ctx.metrics.clone(),
@@ -194,7 +195,7 @@ async fn run_with_fleet(
         target.clone(),
         plan.sampling_interval,
         ViewerTimeouts::default(),
-        max_parallel_starts(plan),
+        max_parallel,
     ));
     shared.metrics.viewers_requested.set(plan.viewers as i64);
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);

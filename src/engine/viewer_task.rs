@@ -21,12 +21,42 @@ pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
         _ = shared.run_end.cancelled() => return,
     }
     let events = ViewerEvents::new(&vp, shared.clone());
+    let policy = shared.fleet.start_policy();
+    // One pass per life of the viewer: a viewer lost mid-run (its node died) is created
+    // again when the fleet asks for it, as long as the run goes on.
+    loop {
+        match viewer_life(&vp, &shared, &events, &policy).await {
+            Life::Over => return,
+            Life::Lost(reason, slot) => {
+                events.emit(ViewerEventKind::Lost, Some(reason), Some(&slot));
+                if !policy.recreate_lost || shared.run_end.is_cancelled() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+enum Life {
+    /// Ended for good (stopped, failed, or the run ended); already recorded.
+    Over,
+    /// Lost mid-run; the caller records it and may start a new life.
+    Lost(String, ViewerSlot),
+}
+
+/// One session of a viewer, from asking for it to closing it.
+async fn viewer_life(
+    vp: &ViewerPlan,
+    shared: &Arc<Shared>,
+    events: &ViewerEvents,
+    policy: &crate::fleet::StartPolicy,
+) -> Life {
     let permit = tokio::select! {
         p = shared.starts.acquire() => p.ok(),
-        _ = shared.run_end.cancelled() => return,
+        _ = shared.run_end.cancelled() => return Life::Over,
     };
     events.emit(ViewerEventKind::Creating, None, None);
-    let slot = match shared.fleet.open_viewer(&vp).await {
+    let mut slot = match shared.fleet.open_viewer(vp).await {
         Ok(slot) => slot,
         Err(err) => {
             events.emit(
@@ -34,39 +64,86 @@ pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
                 Some(format!("no slot: {err:#}")),
                 None,
             );
-            return;
+            return Life::Over;
         }
     };
     let began = Instant::now();
-    let created = tokio::select! {
-        v = Viewer::create(&slot, shared.timeouts.clone()) => v,
-        _ = shared.run_end.cancelled() => {
+    let viewer = match create_with_retries(&slot, shared, policy, events).await {
+        None => {
             shared.fleet.close_viewer(&slot).await;
             events.emit(ViewerEventKind::Stopped, None, Some(&slot));
-            return;
+            return Life::Over;
         }
-    };
-    let viewer = match created {
-        Ok(v) => v,
-        Err(err) => {
-            count_error(&shared, &err);
-            events.emit(ViewerEventKind::Failed, Some(err.to_string()), Some(&slot));
+        Some(Ok(v)) => v,
+        Some(Err(reason)) => {
+            events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot));
             shared.fleet.close_viewer(&slot).await;
-            return;
+            return Life::Over;
         }
     };
     shared
         .metrics
         .session_create_seconds
         .observe(began.elapsed().as_secs_f64());
+    if let Some(id) = &viewer.session_id {
+        shared.fleet.session_placed(&mut slot, id).await;
+    }
     events.emit(ViewerEventKind::SessionCreated, None, Some(&slot));
-    let outcome = drive(&viewer, &vp, &slot, &shared, permit, &events).await;
+    let outcome = drive(&viewer, vp, &slot, shared, permit, events).await;
+    let session_id = viewer.session_id.clone();
     viewer.close().await;
+    if let Some(id) = &session_id {
+        shared.fleet.session_closed(id);
+    }
     shared.fleet.close_viewer(&slot).await;
     match outcome {
         Drive::Finished => events.emit(ViewerEventKind::Stopped, None, Some(&slot)),
         Drive::Failed(reason) => events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot)),
-        Drive::Lost(reason) => events.emit(ViewerEventKind::Lost, Some(reason), Some(&slot)),
+        Drive::Lost(reason) => return Life::Lost(reason, slot),
+    }
+    Life::Over
+}
+
+/// Session creation with the fleet's retries: a refused session (`SessionNotCreated`, a
+/// queue timeout) is asked for again after a back-off that doubles up to 60 s. `None`: the
+/// run ended first.
+async fn create_with_retries(
+    slot: &ViewerSlot,
+    shared: &Shared,
+    policy: &crate::fleet::StartPolicy,
+    events: &ViewerEvents,
+) -> Option<Result<Viewer, String>> {
+    let mut wait = policy.retry_backoff;
+    let mut attempt = 0;
+    loop {
+        let created = tokio::select! {
+            v = Viewer::create(slot, shared.timeouts.clone()) => v,
+            _ = shared.run_end.cancelled() => return None,
+        };
+        match created {
+            Ok(v) => return Some(Ok(v)),
+            Err(err) => {
+                count_error(shared, &err);
+                if attempt >= policy.session_retries {
+                    return Some(Err(if attempt > 0 {
+                        format!("refused by the fleet after {} attempts: {err}", attempt + 1)
+                    } else {
+                        err.to_string()
+                    }));
+                }
+                attempt += 1;
+                events.emit(
+                    ViewerEventKind::Creating,
+                    Some(format!("attempt {} after refusal: {err}", attempt + 1)),
+                    None,
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shared.run_end.cancelled() => return None,
+                }
+                wait = (wait * 2).min(Duration::from_secs(60));
+            }
+        }
     }
 }
 

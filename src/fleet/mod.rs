@@ -75,6 +75,30 @@ pub struct TargetPlacement {
     pub netns: Option<String>,
 }
 
+/// How the engine creates sessions on a fleet.
+#[derive(Debug, Clone)]
+pub struct StartPolicy {
+    /// Sessions being created at once [None: the engine's default].
+    pub max_parallel: Option<usize>,
+    /// Further attempts after a refused session (`SessionNotCreated`, timeout).
+    pub session_retries: u32,
+    /// First wait before a retry; doubles each time up to 60 s.
+    pub retry_backoff: std::time::Duration,
+    /// Whether a viewer lost mid-run is created again.
+    pub recreate_lost: bool,
+}
+
+impl Default for StartPolicy {
+    fn default() -> Self {
+        Self {
+            max_parallel: None,
+            session_retries: 0,
+            retry_backoff: std::time::Duration::from_secs(2),
+            recreate_lost: false,
+        }
+    }
+}
+
 /// A fleet for one run. `shutdown` must release everything `open_viewer` created, and is
 /// called on every exit path (success, error, Ctrl-C, SIGTERM).
 #[async_trait::async_trait]
@@ -87,6 +111,15 @@ pub trait Fleet: Send + Sync {
     async fn open_viewer(&self, viewer: &ViewerPlan) -> anyhow::Result<ViewerSlot>;
     /// Releases one viewer's slot after its session has been deleted.
     async fn close_viewer(&self, slot: &ViewerSlot);
+    /// How the engine starts sessions here: parallelism, retries, re-creation after loss.
+    fn start_policy(&self) -> StartPolicy {
+        StartPolicy::default()
+    }
+    /// Called once a session exists, so the fleet can record it and say where it landed
+    /// (e.g. the Grid node) by updating `slot.node` / `slot.address`.
+    async fn session_placed(&self, _slot: &mut ViewerSlot, _session_id: &str) {}
+    /// Called after the engine deleted a session itself.
+    fn session_closed(&self, _session_id: &str) {}
     /// Releases everything: drivers, namespaces, qdiscs, servers. Idempotent.
     async fn shutdown(&self) -> anyhow::Result<()>;
 }
