@@ -9,7 +9,8 @@ use viewerfleet::bench::controller::{wdio_baseline, ControllerBench};
 fn main() {
     // `cargo test --all-targets` runs this too (without `--bench`): then one small point,
     // which must produce its figures, proves the harness works.
-    let smoke = !std::env::args().any(|a| a == "--bench");
+    let smoke = !std::env::args().any(|a| a == "--bench")
+        && std::env::var_os("VIEWERFLEET_BENCH_SESSIONS").is_none();
     let default_sizes = if smoke { "5" } else { "1000,5000,10000" };
     let sizes: Vec<u32> = std::env::var("VIEWERFLEET_BENCH_SESSIONS")
         .unwrap_or_else(|_| default_sizes.into())

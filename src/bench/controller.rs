@@ -118,7 +118,9 @@ impl ControllerBench {
     pub fn run(&self) -> anyhow::Result<BenchFigures> {
         std::fs::create_dir_all(&self.work_dir)?;
         let stub = Stub::start(&self.binary, self.stub_latency)?;
-        let duration = self.ramp + self.hold;
+        // Room for creating every session at 50/s or faster before the hold: the sampling
+        // cost is computed from the session-seconds the raw data shows, not from this.
+        let duration = self.ramp + self.hold + Duration::from_millis(self.sessions as u64 * 20);
         let scenario = self.work_dir.join(format!("bench-{}.yaml", self.sessions));
         std::fs::write(
             &scenario,
@@ -174,6 +176,24 @@ impl ControllerBench {
             .and_then(|n| n.trim().parse().ok())
             .unwrap_or(0);
         let n = self.sessions.max(1) as f64;
+        // Session-seconds sampled: from each viewer's first frame to its stop.
+        let mut playing_since = std::collections::HashMap::new();
+        let mut session_seconds = 0.0;
+        for e in &events {
+            match e.event {
+                crate::rawdata::ViewerEventKind::Playing => {
+                    playing_since.insert(e.viewer, e.t);
+                }
+                crate::rawdata::ViewerEventKind::Stopped
+                | crate::rawdata::ViewerEventKind::Lost
+                | crate::rawdata::ViewerEventKind::Failed => {
+                    if let Some(t0) = playing_since.remove(&e.viewer) {
+                        session_seconds += e.t - t0;
+                    }
+                }
+                _ => {}
+            }
+        }
         Ok(BenchFigures {
             tool: "viewerfleet".into(),
             sessions: self.sessions,
@@ -181,7 +201,7 @@ impl ControllerBench {
             peak_rss_mb: peak_rss as f64 / 1e6,
             rss_per_session_kb: peak_rss as f64 / 1e3 / n,
             cpu_seconds: cpu,
-            cpu_per_session_second_ms: cpu * 1000.0 / (n * self.hold.as_secs_f64().max(1e-3)),
+            cpu_per_session_second_ms: cpu * 1000.0 / session_seconds.max(1e-3),
             creations_per_second,
             wall_seconds: wall,
             script_calls,
