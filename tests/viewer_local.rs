@@ -7,68 +7,20 @@ use std::time::Duration;
 use viewerfleet::fleet::local::{LocalFleet, LocalFleetSpec};
 use viewerfleet::fleet::Fleet;
 use viewerfleet::scenario::{NetworkProfile, ViewerPlan};
-use viewerfleet::target::Target;
 use viewerfleet::viewer::{Viewer, ViewerTimeouts};
 
-struct ClipTarget {
-    base: String,
-}
-
-impl Target for ClipTarget {
-    fn viewer_url(&self, _p2p: bool) -> String {
-        format!("{}/", self.base)
-    }
-    fn probe_script(&self) -> &'static str {
-        viewerfleet::target::peertube::probe_script()
-    }
-    fn read_script(&self) -> &'static str {
-        viewerfleet::target::peertube::read_script()
-    }
-    fn exporter_url(&self) -> Option<String> {
-        None
-    }
-}
-
-fn make_clip(dir: &std::path::Path) -> std::path::PathBuf {
-    let out = dir.join("clip.mp4");
-    let status = std::process::Command::new("ffmpeg")
-        .args([
-            "-loglevel",
-            "error",
-            "-f",
-            "lavfi",
-            "-i",
-            "testsrc2=size=320x180:rate=25",
-            "-t",
-            "4",
-        ])
-        .args([
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-pix_fmt",
-            "yuv420p",
-            "-movflags",
-            "+faststart",
-        ])
-        .arg(&out)
-        .status()
-        .expect("ffmpeg runs (apt-get install -y ffmpeg)");
-    assert!(status.success());
-    out
-}
+mod clip_support;
+use clip_support::{make_clip, ClipTarget, CLIP_PAGE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_viewer_plays_and_is_released() {
     let dir = tempfile::tempdir().unwrap();
-    let clip = std::fs::read(make_clip(dir.path())).unwrap();
-    // Fetched like an HLS player fetches segments, so Resource Timing sees it.
-    let page = r#"<!doctype html><video autoplay muted playsinline></video>
-<script>fetch('/clip.mp4').then(r => r.blob()).then(b => {
-  document.querySelector('video').src = URL.createObjectURL(b); });</script>"#;
+    let clip = make_clip(dir.path());
     let app = Router::new()
-        .route("/", get(move || async move { axum::response::Html(page) }))
+        .route(
+            "/",
+            get(move || async move { axum::response::Html(CLIP_PAGE) }),
+        )
         .route(
             "/clip.mp4",
             get(move || {
