@@ -48,9 +48,38 @@ pub enum Command {
     Grid(GridArgs),
     /// Run a scenario at increasing viewer counts and find where it breaks.
     Ladder(LadderArgs),
+    /// Measure what one viewer costs here (PSS, CPU, bytes) per browser profile.
+    Calibrate(CalibrateArgs),
     /// Serve a fast WebDriver stub (for benchmarks of the controller itself).
     #[command(hide = true)]
     StubWebdriver(StubWebdriverArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Scenario whose target, video and network the viewers use [default: refsite live,
+    /// 2000/300 kbit/s, 500 ms]; its fleet is ignored (calibration runs on this machine).
+    pub scenario: Option<PathBuf>,
+    /// Viewers played at once per profile.
+    #[arg(long, default_value_t = 4)]
+    pub viewers: u32,
+    /// Built-in profiles to measure, in order: `default` (a plain ChromeDriver set-up),
+    /// `project` (the flags viewerfleet uses).
+    #[arg(long, value_delimiter = ',', default_value = "default,project")]
+    pub profiles: Vec<String>,
+    /// A further profile: `NAME=BASE --flag …` adds flags to BASE's, `-FLAG` removes one
+    /// (e.g. `lean=project --in-process-gpu`). Repeatable.
+    #[arg(long)]
+    pub profile: Vec<String>,
+    /// Time after every viewer's first frame before measuring.
+    #[arg(long, default_value = "15s")]
+    pub warmup: String,
+    /// Measurement window.
+    #[arg(long, default_value = "40s")]
+    pub window: String,
+    /// Output folder for calibration.json and calibration.md.
+    #[arg(long, default_value = "runs/calibration")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -218,6 +247,10 @@ pub struct PlanArgs {
     /// Override the scenario's viewer count.
     #[arg(long)]
     pub viewers: Option<u32>,
+    /// Take CPU and memory per viewer from `viewerfleet calibrate` output (its `project`
+    /// profile); --cpu-per-viewer / --memory-mb-per-viewer still win.
+    #[arg(long)]
+    pub calibration: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

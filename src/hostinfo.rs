@@ -127,13 +127,7 @@ fn clock_ticks() -> f64 {
 /// CPU seconds (user + system) and RSS bytes of one process and all its descendants.
 pub fn process_tree_usage(root: u32) -> Option<(f64, u64)> {
     let procs = all_processes();
-    let mut members = vec![root];
-    let mut i = 0;
-    while i < members.len() {
-        let parent = members[i];
-        members.extend(procs.iter().filter(|p| p.ppid == parent).map(|p| p.pid));
-        i += 1;
-    }
+    let members = tree_members(&procs, root);
     let mut cpu = 0.0;
     let mut rss = 0;
     let mut found = false;
@@ -143,6 +137,66 @@ pub fn process_tree_usage(root: u32) -> Option<(f64, u64)> {
         rss += p.rss_bytes;
     }
     found.then_some((cpu, rss))
+}
+
+/// The descendants of `root` (not `root` itself), with the CPU seconds each used so far.
+pub fn descendants_cpu(root: u32) -> Vec<(u32, f64)> {
+    let procs = all_processes();
+    let members = tree_members(&procs, root);
+    procs
+        .iter()
+        .filter(|p| p.pid != root && members.contains(&p.pid))
+        .map(|p| (p.pid, p.cpu_s))
+        .collect()
+}
+
+/// Proportional set size of one process in bytes (`/proc/<pid>/smaps_rollup`): shared
+/// pages are split among the processes that map them, so PSS sums over many browsers do
+/// not count shared libraries many times the way RSS sums do.
+pub fn pss_bytes(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    parse_pss_kb(&text).map(|kb| kb * 1024)
+}
+
+fn parse_pss_kb(smaps_rollup: &str) -> Option<u64> {
+    smaps_rollup.lines().find_map(|line| {
+        let rest = line.strip_prefix("Pss:")?;
+        rest.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
+}
+
+/// Raises the open-files soft limit to the hard limit and returns it: every viewer holds
+/// a WebDriver connection, and the common default of 1024 would stop a run near 1000.
+pub fn raise_open_files_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to plain data.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        // An unlimited hard limit still stops at the kernel's nr_open.
+        let ceiling = if limit.rlim_max == libc::RLIM_INFINITY {
+            std::fs::read_to_string("/proc/sys/fs/nr_open")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(limit.rlim_cur)
+        } else {
+            limit.rlim_max
+        };
+        if limit.rlim_cur < ceiling {
+            let raised = libc::rlimit {
+                rlim_cur: ceiling,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    limit.rlim_cur
 }
 
 /// CPU seconds used so far by processes whose command name is `comm` (e.g. `chromium`).
@@ -161,6 +215,18 @@ struct ProcStat {
     comm: String,
     cpu_s: f64,
     rss_bytes: u64,
+}
+
+/// `root` and every process below it.
+fn tree_members(procs: &[ProcStat], root: u32) -> Vec<u32> {
+    let mut members = vec![root];
+    let mut i = 0;
+    while i < members.len() {
+        let parent = members[i];
+        members.extend(procs.iter().filter(|p| p.ppid == parent).map(|p| p.pid));
+        i += 1;
+    }
+    members
 }
 
 fn all_processes() -> Vec<ProcStat> {
@@ -201,6 +267,45 @@ fn parse_stat(pid: u32, stat: &str, ticks: f64, page: u64) -> Option<ProcStat> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pss_is_read_from_smaps_rollup() {
+        let text = "55d0-7ffe ---p 00000000 00:00 0  [rollup]\nRss:              204800 kB\nPss:               51234 kB\nPss_Anon:          40000 kB\n";
+        assert_eq!(parse_pss_kb(text), Some(51234));
+        assert_eq!(parse_pss_kb("Rss: 1 kB\n"), None);
+        // This process exists and maps something.
+        assert!(pss_bytes(std::process::id()).is_some_and(|b| b > 0));
+    }
+
+    #[test]
+    fn a_process_tree_lists_children_not_the_root() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let me = std::process::id();
+        let tree = descendants_cpu(me);
+        assert!(tree.iter().any(|(pid, _)| *pid == child.id()));
+        assert!(tree.iter().all(|(pid, _)| *pid != me));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn the_open_files_limit_is_the_hard_limit_after_raising() {
+        let raised = raise_open_files_limit();
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit with a valid pointer.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+            0
+        );
+        assert_eq!(raised, limit.rlim_cur);
+        assert!(limit.rlim_max == libc::RLIM_INFINITY || limit.rlim_cur == limit.rlim_max);
+    }
 
     #[test]
     fn stat_with_odd_command_name() {

@@ -5,6 +5,7 @@
 //! Each part of that loop has one module here.
 
 pub mod bench;
+pub mod calibrate;
 pub mod cli;
 pub mod cloud;
 pub mod engine;
@@ -27,6 +28,7 @@ use std::process::ExitCode;
 /// Runs one command line. `main` only prints the error this returns.
 pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     init_logging(cli.quiet);
+    hostinfo::raise_open_files_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -54,6 +56,7 @@ async fn dispatch(command: cli::Command, quiet: bool) -> anyhow::Result<ExitCode
         Command::Validate(args) => scenario::cli_validate(args),
         Command::Grid(args) => gridlocal::cli_grid(args).await,
         Command::Ladder(args) => ladder::cli_ladder(args).await,
+        Command::Calibrate(args) => calibrate::cli_calibrate(args).await,
         Command::StubWebdriver(args) => bench::cli_stub_webdriver(args).await,
     }
 }

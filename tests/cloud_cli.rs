@@ -261,3 +261,93 @@ async fn plan_prints_node_counts_and_costs_for_the_four_1000_viewer_scenarios() 
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("set HCLOUD_TOKEN"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_sizes_nodes_from_a_calibration() {
+    use viewerfleet::calibrate::{BrowserProfile, Calibration, ProfileFigures};
+    let fake = fake(FakeConfig::default()).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let figures = |name: &str, cpu: f64, pss_max: f64| ProfileFigures {
+        profile: BrowserProfile {
+            name: name.into(),
+            flags: vec![],
+        },
+        viewers: 4,
+        viewers_measured: 4,
+        failures: vec![],
+        processes_per_viewer: 7.0,
+        pss_mb_per_viewer: pss_max - 20.0,
+        pss_mb_per_viewer_max: pss_max,
+        cpu_cores_per_viewer: cpu,
+        http_kbps_per_viewer: 650.0,
+        p2p_down_kbps_per_viewer: 0.0,
+        p2p_up_kbps_per_viewer: 0.0,
+        stalls: 0,
+        ttff_ms_median: Some(4000.0),
+        window_s: 40.0,
+    };
+    let calibration = Calibration {
+        created: "2026-11-30T18:00:00Z".into(),
+        host: Default::default(),
+        chromium: "Chromium 156".into(),
+        scenario: "built-in".into(),
+        viewers: 4,
+        warmup_s: 15.0,
+        window_s: 40.0,
+        command: "viewerfleet calibrate".into(),
+        // The default profile is dearer: plan must take the project's figures.
+        profiles: vec![
+            figures("default", 0.9, 900.0),
+            figures("project", 0.5, 300.0),
+        ],
+    };
+    std::fs::write(
+        dir.path().join("calibration.json"),
+        serde_json::to_string(&calibration).unwrap(),
+    )
+    .unwrap();
+    let out = command(&fake, root)
+        .args(["plan", "--calibration"])
+        .arg(dir.path())
+        .arg("scenarios/peertube-1000/live-normal.yaml")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("budget per viewer: 0.500 cores, 300 MB"),
+        "{stdout}"
+    );
+
+    // A calibration without a measured project profile is refused with the fix.
+    let mut broken = calibration.clone();
+    broken.profiles.truncate(1);
+    let file = dir.path().join("default-only.json");
+    std::fs::write(&file, serde_json::to_string(&broken).unwrap()).unwrap();
+    let out = command(&fake, root)
+        .args(["plan", "--calibration"])
+        .arg(&file)
+        .arg("scenarios/peertube-1000/live-normal.yaml")
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no `project` profile"), "{stderr}");
+
+    // Not a calibration at all.
+    let out = command(&fake, root)
+        .args(["plan", "--calibration", "Cargo.toml"])
+        .arg("scenarios/peertube-1000/live-normal.yaml")
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a calibration"));
+}

@@ -51,9 +51,22 @@ pub struct Stub {
     child: Child,
 }
 
+/// Makes a child die with the benchmark (SIGTERM when the benchmark process ends, even by
+/// `kill -9`), so an interrupted benchmark leaves no stub, run or baseline behind.
+fn dies_with_parent(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        })
+    }
+}
+
 impl Stub {
     pub fn start(binary: &Path, latency: Duration) -> anyhow::Result<Self> {
-        let mut child = Command::new(binary)
+        let mut child = dies_with_parent(&mut Command::new(binary))
             .args(["stub-webdriver", "--listen", "127.0.0.1:0", "--latency-ms"])
             .arg(latency.as_millis().to_string())
             .stdout(Stdio::piped())
@@ -138,7 +151,7 @@ impl ControllerBench {
         let out = self.work_dir.join(format!("run-{}", self.sessions));
         let _ = std::fs::remove_dir_all(&out);
         let started = Instant::now();
-        let mut child = Command::new(&self.binary)
+        let mut child = dies_with_parent(&mut Command::new(&self.binary))
             .args(["--quiet", "run", "--no-report"])
             .arg(&scenario)
             .arg("--out")
@@ -220,7 +233,7 @@ pub fn wdio_baseline(bench: &ControllerBench) -> anyhow::Result<BenchFigures> {
     let stub = Stub::start(&bench.binary, bench.stub_latency)?;
     let (host, port) = stub.addr.rsplit_once(':').context("stub address")?;
     let started = Instant::now();
-    let mut child = Command::new("node")
+    let mut child = dies_with_parent(&mut Command::new("node"))
         .arg(&script)
         .args([host, port])
         .arg(bench.sessions.to_string())

@@ -26,8 +26,11 @@ pub async fn cli_stub_webdriver(
     shutdown.listen_for_signals()?;
     shutdown.wait().await;
     task.abort();
+    use std::io::Write;
     use std::sync::atomic::Ordering::Relaxed;
-    eprintln!(
+    // Not `eprintln!`: whoever read stderr may be gone, and that must not stop the exit.
+    let _ = writeln!(
+        std::io::stderr(),
         "stub: {} sessions created, {} refused, {} deleted, {} script calls, {} other calls",
         counters.sessions_created.load(Relaxed),
         counters.sessions_refused.load(Relaxed),

@@ -29,6 +29,27 @@ pub async fn cli_plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         viewers: args.viewers,
         duration: None,
     };
+    let calibrated = match &args.calibration {
+        Some(path) => {
+            let calibration = crate::calibrate::Calibration::load(path)?;
+            let figures = calibration.profile("project").cloned().with_context(|| {
+                format!(
+                    "{}: no `project` profile with a playing viewer; run `viewerfleet calibrate` with --profiles including project",
+                    path.display()
+                )
+            })?;
+            println!(
+                "budget from {} (measured {} on {} cores): {:.3} cores and {:.0} MB PSS per viewer",
+                path.display(),
+                calibration.created,
+                calibration.host.cpus,
+                figures.cpu_cores_per_viewer,
+                figures.pss_mb_per_viewer_max
+            );
+            Some(figures)
+        }
+        None => None,
+    };
     let mut api: Option<(Option<String>, HcloudApi)> = None;
     let mut out = std::io::stdout();
     for path in &args.scenarios {
@@ -44,6 +65,11 @@ pub async fn cli_plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
                 HcloudFleetSpec::default()
             }
         };
+        if let Some(figures) = &calibrated {
+            spec.budget.cpu_per_viewer = figures.cpu_cores_per_viewer;
+            // The window's peak, not its mean: nodes must hold the worst moment.
+            spec.budget.memory_mb_per_viewer = figures.pss_mb_per_viewer_max;
+        }
         if let Some(cpu) = args.cpu_per_viewer {
             spec.budget.cpu_per_viewer = cpu;
         }

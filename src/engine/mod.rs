@@ -9,7 +9,7 @@ mod recorder;
 mod run;
 mod samplers;
 mod shared;
-mod target_process;
+pub(crate) mod target_process;
 mod viewer_task;
 
 use crate::scenario::{self, Overrides};

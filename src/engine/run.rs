@@ -67,6 +67,7 @@ pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> 
     if let Err(err) = fleet.shutdown().await {
         tracing::error!("releasing the fleet: {err:#}");
     }
+    crate::viewer::remove_own_profiles();
     if let Some(t) = target.as_mut() {
         t.stop().await;
     }

@@ -61,6 +61,11 @@ impl ChromeDriver {
         Ok(driver)
     }
 
+    /// The driver's process id (its browsers are its descendants), while it runs.
+    pub async fn pid(&self) -> Option<u32> {
+        self.child.lock().await.as_ref().and_then(|c| c.id())
+    }
+
     /// WebDriver endpoint, ending in `/`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.port)

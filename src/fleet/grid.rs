@@ -5,14 +5,16 @@
 //! stats reads as `local` (the viewer layer is shared; only the endpoint differs). The hub
 //! queues requests; this fleet limits how many are in flight, retries `SessionNotCreated`
 //! and queue timeouts with exponential back-off, asks the hub's `/status` which node a
-//! session landed on, deletes sessions that outlive the run, and records every session id
-//! in a journal so `gc` can delete sessions left by a crashed controller.
+//! session landed on (one request per batch of new sessions, see `placement`), deletes
+//! sessions that outlive the run, and records every session id in a journal so `gc` can
+//! delete sessions left by a crashed controller.
 //!
 //! Inventory files (`inventory:`): JSON or YAML, either a plain list of hub URLs or the
 //! object printed by `terraform output -json` with a `hub_urls` (list) or `hub_url`
 //! (string) output, e.g. `{"hub_urls": {"value": ["http://10.0.0.2:4444"]}}`. Viewers are
 //! spread over the hubs round-robin.
 
+use super::placement::PlacementCache;
 use super::{Fleet, StartPolicy, TargetPlacement, ViewerSlot};
 use crate::gridlocal::state::{self as localstate, LocalGridState};
 use crate::gridlocal::{grid_status, GridStatus};
@@ -249,6 +251,8 @@ pub struct GridFleet {
     /// sessions after the run gave up on them.
     requested: AtomicUsize,
     obtained: AtomicUsize,
+    /// Node of each new session, from as few `/status` requests as the ramp allows.
+    placement: PlacementCache,
 }
 
 impl GridFleet {
@@ -278,6 +282,7 @@ impl GridFleet {
         Ok(Self {
             requested: AtomicUsize::new(0),
             obtained: AtomicUsize::new(0),
+            placement: PlacementCache::new(&hubs),
             tag,
             hubs,
             spec: spec.clone(),
@@ -401,10 +406,16 @@ impl Fleet for GridFleet {
             .lock()
             .expect("sessions lock")
             .insert(session_id.to_string(), slot.webdriver_url.clone());
-        if let Ok(status) = grid_status(&self.client, &slot.webdriver_url).await {
-            if let Some(node) = status.node_of(session_id) {
-                slot.node = node;
-            }
+        let created = std::time::Instant::now();
+        let hub = slot.webdriver_url.clone();
+        if let Some(node) = self
+            .placement
+            .node_of(&hub, session_id, created, || {
+                grid_status(&self.client, &hub)
+            })
+            .await
+        {
+            slot.node = node;
         }
     }
 
@@ -433,6 +444,11 @@ impl Fleet for GridFleet {
     }
 
     async fn shutdown(&self) -> anyhow::Result<()> {
+        tracing::debug!(
+            "placed {} sessions with {} /status requests",
+            self.obtained.load(Ordering::SeqCst),
+            self.placement.requests()
+        );
         let left: Vec<(String, String)> = self
             .sessions
             .lock()

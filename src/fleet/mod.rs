@@ -11,6 +11,7 @@ pub mod chromedriver;
 pub mod grid;
 pub mod local;
 pub mod netns;
+mod placement;
 
 use crate::rawdata::FleetDescription;
 use crate::scenario::{Plan, ViewerPlan};

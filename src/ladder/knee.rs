@@ -109,6 +109,18 @@ pub fn judge(step: &StepResult, rules: &KneeRules) -> StepVerdict {
             ),
         });
     }
+    // A viewer still waiting for its first frame when the step ended counts too: its time
+    // to first frame is longer than anything the p95 saw.
+    let never_played = step.viewers.saturating_sub(step.started);
+    if step.viewers > 0 && never_played as f64 / step.viewers as f64 > rules.max_failed_share {
+        v.push(Violation {
+            rule: "never_played",
+            detail: format!(
+                "{never_played} of {} viewers never played within the step",
+                step.viewers
+            ),
+        });
+    }
     if let Some(ttff) = step.ttff_p95_ms {
         if ttff > rules.max_ttff_p95_ms {
             v.push(Violation {
@@ -268,5 +280,23 @@ mod tests {
         let v = judge(&s, &KneeRules::default());
         let names: Vec<_> = v.violations.iter().map(|x| x.rule).collect();
         assert_eq!(names, ["failed_viewers", "slow_start"]);
+    }
+
+    #[test]
+    fn viewers_that_never_played_degrade_a_step() {
+        // 10 asked, 8 played, none reported failed (the step ended before their timeout).
+        let mut s = step(10, 0.1, 0.0);
+        s.started = 8;
+        let v = judge(&s, &KneeRules::default());
+        assert!(v.degraded);
+        assert_eq!(v.violations[0].rule, "never_played");
+        assert_eq!(
+            v.violations[0].detail,
+            "2 of 10 viewers never played within the step"
+        );
+        // Every viewer played: the rule stays quiet.
+        assert!(judge(&step(10, 0.1, 0.0), &KneeRules::default())
+            .violations
+            .is_empty());
     }
 }

@@ -98,7 +98,7 @@ pub fn markdown(r: &CapacityReport) -> String {
             }
         }
     }
-    let _ = writeln!(s, "\nRules (a step is DEGRADED when any fires): stalls per viewer-minute > {}; failed or lost viewers > {:.0}%; time to first frame p95 > {:.0} s; generator CPU > {:.0}% of its cores; target CPU > {:.0}% of {} cores; HTTP egress > {:.0}% of {}.",
+    let _ = writeln!(s, "\nRules (a step is DEGRADED when any fires): stalls per viewer-minute > {}; failed, lost or never-playing viewers > {:.0}%; time to first frame p95 > {:.0} s; generator CPU > {:.0}% of its cores; target CPU > {:.0}% of {} cores; HTTP egress > {:.0}% of {}.",
         r.rules.max_stalls_per_viewer_minute,
         r.rules.max_failed_share * 100.0,
         r.rules.max_ttff_p95_ms / 1000.0,

@@ -16,14 +16,21 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Chromium flags that play video headless here (see FACTS.md), one fresh profile each.
+///
+/// Beyond what playing needs, they leave out what a headless viewer never uses, each
+/// change measured with `viewerfleet calibrate` (BENCHMARKS.md): the omnibox popup's WebUI
+/// renderer (≈47 MB), the spare renderer, and the separate audio, network and GPU processes
+/// (their work moves into the browser process; requests and CDP throttling are unchanged).
 pub const CHROMIUM_FLAGS: &[&str] = &[
     "--headless=new",
     "--no-sandbox",
     "--disable-gpu",
+    "--in-process-gpu",
     "--mute-audio",
     "--autoplay-policy=no-user-gesture-required",
     "--allow-loopback-in-peer-connection",
-    "--disable-features=WebRtcHideLocalIpsWithMdns",
+    "--disable-features=WebRtcHideLocalIpsWithMdns,WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,SpareRendererForSitePerProcess,AudioServiceOutOfProcess",
+    "--enable-features=NetworkServiceInProcess2",
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
@@ -36,6 +43,21 @@ pub const CHROMIUM_FLAGS: &[&str] = &[
 /// Prefix of every profile folder (`<prefix><controller pid>-<random>`): `gc --local` finds
 /// leftovers of dead controllers by it.
 pub const PROFILE_PREFIX: &str = "viewerfleet-profile-";
+
+/// Removes this process's profile folders that outlived their browsers (Chromium may still
+/// write while it exits, so `close` can miss one). Call once every session is closed and
+/// the drivers are down; returns how many were removed.
+pub fn remove_own_profiles() -> usize {
+    let mine = format!("{PROFILE_PREFIX}{}-", std::process::id());
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
+        .filter(|e| std::fs::remove_dir_all(e.path()).is_ok())
+        .count()
+}
 
 /// Timeouts for WebDriver calls.
 #[derive(Debug, Clone)]
@@ -82,14 +104,23 @@ pub struct Viewer {
 }
 
 impl Viewer {
-    /// Creates the WebDriver session for a slot.
+    /// Creates the WebDriver session for a slot with the project's Chromium flags.
     pub async fn create(slot: &ViewerSlot, timeouts: ViewerTimeouts) -> Result<Self, ViewerError> {
+        Self::create_with_flags(slot, timeouts, CHROMIUM_FLAGS).await
+    }
+
+    /// Creates the WebDriver session with other base flags (`calibrate` compares profiles).
+    pub async fn create_with_flags(
+        slot: &ViewerSlot,
+        timeouts: ViewerTimeouts,
+        flags: &[impl AsRef<str>],
+    ) -> Result<Self, ViewerError> {
         // The controller's PID in the name lets `gc` tell a live run's profiles from leftovers.
         let profile = tempfile::Builder::new()
             .prefix(&format!("{PROFILE_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(ViewerError::Profile)?;
-        let caps = capabilities(slot, Some(profile.path().to_path_buf()));
+        let caps = capabilities_with(flags, slot, Some(profile.path().to_path_buf()));
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         let mut builder = ClientBuilder::new(connector);
         builder.capabilities(caps);
@@ -220,7 +251,16 @@ pub fn wants_cdp(profile: &NetworkProfile, slot: &ViewerSlot) -> bool {
 
 /// W3C capabilities with `goog:chromeOptions` for one viewer.
 pub fn capabilities(slot: &ViewerSlot, profile: Option<PathBuf>) -> Capabilities {
-    let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
+    capabilities_with(CHROMIUM_FLAGS, slot, profile)
+}
+
+/// Capabilities with the given base flags instead of the project's.
+pub fn capabilities_with(
+    flags: &[impl AsRef<str>],
+    slot: &ViewerSlot,
+    profile: Option<PathBuf>,
+) -> Capabilities {
+    let mut args: Vec<String> = flags.iter().map(|s| s.as_ref().to_string()).collect();
     if let Some(dir) = profile {
         args.push(format!("--user-data-dir={}", dir.display()));
     }
