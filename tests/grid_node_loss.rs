@@ -7,23 +7,13 @@
 
 mod grid_support;
 
-use axum::{routing::get, Router};
 use grid_support::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use viewerfleet::rawdata::{
-    RunEvent, RunEventKind, ViewerEvent, ViewerEventKind, ViewerSample, RUN_EVENTS, VIEWER_EVENTS,
-    VIEWER_SAMPLES,
+    read_jsonl, RunEvent, RunEventKind, ViewerEvent, ViewerEventKind, ViewerSample, RUN_EVENTS,
+    VIEWER_EVENTS, VIEWER_SAMPLES,
 };
-
-fn read_jsonl<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Vec<T> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_node_loses_its_viewers_the_run_goes_on_and_they_come_back() {
@@ -32,22 +22,7 @@ async fn a_killed_node_loses_its_viewers_the_run_goes_on_and_they_come_back() {
     let st = grid.state.clone();
 
     let dir = tempfile::tempdir().unwrap();
-    let clip = make_clip(dir.path());
-    let app = Router::new()
-        .route(
-            "/videos/embed/clip",
-            get(|| async { axum::response::Html(CLIP_PAGE) }),
-        )
-        .route(
-            "/clip.mp4",
-            get(move || {
-                let clip = clip.clone();
-                async move { ([("content-type", "video/mp4")], clip) }
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (base, server) = serve_clip(dir.path(), "/videos/embed/clip").await;
 
     let scenario = dir.path().join("loss.yaml");
     std::fs::write(
@@ -87,8 +62,8 @@ fleet: {{kind: grid, url: '{}', retry_backoff: 1s}}
     let samples_path = out.join(VIEWER_SAMPLES);
     let mut playing_nodes = BTreeMap::new();
     wait_for("4 viewers playing", Duration::from_secs(100), || {
-        let events: Vec<ViewerEvent> = read_jsonl(&events_path);
-        let samples: Vec<ViewerSample> = read_jsonl(&samples_path);
+        let events: Vec<ViewerEvent> = read_jsonl(&events_path).unwrap().records;
+        let samples: Vec<ViewerSample> = read_jsonl(&samples_path).unwrap().records;
         let sampled = (0..4).all(|v| {
             samples
                 .iter()
@@ -128,9 +103,9 @@ fleet: {{kind: grid, url: '{}', retry_backoff: 1s}}
     let elapsed_after_kill = killed_at.elapsed().as_secs_f64();
 
     // --- Accounting from raw data only.
-    let events: Vec<ViewerEvent> = read_jsonl(&events_path);
-    let samples: Vec<ViewerSample> = read_jsonl(&out.join(VIEWER_SAMPLES));
-    let run_events: Vec<RunEvent> = read_jsonl(&out.join(RUN_EVENTS));
+    let events: Vec<ViewerEvent> = read_jsonl(&events_path).unwrap().records;
+    let samples: Vec<ViewerSample> = read_jsonl(&out.join(VIEWER_SAMPLES)).unwrap().records;
+    let run_events: Vec<RunEvent> = read_jsonl(&out.join(RUN_EVENTS)).unwrap().records;
     let end_t = run_events
         .iter()
         .find(|e| e.event == RunEventKind::Finished)

@@ -11,17 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use viewerfleet::rawdata::{
-    ViewerEvent, ViewerEventKind, ViewerSample, VIEWER_EVENTS, VIEWER_SAMPLES,
+    read_jsonl, ViewerEvent, ViewerEventKind, ViewerSample, VIEWER_EVENTS, VIEWER_SAMPLES,
 };
-
-fn read_jsonl<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Vec<T> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refsite_viewers_through_the_hub_share_p2p_on_both_nodes() {
@@ -94,8 +85,8 @@ fleet: {{kind: grid, url: '{}'}}
     watcher.await.unwrap();
     eprintln!("{summary}");
 
-    let events: Vec<ViewerEvent> = read_jsonl(&out.join(VIEWER_EVENTS));
-    let samples: Vec<ViewerSample> = read_jsonl(&out.join(VIEWER_SAMPLES));
+    let events: Vec<ViewerEvent> = read_jsonl(&out.join(VIEWER_EVENTS)).unwrap().records;
+    let samples: Vec<ViewerSample> = read_jsonl(&out.join(VIEWER_SAMPLES)).unwrap().records;
     let playing: BTreeMap<u32, String> = events
         .iter()
         .filter(|e| e.event == ViewerEventKind::Playing)

@@ -2,36 +2,11 @@
 //! what they hold): known answers, identical rebuilds from a copy, partial runs, and the
 //! `report` and `compare` commands' exit codes and output.
 
+mod fixture_support;
+
 use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+use fixture_support::{copy_of, fixture};
 use viewerfleet::report::{self, ReportSummary};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
-/// A private copy, so tests never write into the source tree.
-fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join(name);
-    copy_dir(&fixture(name), &dir);
-    (tmp, dir)
-}
 
 fn close(got: Option<f64>, want: f64) {
     let got = got.expect("value missing");

@@ -12,6 +12,9 @@ use url::{ParseError, Url};
 use viewerfleet::fleet::chromedriver::{ChromeDriver, DEFAULT_CHROMEDRIVER, DEFAULT_CHROMIUM};
 use viewerfleet::report;
 
+mod fixture_support;
+use fixture_support::copy_of;
+
 /// `POST /session/{id}/se/log`: the browser's console log since the last call.
 #[derive(Debug)]
 struct BrowserLog;
@@ -44,19 +47,6 @@ impl WebDriverCompatibleCommand for Cdp {
             http::Method::POST,
             Some(json!({"cmd": self.0, "params": self.1}).to_string()),
         )
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 
@@ -160,12 +150,7 @@ async fn check_pages(driver: &ChromeDriver, pages: &[PathBuf]) -> anyhow::Result
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn html_reports_open_in_chromium_without_errors_and_hold_their_plots() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("run-steady");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-steady"),
-        &run,
-    );
+    let (tmp, run) = copy_of("run-steady");
     report::write_report(&run).unwrap();
     let cmp_dir = tmp.path().join("cmp");
     let cmp = report::compare::compare_dirs(std::slice::from_ref(&run), false);

@@ -2,7 +2,6 @@
 //! with a `<video>` playing an ffmpeg-made clip. Checks first frame, stats reads, CDP
 //! throttling, and that closing releases the browser.
 
-use axum::{routing::get, Router};
 use std::time::Duration;
 use viewerfleet::fleet::local::{LocalFleet, LocalFleetSpec};
 use viewerfleet::fleet::Fleet;
@@ -10,27 +9,12 @@ use viewerfleet::scenario::{NetworkProfile, ViewerPlan};
 use viewerfleet::viewer::{Viewer, ViewerTimeouts};
 
 mod clip_support;
-use clip_support::{make_clip, ClipTarget, CLIP_PAGE};
+use clip_support::{serve_clip, ClipTarget};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_viewer_plays_and_is_released() {
     let dir = tempfile::tempdir().unwrap();
-    let clip = make_clip(dir.path());
-    let app = Router::new()
-        .route(
-            "/",
-            get(move || async move { axum::response::Html(CLIP_PAGE) }),
-        )
-        .route(
-            "/clip.mp4",
-            get(move || {
-                let clip = clip.clone();
-                async move { ([("content-type", "video/mp4")], clip) }
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (base, server) = serve_clip(dir.path(), "/").await;
 
     let fleet = LocalFleet::start(&LocalFleetSpec::default()).await.unwrap();
     let plan = ViewerPlan {

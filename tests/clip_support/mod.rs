@@ -30,6 +30,31 @@ pub const CLIP_PAGE: &str = r#"<!doctype html><title>clip</title><video autoplay
 <script>fetch('/clip.mp4').then(r => r.blob()).then(b => {
   document.querySelector('video').src = URL.createObjectURL(b); });</script>"#;
 
+/// Serves the clip page at `page_path` and the clip beside it on loopback; returns the base
+/// URL and the server task (abort it when done).
+pub async fn serve_clip(
+    dir: &Path,
+    page_path: &str,
+) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    use axum::routing::get;
+    let clip = make_clip(dir);
+    let app = axum::Router::new()
+        .route(page_path, get(|| async { axum::response::Html(CLIP_PAGE) }))
+        .route(
+            "/clip.mp4",
+            get(move || {
+                let clip = clip.clone();
+                async move { ([("content-type", "video/mp4")], clip) }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    (
+        base,
+        tokio::spawn(async move { axum::serve(listener, app).await }),
+    )
+}
+
 pub fn make_clip(dir: &Path) -> Vec<u8> {
     let out = dir.join("clip.mp4");
     let status = std::process::Command::new("ffmpeg")

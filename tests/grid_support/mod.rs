@@ -106,7 +106,7 @@ pub fn assert_released(st: &LocalGridState) {
 #[path = "../clip_support/mod.rs"]
 mod clip_support;
 #[allow(unused_imports)] // Not every Grid test serves the clip page.
-pub use clip_support::{make_clip, ClipTarget, CLIP_PAGE};
+pub use clip_support::{make_clip, serve_clip, ClipTarget, CLIP_PAGE};
 
 /// Waits for `cond` with a deadline, polling.
 pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
