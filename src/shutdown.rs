@@ -64,6 +64,15 @@ impl Shutdown {
         }
     }
 
+    /// The exit code for a stop by signal: 143 after SIGTERM, 130 after Ctrl-C (or an
+    /// internal stop), as shells report a process killed by that signal.
+    pub fn exit_code(&self) -> u8 {
+        match self.signal() {
+            Some("SIGTERM") => 143,
+            _ => 130,
+        }
+    }
+
     pub async fn wait(&self) {
         self.token.cancelled().await
     }

@@ -106,3 +106,47 @@ fn unknown_profiles_are_refused_before_any_browser_starts() {
         .code(2)
         .stderr(predicates::str::contains("--window \"soon\""));
 }
+
+#[test]
+fn sigterm_mid_calibration_releases_browsers_and_profiles() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
+        .args(["calibrate", "--viewers", "2", "--out"])
+        .arg(dir.path().join("cal"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Stop it once the first profile's browsers are being started.
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let started = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|line| line.contains("profile default:"));
+    assert!(started, "calibrate never reached its first profile");
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("SIGTERM received")),
+        "{rest:?}"
+    );
+    let tag = format!("viewerfleet-profile-{pid}-");
+    let browsers = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|cmd| String::from_utf8_lossy(cmd).contains(&tag))
+        .count();
+    assert_eq!(browsers, 0, "browsers left running after SIGTERM");
+    let profiles = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&tag))
+        .count();
+    assert_eq!(profiles, 0, "profile folders left after SIGTERM");
+}

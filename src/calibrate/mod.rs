@@ -116,7 +116,7 @@ pub async fn cli_calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     };
     let mut target = tokio::select! {
         t = target_process::start(&plan, &placement) => t?,
-        _ = shutdown.wait() => return Ok(ExitCode::from(130)),
+        _ = shutdown.wait() => return Ok(ExitCode::from(shutdown.exit_code())),
     };
     let driver = match ChromeDriver::start(&driver_path).await {
         Ok(d) => d,
@@ -151,7 +151,7 @@ pub async fn cli_calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         args.out.join(CALIBRATION_JSON).display()
     );
     if shutdown.is_triggered() {
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(shutdown.exit_code()));
     }
     let all_played = calibration
         .profiles

@@ -73,10 +73,7 @@ pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> 
     }
     metrics_stop.cancel();
     let interrupted = ctx.shutdown.is_triggered();
-    let interrupted_code = match ctx.shutdown.signal() {
-        Some("SIGTERM") => 143,
-        _ => 130,
-    };
+    let interrupted_code = ctx.shutdown.exit_code();
     let (code, summary, error) = match &result {
         Ok((code, summary)) => (*code, summary.clone(), None),
         Err(_) if interrupted => (
@@ -276,10 +273,7 @@ async fn run_with_fleet(
     let summary = progress::summarize(plan, &live);
     let failed = live.failed_or_lost() as u32;
     let code = if ctx.shutdown.is_triggered() {
-        match ctx.shutdown.signal() {
-            Some("SIGTERM") => 143,
-            _ => 130,
-        }
+        ctx.shutdown.exit_code()
     } else if failed > plan.max_failed_viewers {
         1
     } else {
