@@ -73,19 +73,27 @@ fn calibrate_measures_memory_cpu_and_bytes_per_profile() {
     assert!(stdout.contains("| default | 1/1 |"), "{stdout}");
     // Nothing left behind: browsers carry the calibrating process's pid in their profile
     // names; none may outlive it, and neither may a profile folder.
+    assert_eq!(
+        leftovers(pid),
+        (0, 0),
+        "(browsers, profile folders) left behind"
+    );
+}
+
+/// Browsers still running and profile folders still present of the process `pid`.
+fn leftovers(pid: u32) -> (usize, usize) {
     let tag = format!("viewerfleet-profile-{pid}-");
     let browsers = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
         .filter(|cmd| String::from_utf8_lossy(cmd).contains(&tag))
         .count();
-    assert_eq!(browsers, 0, "browsers left running");
     let profiles = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().starts_with(&tag))
         .count();
-    assert_eq!(profiles, 0, "profile folders left behind");
+    (browsers, profiles)
 }
 
 #[test]
@@ -136,17 +144,9 @@ fn sigterm_mid_calibration_releases_browsers_and_profiles() {
         rest.iter().any(|l| l.contains("SIGTERM received")),
         "{rest:?}"
     );
-    let tag = format!("viewerfleet-profile-{pid}-");
-    let browsers = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
-        .filter(|cmd| String::from_utf8_lossy(cmd).contains(&tag))
-        .count();
-    assert_eq!(browsers, 0, "browsers left running after SIGTERM");
-    let profiles = std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&tag))
-        .count();
-    assert_eq!(profiles, 0, "profile folders left after SIGTERM");
+    assert_eq!(
+        leftovers(pid),
+        (0, 0),
+        "(browsers, profile folders) left after SIGTERM"
+    );
 }
