@@ -62,13 +62,13 @@ pub async fn measure_profile(
     target: &dyn Target,
     shutdown: &Shutdown,
 ) -> Option<ProfileFigures> {
-    let mut viewers: Vec<Viewer> = Vec::new();
-    let mut failures = Vec::new();
+    // Outside the measurement, so a shutdown that drops it still closes every viewer.
+    let mut viewers: Vec<(u32, Viewer)> = Vec::new();
     let figures = tokio::select! {
-        f = play_and_measure(spec, profile, target, &mut viewers, &mut failures) => Some(f),
+        f = play_and_measure(spec, profile, target, &mut viewers) => Some(f),
         _ = shutdown.wait() => None,
     };
-    for viewer in viewers {
+    for (_, viewer) in viewers {
         viewer.close().await;
     }
     wait_for_browsers_gone(spec.driver_pid, Duration::from_secs(20)).await;
@@ -79,9 +79,9 @@ async fn play_and_measure(
     spec: &MeasureSpec<'_>,
     profile: &BrowserProfile,
     target: &dyn Target,
-    viewers: &mut Vec<Viewer>,
-    failures: &mut Vec<String>,
+    viewers: &mut Vec<(u32, Viewer)>,
 ) -> ProfileFigures {
+    let mut failures = Vec::new();
     let slot = crate::fleet::ViewerSlot {
         webdriver_url: spec.webdriver_url.clone(),
         chrome_binary: Some(spec.chromium.clone()),
@@ -94,14 +94,14 @@ async fn play_and_measure(
     // as soon as each exists.
     for plan in spec.viewers {
         match start_viewer(&slot, profile, plan, target).await {
-            Ok(viewer) => viewers.push(viewer),
+            Ok(viewer) => viewers.push((plan.index, viewer)),
             Err(err) => failures.push(format!("viewer {}: {err}", plan.index)),
         }
     }
     let first_frames = futures::future::join_all(
         viewers
             .iter()
-            .map(|v| v.wait_first_frame(target, Duration::from_millis(500))),
+            .map(|(_, v)| v.wait_first_frame(target, Duration::from_millis(500))),
     )
     .await;
     let mut ttff = Vec::new();
@@ -112,13 +112,13 @@ async fn play_and_measure(
                 ttff.push(ms);
                 playing.push(i);
             }
-            Err(err) => failures.push(format!("viewer {i}: {err}")),
+            Err(err) => failures.push(format!("viewer {}: {err}", viewers[i].0)),
         }
     }
     tokio::time::sleep(spec.warmup).await;
 
     let read_all = || async {
-        futures::future::join_all(playing.iter().map(|&i| viewers[i].read(target))).await
+        futures::future::join_all(playing.iter().map(|&i| viewers[i].1.read(target))).await
     };
     let cpu_before = cpu_by_pid(spec.driver_pid);
     let stats_before = read_all().await;
@@ -161,7 +161,7 @@ async fn play_and_measure(
         profile: profile.clone(),
         viewers: spec.viewers.len() as u32,
         viewers_measured: deltas.len() as u32,
-        failures: std::mem::take(failures),
+        failures,
         processes_per_viewer: mean(&process_counts) / n_playing,
         pss_mb_per_viewer: mean(&pss_samples) / 1e6 / n_playing,
         pss_mb_per_viewer_max: pss_samples.iter().copied().max().unwrap_or(0) as f64
