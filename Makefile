@@ -8,16 +8,26 @@ APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init openjdk-17-j
 BIN := target/debug/viewerfleet
 DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 
-.PHONY: demo test bench deps system-deps web-deps grid-deps build lint clean
+.PHONY: demo test test-fast test-real bench deps system-deps web-deps grid-deps build lint clean
 
 ## demo: install what is missing, build, run the four local scenarios, print the comparison.
 demo: deps build
 	$(BIN) suite scenarios/local/live-normal.yaml scenarios/local/live-high.yaml \
 		scenarios/local/live-high-half-p2p-off.yaml scenarios/local/vod.yaml --out $(DEMO_OUT)
 
-## test: install what is missing, check formatting and lints, run every test.
-test: deps lint
-	$(CARGO) test --all-targets -- --test-threads=1
+## test: install what is missing, check formatting and lints, run every test: the fast tier
+## first (seconds, no browser), then the real tier (Chromium, Grid, namespaces; one at a time).
+test: deps lint test-fast test-real
+
+## test-fast: unit tests, the engine against the WebDriver stub, CLI, reports, cloud fake.
+test-fast:
+	$(CARGO) test --workspace --lib --bins
+	$(CARGO) test --test fast
+	$(CARGO) test --bench controller
+
+## test-real: real Chromium, ChromeDriver, Selenium Grid 4, netns/tc, ffmpeg, WebRTC.
+test-real:
+	$(CARGO) test --test real -- --test-threads=1
 
 deps: system-deps web-deps grid-deps
 
@@ -51,7 +61,7 @@ build:
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 clean:
 	$(CARGO) clean

@@ -4,7 +4,7 @@
 //! baseline (bench/wdio, `npm ci` there first) drives the same load for comparison.
 
 use std::time::Duration;
-use viewerfleet::bench::controller::{wdio_baseline, ControllerBench};
+use viewerfleet_kit::controller_bench::{wdio_baseline, ControllerBench};
 
 fn main() {
     // `cargo test --all-targets` runs this too (without `--bench`): then one small point,

@@ -39,9 +39,6 @@ pub enum Command {
     Up(UpArgs),
     /// Delete every server, firewall and SSH key of one cloud run.
     Down(DownArgs),
-    /// Serve a fake Hetzner Cloud API on loopback, for dry runs (HCLOUD_ENDPOINT).
-    #[command(hide = true)]
-    FakeHcloud(FakeHcloudArgs),
     /// Check a scenario file without running it.
     Validate(ValidateArgs),
     /// A real Selenium Grid 4 (hub + nodes) on this machine: `grid up --local`, `grid down`.
@@ -50,9 +47,6 @@ pub enum Command {
     Ladder(LadderArgs),
     /// Measure what one viewer costs here (PSS, CPU, bytes) per browser profile.
     Calibrate(CalibrateArgs),
-    /// Serve a fast WebDriver stub (for benchmarks of the controller itself).
-    #[command(hide = true)]
-    StubWebdriver(StubWebdriverArgs),
 }
 
 #[derive(Debug, Args)]
@@ -275,25 +269,6 @@ pub struct DownArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct FakeHcloudArgs {
-    /// Address to listen on (loopback only is sensible).
-    #[arg(long, default_value = "127.0.0.1:8089")]
-    pub listen: SocketAddr,
-    /// Servers the fake project may hold before `resource_limit_exceeded`.
-    #[arg(long, default_value_t = 1000)]
-    pub server_limit: usize,
-    /// Requests per second before 429 (0: unlimited).
-    #[arg(long, default_value_t = 0)]
-    pub rate_limit: u32,
-    /// Every n-th request fails with 503 (0: never).
-    #[arg(long, default_value_t = 0)]
-    pub fail_every: u64,
-    /// Time until a node server shows as registered on /hub/status ("never": never).
-    #[arg(long, default_value = "2s")]
-    pub node_boot: String,
-}
-
-#[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// Scenario files to check.
     #[arg(required = true)]
@@ -334,17 +309,4 @@ pub struct LadderArgs {
     /// Projection: share of each resource to use, the rest being headroom.
     #[arg(long, default_value_t = 0.6)]
     pub usable_share: f64,
-}
-
-#[derive(Debug, Args)]
-pub struct StubWebdriverArgs {
-    /// Address to listen on (loopback); port 0 picks a free port, printed on stdout.
-    #[arg(long, default_value = "127.0.0.1:0")]
-    pub listen: SocketAddr,
-    /// Latency added to every WebDriver answer, in milliseconds.
-    #[arg(long, default_value_t = 0)]
-    pub latency_ms: u64,
-    /// Share of session creations refused, 0..1.
-    #[arg(long, default_value_t = 0.0)]
-    pub session_failure_rate: f64,
 }

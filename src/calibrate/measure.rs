@@ -4,9 +4,9 @@
 //! so a cheaper profile can be checked to request the same bytes.
 
 use super::profiles::BrowserProfile;
-use crate::hostinfo;
-use crate::scenario::ViewerPlan;
-use crate::shutdown::Shutdown;
+use crate::model::scenario::ViewerPlan;
+use crate::sys::hostinfo;
+use crate::sys::shutdown::Shutdown;
 use crate::target::{PlayerStats, Target};
 use crate::viewer::{wants_cdp, Viewer, ViewerTimeouts};
 use serde::{Deserialize, Serialize};
@@ -82,7 +82,7 @@ async fn play_and_measure(
     viewers: &mut Vec<(u32, Viewer)>,
 ) -> ProfileFigures {
     let mut failures = Vec::new();
-    let slot = crate::fleet::ViewerSlot {
+    let slot = crate::viewer::ViewerSlot {
         webdriver_url: spec.webdriver_url.clone(),
         chrome_binary: Some(spec.chromium.clone()),
         extra_args: vec!["--remote-debugging-pipe".into()],
@@ -178,7 +178,7 @@ async fn play_and_measure(
 }
 
 async fn start_viewer(
-    slot: &crate::fleet::ViewerSlot,
+    slot: &crate::viewer::ViewerSlot,
     profile: &BrowserProfile,
     plan: &ViewerPlan,
     target: &dyn Target,

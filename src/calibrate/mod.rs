@@ -11,18 +11,18 @@ mod profiles;
 mod render;
 
 pub use measure::ProfileFigures;
-pub use profiles::{BrowserProfile, DEFAULT_FLAGS};
+pub use profiles::{resolve as resolve_profiles, BrowserProfile, DEFAULT_FLAGS};
+pub use render::markdown;
 
-use crate::cli::CalibrateArgs;
-use crate::engine::target_process;
-use crate::fleet::chromedriver::{self, ChromeDriver, DEFAULT_CHROMEDRIVER, DEFAULT_CHROMIUM};
-use crate::fleet::{FleetSpec, TargetPlacement};
-use crate::scenario::{self, Overrides, Plan};
-use crate::shutdown::Shutdown;
+use crate::fleet::chromedriver::{self, ChromeDriver};
+use crate::model::scenario::fleet::{FleetPlan, LocalFleetPlan};
+use crate::model::scenario::{self, Overrides, Plan};
+use crate::sys::shutdown::Shutdown;
+use crate::target::start as target_process;
+use crate::target::TargetPlacement;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
 /// The file `calibrate` writes and `plan --calibration` reads.
@@ -36,7 +36,7 @@ const BUILT_IN_SCENARIO: &str = "name: calibrate\ntarget:\n  kind: refsite\n  vi
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Calibration {
     pub created: String,
-    pub host: crate::rawdata::HostInfo,
+    pub host: crate::model::rawdata::HostInfo,
     pub chromium: String,
     pub scenario: String,
     pub viewers: u32,
@@ -76,20 +76,31 @@ impl Calibration {
     }
 }
 
-/// `viewerfleet calibrate`.
-pub async fn cli_calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
-    let profiles = profiles::resolve(&args.profiles, &args.profile)
-        .map_err(|message| anyhow::anyhow!(message))?;
-    let warmup = parse_duration("--warmup", &args.warmup)?;
-    let window = parse_duration("--window", &args.window)?;
-    if args.viewers == 0 {
+/// What `calibrate` is asked to measure.
+#[derive(Debug, Clone)]
+pub struct CalibrateOptions {
+    /// Scenario whose target, video and network profile the viewers play; `None`: the
+    /// PeerTube test's live viewer.
+    pub scenario: Option<PathBuf>,
+    pub viewers: u32,
+    pub warmup: Duration,
+    pub window: Duration,
+    /// Folder for `calibration.json` and `calibration.md`.
+    pub out: PathBuf,
+    pub profiles: Vec<BrowserProfile>,
+}
+
+/// Measures every profile in turn; `calibration.json` is rewritten after each. Releases
+/// browsers, driver, target and profiles on every path; stops early when `shutdown` fires.
+pub async fn run(options: &CalibrateOptions, shutdown: &Shutdown) -> anyhow::Result<Calibration> {
+    if options.viewers == 0 {
         anyhow::bail!("--viewers must be at least 1");
     }
     let overrides = Overrides {
-        viewers: Some(args.viewers),
+        viewers: Some(options.viewers),
         duration: None,
     };
-    let (plan, scenario_name) = match &args.scenario {
+    let (plan, scenario_name) = match &options.scenario {
         Some(path) => (
             scenario::load(path, &overrides)?,
             path.display().to_string(),
@@ -103,76 +114,46 @@ pub async fn cli_calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
             "built-in (refsite live, 2000/300 kbit/s, 500 ms)".into(),
         ),
     };
-    let (driver_path, chromium) = local_binaries(&plan);
-    chromedriver::preflight(&driver_path, chromium.as_ref())?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating output folder {}", args.out.display()))?;
-
-    let shutdown = Shutdown::new();
-    shutdown.listen_for_signals()?;
+    let binaries = local_binaries(&plan);
+    chromedriver::preflight(&binaries.chromedriver, &binaries.chromium)?;
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("creating output folder {}", options.out.display()))?;
     let placement = TargetPlacement {
         listen: "127.0.0.1:0".parse().expect("valid address"),
         netns: None,
     };
     let mut target = tokio::select! {
         t = target_process::start(&plan, &placement) => t?,
-        _ = shutdown.wait() => return Ok(ExitCode::from(shutdown.exit_code())),
+        _ = shutdown.wait() => anyhow::bail!("interrupted while starting the target"),
     };
-    let driver = match ChromeDriver::start(&driver_path).await {
+    let driver = match ChromeDriver::start(&binaries.chromedriver).await {
         Ok(d) => d,
         Err(err) => {
             target.stop().await;
             return Err(err.into());
         }
     };
+    let chromium = binaries.chromium.display().to_string();
     let result = calibrate_all(
-        &args,
+        options,
         &plan,
         &scenario_name,
-        &profiles,
-        warmup,
-        window,
         &driver,
         &target,
         &chromium,
-        &shutdown,
+        shutdown,
     )
     .await;
     driver.shutdown().await;
     crate::viewer::remove_own_profiles();
     target.stop().await;
-    let calibration = result?;
-    let markdown = render::markdown(&calibration);
-    std::fs::write(args.out.join("calibration.md"), &markdown)?;
-    print!("{markdown}");
-    println!(
-        "\nwritten: {} and calibration.md; size fleets with `viewerfleet plan --calibration {}`",
-        args.out.join(CALIBRATION_JSON).display(),
-        args.out.join(CALIBRATION_JSON).display()
-    );
-    if shutdown.is_triggered() {
-        return Ok(ExitCode::from(shutdown.exit_code()));
-    }
-    let all_played = calibration
-        .profiles
-        .iter()
-        .all(|p| p.viewers_measured == p.viewers);
-    Ok(if all_played {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("warning: not every viewer played; see `failures` in calibration.json");
-        ExitCode::from(1)
-    })
+    result
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn calibrate_all(
-    args: &CalibrateArgs,
+    options: &CalibrateOptions,
     plan: &Plan,
     scenario_name: &str,
-    profiles: &[BrowserProfile],
-    warmup: Duration,
-    window: Duration,
     driver: &ChromeDriver,
     target: &target_process::StartedTarget,
     chromium: &str,
@@ -187,15 +168,15 @@ async fn calibrate_all(
             v
         })
         .collect();
-    let versions = crate::hostinfo::tool_versions(&[("chromium", chromium, &["--version"])]);
+    let versions = crate::sys::hostinfo::tool_versions(&[("chromium", chromium, &["--version"])]);
     let mut calibration = Calibration {
         created: chrono::Utc::now().to_rfc3339(),
-        host: crate::hostinfo::host_info(),
+        host: crate::sys::hostinfo::host_info(),
         chromium: versions.get("chromium").cloned().unwrap_or_default(),
         scenario: scenario_name.to_string(),
-        viewers: args.viewers,
-        warmup_s: warmup.as_secs_f64(),
-        window_s: window.as_secs_f64(),
+        viewers: options.viewers,
+        warmup_s: options.warmup.as_secs_f64(),
+        window_s: options.window.as_secs_f64(),
         command: crate::report::honesty::rerun_command(&std::env::args().collect::<Vec<_>>()),
         profiles: Vec::new(),
     };
@@ -204,21 +185,21 @@ async fn calibrate_all(
         chromium: chromium.to_string(),
         driver_pid,
         viewers: &viewer_plans,
-        warmup,
-        window,
+        warmup: options.warmup,
+        window: options.window,
         pss_every: Duration::from_secs(5),
     };
-    let out = args.out.join(CALIBRATION_JSON);
-    for profile in profiles {
+    let out = options.out.join(CALIBRATION_JSON);
+    for profile in &options.profiles {
         tracing::info!(
             "profile {}: {} viewers, {}s warm-up, {}s window",
             profile.name,
-            args.viewers,
-            warmup.as_secs(),
-            window.as_secs()
+            options.viewers,
+            options.warmup.as_secs(),
+            options.window.as_secs()
         );
         let Some(figures) =
-            measure::measure_profile(&spec, profile, &target.adapter, shutdown).await
+            measure::measure_profile(&spec, profile, target.target().as_ref(), shutdown).await
         else {
             break;
         };
@@ -237,18 +218,10 @@ async fn calibrate_all(
     Ok(calibration)
 }
 
-fn local_binaries(plan: &Plan) -> (PathBuf, String) {
-    let (driver, chromium) = match &plan.fleet {
-        FleetSpec::Local(spec) => (spec.chromedriver.clone(), spec.chromium.clone()),
-        _ => (None, None),
-    };
-    (
-        PathBuf::from(driver.unwrap_or_else(|| DEFAULT_CHROMEDRIVER.into())),
-        chromium.unwrap_or_else(|| DEFAULT_CHROMIUM.into()),
-    )
-}
-
-fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
-    humantime::parse_duration(text)
-        .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {e}; write e.g. 30s or 1m"))
+/// The chromedriver and Chromium the scenario's local fleet names, or the defaults.
+fn local_binaries(plan: &Plan) -> LocalFleetPlan {
+    match &plan.fleet {
+        FleetPlan::Local(local) => local.clone(),
+        _ => LocalFleetPlan::default(),
+    }
 }

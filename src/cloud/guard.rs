@@ -13,29 +13,6 @@ use tokio_util::sync::CancellationToken;
 /// teardown sees every server) before it is aborted.
 const GRACE: Duration = Duration::from_secs(60);
 
-/// Cancels `token` on Ctrl-C (SIGINT) or SIGTERM.
-pub fn cancel_on_signals(token: CancellationToken) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        let term = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let term = std::future::pending::<()>();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => tracing::warn!("Ctrl-C: stopping and deleting the run's servers"),
-            _ = term => tracing::warn!("SIGTERM: stopping and deleting the run's servers"),
-            _ = token.cancelled() => return,
-        }
-        token.cancel();
-    })
-}
-
 /// Runs `work`, which creates resources labelled with `run_id`, and deletes them all unless it
 /// succeeds. A panic inside `work` becomes [`CloudError::Panicked`] after the teardown.
 pub async fn teardown_unless_ok<T, F>(

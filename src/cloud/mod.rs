@@ -1,34 +1,29 @@
 //! Hetzner Cloud: planning (node counts and cost), fleets of cloud nodes made for one run,
 //! and the guarantee that none of them keeps billing afterwards.
 //!
-//! - `spec`: the `fleet: kind: hcloud` fields and their validation.
 //! - `token`, `api`: the API token (never shown) and the `hcloud` crate wrapped with
 //!   retries, pagination and action polling; `HCLOUD_ENDPOINT` points it elsewhere.
 //! - `pricing`, `sizing`: server types and prices from the API; nodes from a per-viewer budget.
 //! - `cloudinit`: user data for hub and nodes, built from the files in `grid/`.
 //! - `provision`: labels, SSH key, firewalls, hub, IPv6-only nodes; teardown by run label.
 //! - `hub`: waiting for nodes to register with the Selenium hub.
-//! - `fleet`: `Fleet` for `kind: hcloud`; `guard`: teardown on every exit path.
-//! - `gc`: leftovers of crashed runs; `fake_api`: a faithful stand-in for the API, for tests
-//!   and dry runs (`viewerfleet fake-hcloud`).
+//! - `up`: a whole fleet made for one run (sized, provisioned, registered) and its teardown;
+//!   `guard`: teardown on every exit path.
+//! - `gc`: leftovers of crashed runs.
+//!
+//! The `fleet: kind: hcloud` settings are in `model::scenario::fleet::hcloud`; the `Fleet`
+//! the engine uses is `fleet::hcloud`; the fake API for tests is in the test kit (`kit/`).
 
 pub mod api;
-pub mod cli;
 pub mod cloudinit;
-pub mod fake_api;
-pub mod fleet;
 pub mod gc;
 pub mod guard;
 pub mod hub;
 pub mod pricing;
 pub mod provision;
 pub mod sizing;
-pub mod spec;
 pub mod token;
-
-pub use cli::{cli_down, cli_fake, cli_plan, cli_up, gc_hcloud};
-pub use fleet::HcloudFleet;
-pub use spec::{HcloudFleetSpec, OnLimit, OnNodeFailure, ViewerBudget};
+pub mod up;
 
 /// Everything that can go wrong talking to Hetzner, each with what to do about it.
 #[derive(Debug, thiserror::Error)]

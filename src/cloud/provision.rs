@@ -110,17 +110,6 @@ impl ServerInfo {
     }
 }
 
-/// What exists after provisioning.
-#[derive(Debug, Clone)]
-pub struct Provisioned {
-    pub hub: ServerInfo,
-    pub nodes: Vec<ServerInfo>,
-    pub hub_firewall: i64,
-    pub node_firewall: i64,
-    /// Set when Hetzner answered `resource_limit_exceeded`: how many nodes were asked for.
-    pub limit_hit: Option<(u32, String)>,
-}
-
 fn labels(req: &ProvisionRequest, role: &str) -> HashMap<String, String> {
     let scenario: String = req
         .scenario

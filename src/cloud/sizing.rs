@@ -3,8 +3,8 @@
 //! run unless one is forced, plus the hub; billed per started hour.
 
 use super::pricing::{Catalogue, Offer};
-use super::spec::{HcloudFleetSpec, ViewerBudget};
 use super::CloudError;
+use crate::model::scenario::fleet::{HcloudFleetSpec, ViewerBudget};
 use std::io::Write;
 use std::time::Duration;
 

@@ -4,9 +4,12 @@
 
 use super::run::RunContext;
 use crate::fleet::Fleet;
-use crate::hostinfo;
-use crate::rawdata::{self, Manifest, NetworkProfileSummary, PlanSummary, TargetDescription};
-use crate::scenario::{Latency, Plan, TargetKind, VideoKind};
+use crate::model::kinds::VideoKind;
+use crate::model::rawdata::{
+    self, Manifest, NetworkProfileSummary, PlanSummary, TargetDescription,
+};
+use crate::model::scenario::Plan;
+use crate::sys::hostinfo;
 use crate::target::Target;
 use anyhow::Context;
 use std::path::Path;
@@ -37,21 +40,9 @@ pub(super) fn write_manifest(
         ]),
         fleet: fleet.description(plan),
         target: TargetDescription {
-            kind: match plan.target.kind {
-                TargetKind::Refsite => "refsite".into(),
-                TargetKind::Peertube => "peertube".into(),
-            },
-            video: match plan.target.video {
-                VideoKind::Live => "live".into(),
-                VideoKind::Vod => "vod".into(),
-            },
-            latency: (plan.target.video == VideoKind::Live).then(|| {
-                match plan.target.latency {
-                    Latency::Normal => "normal",
-                    Latency::High => "high",
-                }
-                .to_string()
-            }),
+            kind: plan.target.kind,
+            video: plan.target.video,
+            latency: (plan.target.video == VideoKind::Live).then_some(plan.target.latency),
             viewer_url: viewer_url.to_string(),
             exporter_url: target.exporter_url(),
             playback_metrics_interval_s: Some(plan.target.metrics_interval.as_secs_f64()),

@@ -2,8 +2,8 @@
 //! every 10 s otherwise (CI logs), nothing with `--quiet`; and the closing summary.
 
 use super::shared::{LiveState, Shared};
-use crate::rawdata::ViewerEventKind;
-use crate::scenario::Plan;
+use crate::model::rawdata::ViewerEventKind;
+use crate::model::scenario::Plan;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The raw-data recorder: one task owns every output file and appends records as they
 //! arrive over a channel, so viewers never block on disk and no record is interleaved.
 
-use crate::rawdata::{
+use crate::model::rawdata::{
     self, ExporterSample, HostSample, JsonlWriter, RunEvent, RunEventKind, ViewerEvent,
     ViewerSample,
 };

@@ -3,21 +3,26 @@
 
 use super::recorder::{Recorder, RecorderHandle};
 use super::shared::Shared;
-use super::target_process::{self, StartedTarget};
 use super::{manifest, progress, samplers, viewer_task, RunOutcome};
 use crate::fleet::{self, Fleet};
 use crate::metrics::controller::ControllerMetrics;
 use crate::metrics::scrape::Scraper;
-use crate::rawdata::{self, RunEventKind};
-use crate::scenario::{Plan, TargetKind};
-use crate::shutdown::Shutdown;
-use crate::target::Target;
+use crate::model::rawdata::{self, RunEventKind};
+use crate::model::scenario::Plan;
+use crate::sys::shutdown::Shutdown;
+use crate::target::start::{self, StartedTarget};
+use crate::target::{Target, TargetPlacement};
 use crate::viewer::ViewerTimeouts;
 use anyhow::Context;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How long one scrape of the exporter may take.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long viewers get to close their sessions at the end.
+const VIEWERS_CLOSE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Everything a run needs besides the plan.
 pub struct RunContext {
@@ -43,21 +48,26 @@ pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> 
         .with_context(|| format!("opening raw data files in {}", ctx.out.display()))?;
     rec.run_event(RunEventKind::Started, Some(plan.summary_line()));
     let metrics_stop = tokio_util::sync::CancellationToken::new();
-    if let Some(listen) = ctx.metrics_listen {
-        let addr =
-            crate::metrics::controller::serve(ctx.metrics.clone(), listen, metrics_stop.clone())
-                .await?;
-        tracing::info!("controller metrics on http://{addr}/metrics");
-    }
-
-    let fleet = match open_fleet(&plan, &ctx).await {
+    let opened = async {
+        if let Some(listen) = ctx.metrics_listen {
+            let addr = crate::metrics::controller::serve(
+                ctx.metrics.clone(),
+                listen,
+                metrics_stop.clone(),
+            )
+            .await?;
+            tracing::info!("controller metrics on http://{addr}/metrics");
+        }
+        open_fleet(&plan, &ctx, &rec).await
+    };
+    let fleet = match opened.await {
         Ok(fleet) => fleet,
         Err(err) => {
             rec.run_event(RunEventKind::Error, Some(format!("{err:#}")));
             drop(rec);
             recorder.finish().await.ok();
             metrics_stop.cancel();
-            return Err(err.context("starting the fleet"));
+            return Err(err);
         }
     };
     let mut target: Option<StartedTarget> = None;
@@ -72,12 +82,21 @@ pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> 
         t.stop().await;
     }
     metrics_stop.cancel();
+    finish(&ctx, result, rec, recorder).await
+}
+
+/// Records how the run ended, closes the raw data and stamps the manifest.
+async fn finish(
+    ctx: &RunContext,
+    result: anyhow::Result<(u8, String)>,
+    rec: RecorderHandle,
+    recorder: Recorder,
+) -> anyhow::Result<RunOutcome> {
     let interrupted = ctx.shutdown.is_triggered();
-    let interrupted_code = ctx.shutdown.exit_code();
     let (code, summary, error) = match &result {
         Ok((code, summary)) => (*code, summary.clone(), None),
         Err(_) if interrupted => (
-            interrupted_code,
+            ctx.shutdown.exit_code(),
             "interrupted before viewers started".to_string(),
             None,
         ),
@@ -124,34 +143,28 @@ fn prepare_out_dir(out: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("creating output folder {}", out.display()))
 }
 
-/// The viewer-slot set-up that cloud nodes run from their bootstrap (one place for slots).
-const VIEWER_SLOTS_SCRIPT: &str = include_str!("../../grid/viewer-slots.sh");
-
-async fn open_fleet(plan: &Plan, ctx: &RunContext) -> anyhow::Result<Arc<dyn Fleet>> {
-    match &plan.fleet {
-        fleet::FleetSpec::Hcloud(_) => Ok(Arc::new(
-            crate::cloud::HcloudFleet::open(
-                plan,
-                ctx.keep,
-                Some(VIEWER_SLOTS_SCRIPT.to_string()),
-                &ctx.shutdown.token(),
-            )
-            .await?,
-        )),
-        fleet::FleetSpec::Local(spec) => Ok(Arc::new(fleet::local::LocalFleet::start(spec).await?)),
-        fleet::FleetSpec::Grid(spec) => Ok(Arc::new(fleet::grid::GridFleet::start(spec).await?)),
-        fleet::FleetSpec::Netns(spec) => Ok(Arc::new(fleet::netns::NetnsFleet::start(spec).await?)),
+/// Checks a remote target, then opens the fleet: a target that does not answer costs no
+/// browser and no cloud server.
+async fn open_fleet(
+    plan: &Plan,
+    ctx: &RunContext,
+    rec: &RecorderHandle,
+) -> anyhow::Result<Arc<dyn Fleet>> {
+    tokio::select! {
+        r = start::check_before_fleet(plan) => r,
+        _ = ctx.shutdown.wait() => anyhow::bail!("interrupted while checking the target"),
     }
+    .inspect_err(|err| rec.run_event(RunEventKind::TargetUnreachable, Some(format!("{err:#}"))))?;
+    let options = fleet::OpenOptions {
+        keep: ctx.keep,
+        cancel: ctx.shutdown.token(),
+    };
+    fleet::open(plan, &options)
+        .await
+        .context("starting the fleet")
 }
 
-fn max_parallel_starts(plan: &Plan, fleet: &dyn Fleet) -> usize {
-    match &plan.fleet {
-        fleet::FleetSpec::Local(spec) => spec.max_parallel_starts.unwrap_or(2) as usize,
-        _ => fleet.start_policy().max_parallel.unwrap_or(4),
-    }
-}
-
-/// Returns (exit code, summary).
+/// Starts the target where the fleet says, runs the timeline, returns (exit code, summary).
 async fn run_with_fleet(
     plan: &Plan,
     ctx: &RunContext,
@@ -161,20 +174,15 @@ async fn run_with_fleet(
     started_wall: chrono::DateTime<chrono::Utc>,
 ) -> anyhow::Result<(u8, String)> {
     let placement = fleet.target_placement();
-    let started_target = tokio::select! {
-        t = target_process::start(plan, &placement) => t,
+    let started = tokio::select! {
+        t = start::start(plan, &placement) => t,
         _ = ctx.shutdown.wait() => anyhow::bail!("interrupted while starting the target"),
     }
     .inspect_err(|err| rec.run_event(RunEventKind::TargetUnreachable, Some(format!("{err:#}"))))?;
-    let target_pid = started_target.pid();
-    let viewer_url = started_target.viewer_url_example.clone();
-    let target: Arc<dyn Target> = Arc::new(started_target.adapter.clone());
-    *target_slot = Some(started_target);
-    if plan.target.kind == TargetKind::Peertube {
-        check_reachable(&viewer_url).await.inspect_err(|err| {
-            rec.run_event(RunEventKind::TargetUnreachable, Some(format!("{err:#}")));
-        })?;
-    }
+    let target_pid = started.pid();
+    let target = started.target();
+    let viewer_url = started.viewer_url();
+    *target_slot = Some(started);
     rec.run_event(RunEventKind::TargetReady, Some(viewer_url.clone()));
     manifest::write_manifest(
         plan,
@@ -184,19 +192,49 @@ async fn run_with_fleet(
         &viewer_url,
         started_wall,
     )?;
-
-    let max_parallel = max_parallel_starts(plan, fleet.as_ref());
     let shared = Arc::new(Shared::new(
         rec.clone(),
         ctx.metrics.clone(),
-        fleet,
+        fleet.clone(),
         target.clone(),
         plan.sampling_interval,
         ViewerTimeouts::default(),
-        max_parallel,
+        fleet.start_policy().max_parallel,
     ));
     shared.metrics.viewers_requested.set(plan.viewers as i64);
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);
+    let mut background =
+        start_samplers(plan, ctx, &shared, target.as_ref(), &placement, target_pid);
+    let mut viewers = tokio::task::JoinSet::new();
+    for vp in plan.viewer_plans() {
+        viewers.spawn(viewer_task::viewer_task(vp, shared.clone()));
+    }
+    follow_timeline(plan, ctx, &shared, &mut background).await;
+    shared.run_end.cancel();
+    close_viewers(&mut viewers).await;
+    while background.join_next().await.is_some() {}
+    let live = shared.live();
+    let summary = progress::summarize(plan, &live);
+    let failed = live.failed_or_lost() as u32;
+    let code = if ctx.shutdown.is_triggered() {
+        ctx.shutdown.exit_code()
+    } else if failed > plan.max_failed_viewers {
+        1
+    } else {
+        0
+    };
+    Ok((code, summary))
+}
+
+/// Host and exporter samplers and the progress display, until the run ends.
+fn start_samplers(
+    plan: &Plan,
+    ctx: &RunContext,
+    shared: &Arc<Shared>,
+    target: &dyn Target,
+    placement: &TargetPlacement,
+    target_pid: Option<u32>,
+) -> tokio::task::JoinSet<()> {
     let mut background = tokio::task::JoinSet::new();
     background.spawn(samplers::sample_host(shared.clone(), target_pid));
     if let Some(url) = target.exporter_url() {
@@ -204,7 +242,7 @@ async fn run_with_fleet(
             // The controller cannot reach the target's namespace directly: fetch from inside.
             Some(ns) => Scraper::with_fetch(
                 url,
-                Duration::from_secs(10),
+                SCRAPE_TIMEOUT,
                 Arc::new(move |url: String, timeout| {
                     let ns = ns.clone();
                     Box::pin(
@@ -212,7 +250,7 @@ async fn run_with_fleet(
                     )
                 }),
             ),
-            None => Scraper::http(url, Duration::from_secs(10)),
+            None => Scraper::http(url, SCRAPE_TIMEOUT),
         };
         background.spawn(samplers::sample_exporter(shared.clone(), scraper));
     }
@@ -223,12 +261,16 @@ async fn run_with_fleet(
             plan.duration,
         ));
     }
-    let mut viewers = tokio::task::JoinSet::new();
-    for vp in plan.viewer_plans() {
-        viewers.spawn(viewer_task::viewer_task(vp, shared.clone()));
-    }
+    background
+}
 
-    // The timeline: ramp end, measure point, end of run; any of them cut short by a signal.
+/// The timeline: ramp end, measure point, end of run; any of them cut short by a signal.
+async fn follow_timeline(
+    plan: &Plan,
+    ctx: &RunContext,
+    shared: &Arc<Shared>,
+    background: &mut tokio::task::JoinSet<()>,
+) {
     let start = tokio::time::Instant::now();
     let mut marks = [
         (plan.ramp, RunEventKind::RampDone),
@@ -247,7 +289,7 @@ async fn run_with_fleet(
     });
     for (at, kind) in marks {
         tokio::select! {
-            _ = tokio::time::sleep_until(start + at) => rec.run_event(kind, None),
+            _ = tokio::time::sleep_until(start + at) => shared.rec.run_event(kind, None),
             _ = ctx.shutdown.wait() => break,
         }
     }
@@ -255,44 +297,20 @@ async fn run_with_fleet(
         _ = tokio::time::sleep_until(start + plan.duration) => {}
         _ = ctx.shutdown.wait() => {}
     }
-    shared.run_end.cancel();
-    // Viewers close their sessions; bound the wait so a hung driver cannot keep us here
-    // (the fleet's shutdown kills whatever is left).
-    let joined = tokio::time::timeout(Duration::from_secs(90), async {
+}
+
+/// Viewers close their sessions; the wait is bounded so a hung driver cannot keep the run
+/// here (the fleet's shutdown kills whatever is left).
+async fn close_viewers(viewers: &mut tokio::task::JoinSet<()>) {
+    let joined = tokio::time::timeout(VIEWERS_CLOSE_TIMEOUT, async {
         while viewers.join_next().await.is_some() {}
     })
     .await;
     if joined.is_err() {
-        tracing::warn!("some viewers did not close within 90s; the fleet shutdown kills them");
+        tracing::warn!(
+            "some viewers did not close within {VIEWERS_CLOSE_TIMEOUT:?}; the fleet shutdown kills them"
+        );
         viewers.abort_all();
         while viewers.join_next().await.is_some() {}
     }
-    while background.join_next().await.is_some() {}
-
-    let live = shared.live();
-    let summary = progress::summarize(plan, &live);
-    let failed = live.failed_or_lost() as u32;
-    let code = if ctx.shutdown.is_triggered() {
-        ctx.shutdown.exit_code()
-    } else if failed > plan.max_failed_viewers {
-        1
-    } else {
-        0
-    };
-    Ok((code, summary))
-}
-
-async fn check_reachable(url: &str) -> anyhow::Result<()> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .build()?;
-    let resp = client
-        .get(url)
-        .send()
-        .await
-        .with_context(|| format!("the target did not answer at {url}"))?;
-    if !resp.status().is_success() {
-        anyhow::bail!("the target answered {} at {url}", resp.status());
-    }
-    Ok(())
 }

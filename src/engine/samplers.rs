@@ -3,9 +3,9 @@
 
 use super::recorder::Record;
 use super::shared::Shared;
-use crate::hostinfo;
 use crate::metrics::scrape::Scraper;
-use crate::rawdata::HostSample;
+use crate::model::rawdata::HostSample;
+use crate::sys::hostinfo;
 use std::sync::Arc;
 
 pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {

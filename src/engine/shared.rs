@@ -5,7 +5,7 @@
 use super::recorder::RecorderHandle;
 use crate::fleet::Fleet;
 use crate::metrics::controller::ControllerMetrics;
-use crate::rawdata::{ExporterSample, ViewerEventKind, ViewerSample};
+use crate::model::rawdata::{ExporterSample, ViewerEventKind, ViewerSample};
 use crate::target::Target;
 use crate::viewer::ViewerTimeouts;
 use std::collections::HashMap;

@@ -4,10 +4,10 @@
 
 use super::recorder::Record;
 use super::shared::Shared;
-use crate::fleet::ViewerSlot;
-use crate::rawdata::{ViewerEvent, ViewerEventKind, ViewerSample};
-use crate::scenario::ViewerPlan;
+use crate::model::rawdata::{ViewerEvent, ViewerEventKind, ViewerSample};
+use crate::model::scenario::ViewerPlan;
 use crate::target::PlayerStats;
+use crate::viewer::ViewerSlot;
 use crate::viewer::{self, Viewer, ViewerError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -123,6 +123,9 @@ async fn create_with_retries(
         match created {
             Ok(v) => return Some(Ok(v)),
             Err(err) => {
+                if matches!(err, ViewerError::Session(_)) {
+                    shared.fleet.session_refused();
+                }
                 count_error(shared, &err);
                 if attempt >= policy.session_retries {
                     return Some(Err(if attempt > 0 {

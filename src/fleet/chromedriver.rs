@@ -2,18 +2,18 @@
 //! checked ready through `/status`, restarted if it dies mid-run, and killed with its whole
 //! process group (the browsers it started included) on shutdown.
 
+use crate::sys::process::{self, Scope};
+use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Time chromedriver gets to close its browsers after SIGTERM.
+const DRIVER_GRACE: Duration = Duration::from_secs(3);
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
-
-/// Where to look for chromedriver when the scenario does not say.
-pub const DEFAULT_CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-/// The real Chromium binary; Debian's `/usr/bin/chromium` wrapper adds flags and noise.
-pub const DEFAULT_CHROMIUM: &str = "/usr/lib/chromium/chromium";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
@@ -48,7 +48,7 @@ pub struct ChromeDriver {
 impl ChromeDriver {
     /// Starts chromedriver and waits until it answers `/status` as ready.
     pub async fn start(binary: &Path) -> Result<Self, DriverError> {
-        let port = free_port().map_err(DriverError::Spawn)?;
+        let port = crate::sys::net::free_port().map_err(DriverError::Spawn)?;
         let child = spawn(binary, port).map_err(DriverError::Spawn)?;
         let driver = Self {
             binary: binary.to_path_buf(),
@@ -154,37 +154,12 @@ fn spawn(binary: &Path, port: u16) -> std::io::Result<Child> {
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .process_group(0);
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel to signal the child when
-    // this process dies, so even `kill -9` of the controller takes chromedriver down.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
-    }
+    // Even `kill -9` of the controller takes chromedriver down.
+    process::die_with_parent(cmd.as_std_mut(), Signal::SIGTERM);
     cmd.spawn()
 }
 
-/// SIGTERM to the child's process group, then SIGKILL after a grace period.
+/// Stops chromedriver and every browser of its process group.
 pub async fn kill_group(child: &mut Child) {
-    if let Some(pid) = child.id() {
-        let group = nix::unistd::Pid::from_raw(-(pid as i32));
-        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
-        if tokio::time::timeout(Duration::from_secs(3), child.wait())
-            .await
-            .is_err()
-        {
-            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
-            let _ = child.wait().await;
-        }
-        // Browsers that outlived their driver are in the same group.
-        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
-    }
-}
-
-/// A free loopback TCP port (bound, read, released).
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    process::terminate(child, Scope::Group, DRIVER_GRACE).await;
 }

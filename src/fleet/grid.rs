@@ -14,153 +14,20 @@
 //! (string) output, e.g. `{"hub_urls": {"value": ["http://10.0.0.2:4444"]}}`. Viewers are
 //! spread over the hubs round-robin.
 
-use super::placement::PlacementCache;
-use super::{Fleet, StartPolicy, TargetPlacement, ViewerSlot};
-use crate::gridlocal::state::{self as localstate, LocalGridState};
-use crate::gridlocal::{grid_status, GridStatus};
-use crate::rawdata::FleetDescription;
-use crate::scenario::{Plan, ViewerPlan};
-use serde::{Deserialize, Serialize};
+use super::{Fleet, StartPolicy, TargetPlacement};
+use crate::grid::local_state::{self as localstate, LocalGridState};
+use crate::grid::placement::PlacementCache;
+use crate::grid::{grid_status, GridStatus};
+use crate::model::kinds::FleetKind;
+use crate::model::rawdata::FleetDescription;
+use crate::model::scenario::fleet::{GridFleetPlan, GridHubs};
+use crate::model::scenario::{Plan, ViewerPlan};
+use crate::viewer::ViewerSlot;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
-
-/// Defaults of the retry policy.
-pub const DEFAULT_MAX_PARALLEL: u32 = 4;
-pub const DEFAULT_RETRIES: u32 = 6;
-pub const DEFAULT_BACKOFF: &str = "2s";
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct GridFleetSpec {
-    /// Hub URL of any Selenium Grid 4, e.g. `http://127.0.0.1:4444/`.
-    #[serde(default)]
-    pub url: Option<String>,
-    /// Instead of `url`: a JSON/YAML file listing hub URLs (Terraform's output).
-    #[serde(default)]
-    pub inventory: Option<PathBuf>,
-    /// Session requests in flight at once [default: 4]. The Grid queues the rest anyway;
-    /// this keeps the ramp from flooding a hub whose distributor takes one at a time.
-    #[serde(default)]
-    pub max_parallel_starts: Option<u32>,
-    /// Attempts after a refused session (`SessionNotCreated`, queue timeout) [default: 6].
-    #[serde(default)]
-    pub session_retries: Option<u32>,
-    /// First wait before a retry; doubles each time, at most 60 s [default: 2s].
-    #[serde(default)]
-    pub retry_backoff: Option<String>,
-    /// Re-create viewers whose node was lost mid-run, when the Grid has capacity
-    /// [default: true].
-    #[serde(default)]
-    pub recreate_lost: Option<bool>,
-}
-
-impl GridFleetSpec {
-    pub fn validate(&self, _viewers: u32) -> Result<(), (String, String)> {
-        match (&self.url, &self.inventory) {
-            (None, None) => return Err((
-                "url".into(),
-                "give the hub's URL (e.g. `url: http://127.0.0.1:4444/`) or an `inventory` file"
-                    .into(),
-            )),
-            (Some(_), Some(_)) => {
-                return Err((
-                    "inventory".into(),
-                    "give either `url` or `inventory`, not both".into(),
-                ))
-            }
-            (Some(url), None) => {
-                check_hub_url(url).map_err(|m| ("url".to_string(), m))?;
-            }
-            (None, Some(_)) => {}
-        }
-        if self.max_parallel_starts == Some(0) {
-            return Err(("max_parallel_starts".into(), "must be at least 1".into()));
-        }
-        if let Some(b) = &self.retry_backoff {
-            humantime::parse_duration(b).map_err(|e| {
-                (
-                    "retry_backoff".to_string(),
-                    format!("`{b}` is not a duration ({e}); write e.g. 2s or 500ms"),
-                )
-            })?;
-        }
-        Ok(())
-    }
-
-    fn backoff(&self) -> Duration {
-        self.retry_backoff
-            .as_deref()
-            .and_then(|b| humantime::parse_duration(b).ok())
-            .unwrap_or(Duration::from_secs(2))
-    }
-}
-
-/// A hub URL must be http(s) with a host; returned with a trailing `/` (fantoccini joins
-/// paths onto it).
-pub fn check_hub_url(url: &str) -> Result<String, String> {
-    let parsed = url::Url::parse(url)
-        .map_err(|e| format!("`{url}` is not a URL ({e}); write e.g. http://127.0.0.1:4444/"))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-        return Err(format!(
-            "`{url}` must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4444/"
-        ));
-    }
-    let mut s = parsed.to_string();
-    if !s.ends_with('/') {
-        s.push('/');
-    }
-    Ok(s)
-}
-
-/// Hub URLs from an inventory file (see the module docs for the format).
-pub fn read_inventory(path: &Path) -> anyhow::Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        anyhow::anyhow!(
-            "fleet.inventory: cannot read {}: {e}; write it with `terraform output -json > {}`",
-            path.display(),
-            path.display()
-        )
-    })?;
-    let value: serde_json::Value = yaml_serde::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "fleet.inventory: {} is neither JSON nor YAML: {e}",
-            path.display()
-        )
-    })?;
-    parse_inventory(&value).map_err(|m| anyhow::anyhow!("fleet.inventory: {}: {m}", path.display()))
-}
-
-fn parse_inventory(value: &serde_json::Value) -> Result<Vec<String>, String> {
-    use serde_json::Value;
-    let unwrap = |v: &Value| v.get("value").cloned().unwrap_or_else(|| v.clone());
-    let urls: Vec<Value> = match value {
-        Value::Array(items) => items.clone(),
-        Value::Object(map) => match (map.get("hub_urls"), map.get("hub_url")) {
-            (Some(list), _) => match unwrap(list) {
-                Value::Array(items) => items,
-                _ => return Err("`hub_urls` must be a list of URLs".into()),
-            },
-            (None, Some(one)) => vec![unwrap(one)],
-            (None, None) => {
-                return Err("expected a list of hub URLs, or an object with `hub_urls` or `hub_url` (terraform output -json)".into())
-            }
-        },
-        _ => return Err("expected a list of hub URLs".into()),
-    };
-    if urls.is_empty() {
-        return Err("lists no hub".into());
-    }
-    urls.iter()
-        .map(|u| {
-            u.as_str()
-                .ok_or_else(|| format!("`{u}` is not a URL string"))
-                .and_then(check_hub_url)
-        })
-        .collect()
-}
 
 /// Runs in progress, recorded on disk (one file per controller PID, `hub tag` lines) so
 /// `gc` can delete the sessions of a controller that crashed: every session of a run
@@ -239,7 +106,7 @@ pub async fn sweep(
 /// A Grid fleet for one run.
 pub struct GridFleet {
     hubs: Vec<String>,
-    spec: GridFleetSpec,
+    plan: GridFleetPlan,
     /// The local Grid behind the hub, when it was made by `grid up --local`.
     local: Option<LocalGridState>,
     client: reqwest::Client,
@@ -251,19 +118,18 @@ pub struct GridFleet {
     /// sessions after the run gave up on them.
     requested: AtomicUsize,
     obtained: AtomicUsize,
+    /// Requests the Grid answered with a refusal: they leave no late session behind.
+    refused: AtomicUsize,
     /// Node of each new session, from as few `/status` requests as the ramp allows.
     placement: PlacementCache,
 }
 
 impl GridFleet {
     /// Resolves the hubs and checks each answers `/status` with at least one node.
-    pub async fn start(spec: &GridFleetSpec) -> anyhow::Result<Self> {
-        let hubs = match (&spec.url, &spec.inventory) {
-            (Some(url), _) => {
-                vec![check_hub_url(url).map_err(|m| anyhow::anyhow!("fleet.url: {m}"))?]
-            }
-            (None, Some(path)) => read_inventory(path)?,
-            (None, None) => anyhow::bail!("fleet.url or fleet.inventory is required"),
+    pub async fn start(plan: &GridFleetPlan) -> anyhow::Result<Self> {
+        let hubs = match &plan.hubs {
+            GridHubs::Url(url) => vec![url.clone()],
+            GridHubs::Inventory(path) => crate::model::scenario::fleet::grid::read_inventory(path)?,
         };
         let client = reqwest::Client::new();
         for hub in &hubs {
@@ -282,19 +148,15 @@ impl GridFleet {
         Ok(Self {
             requested: AtomicUsize::new(0),
             obtained: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
             placement: PlacementCache::new(&hubs),
             tag,
             hubs,
-            spec: spec.clone(),
+            plan: plan.clone(),
             local,
             client,
             sessions: Mutex::new(HashMap::new()),
         })
-    }
-
-    /// The hubs this fleet uses.
-    pub fn hubs(&self) -> &[String] {
-        &self.hubs
     }
 
     /// `/status` of the first hub.
@@ -355,7 +217,7 @@ impl Fleet for GridFleet {
             }
         };
         FleetDescription {
-            kind: "grid".into(),
+            kind: FleetKind::Grid,
             own_address_per_viewer: own,
             http_shaped: cdp,
             p2p_shaped,
@@ -425,15 +287,15 @@ impl Fleet for GridFleet {
 
     fn start_policy(&self) -> StartPolicy {
         StartPolicy {
-            max_parallel: Some(
-                self.spec
-                    .max_parallel_starts
-                    .unwrap_or(DEFAULT_MAX_PARALLEL) as usize,
-            ),
-            session_retries: self.spec.session_retries.unwrap_or(DEFAULT_RETRIES),
-            retry_backoff: self.spec.backoff(),
-            recreate_lost: self.spec.recreate_lost.unwrap_or(true),
+            max_parallel: self.plan.max_parallel_starts,
+            session_retries: self.plan.session_retries,
+            retry_backoff: self.plan.retry_backoff,
+            recreate_lost: self.plan.recreate_lost,
         }
+    }
+
+    fn session_refused(&self) {
+        self.refused.fetch_add(1, Ordering::SeqCst);
     }
 
     fn session_closed(&self, session_id: &str) {
@@ -462,7 +324,8 @@ impl Fleet for GridFleet {
         let abandoned = self
             .requested
             .load(Ordering::SeqCst)
-            .saturating_sub(self.obtained.load(Ordering::SeqCst));
+            .saturating_sub(self.obtained.load(Ordering::SeqCst))
+            .saturating_sub(self.refused.load(Ordering::SeqCst));
         for hub in &self.hubs {
             let expect = if self.hubs.len() == 1 { abandoned } else { 0 };
             let (deleted, still_queued) = sweep(
@@ -535,62 +398,4 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
         }
     }
     lines
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn url_or_inventory_is_required_and_checked() {
-        let spec = GridFleetSpec::default();
-        assert_eq!(spec.validate(1).unwrap_err().0, "url");
-        let spec = GridFleetSpec {
-            url: Some("localhost:4444".into()),
-            ..Default::default()
-        };
-        let (field, msg) = spec.validate(1).unwrap_err();
-        assert_eq!(field, "url");
-        assert!(msg.contains("http://"), "{msg}");
-        let spec = GridFleetSpec {
-            url: Some("http://127.0.0.1:4444".into()),
-            retry_backoff: Some("soon".into()),
-            ..Default::default()
-        };
-        assert_eq!(spec.validate(1).unwrap_err().0, "retry_backoff");
-        assert_eq!(
-            check_hub_url("http://127.0.0.1:4444/wd/hub").unwrap(),
-            "http://127.0.0.1:4444/wd/hub/"
-        );
-    }
-
-    #[test]
-    fn inventories_from_terraform_or_plain_lists() {
-        let tf = serde_json::json!({"hub_urls": {"sensitive": false, "type": ["list", "string"],
-            "value": ["http://10.0.0.2:4444", "http://10.0.0.3:4444/"]}});
-        assert_eq!(
-            parse_inventory(&tf).unwrap(),
-            vec!["http://10.0.0.2:4444/", "http://10.0.0.3:4444/"]
-        );
-        // `terraform output -json` of terraform/ (outputs `hub_url` and `inventory`).
-        let tf_out = serde_json::json!({
-            "hub_url": {"sensitive": false, "type": "string", "value": "http://1.2.3.4:4444/"},
-            "inventory": {"value": {"run": "r", "hub_url": "http://1.2.3.4:4444/", "nodes": []}}});
-        assert_eq!(
-            parse_inventory(&tf_out).unwrap(),
-            vec!["http://1.2.3.4:4444/"]
-        );
-        // The inventory object alone (what `viewerfleet up --inventory` writes).
-        let inv = serde_json::json!({"run": "r", "hub_url": "http://1.2.3.4:4444/", "nodes": []});
-        assert_eq!(parse_inventory(&inv).unwrap(), vec!["http://1.2.3.4:4444/"]);
-        let one = serde_json::json!({"hub_url": {"value": "http://10.0.0.2:4444"}});
-        assert_eq!(parse_inventory(&one).unwrap().len(), 1);
-        let list: serde_json::Value = yaml_serde::from_str("- http://h:4444\n").unwrap();
-        assert_eq!(parse_inventory(&list).unwrap(), vec!["http://h:4444/"]);
-        assert!(parse_inventory(&serde_json::json!({"other": 1}))
-            .unwrap_err()
-            .contains("hub_urls"));
-        assert!(parse_inventory(&serde_json::json!([])).is_err());
-        assert!(parse_inventory(&serde_json::json!(["ftp://x"])).is_err());
-    }
 }

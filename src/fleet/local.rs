@@ -2,62 +2,45 @@
 //! host's address, and only HTTP can be throttled (CDP network conditions do nothing to
 //! WebRTC); the report says so.
 
-use super::chromedriver::{self, ChromeDriver, DEFAULT_CHROMEDRIVER, DEFAULT_CHROMIUM};
-use super::{Fleet, TargetPlacement, ViewerSlot};
-use crate::rawdata::FleetDescription;
-use crate::scenario::{Plan, ViewerPlan};
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct LocalFleetSpec {
-    /// chromedriver binary [default: /usr/bin/chromedriver].
-    #[serde(default)]
-    pub chromedriver: Option<String>,
-    /// Chromium binary [default: /usr/lib/chromium/chromium].
-    #[serde(default)]
-    pub chromium: Option<String>,
-    /// Sessions created at the same time [default: 2].
-    #[serde(default)]
-    pub max_parallel_starts: Option<u32>,
-}
-
-impl LocalFleetSpec {
-    pub fn validate(&self, _viewers: u32) -> Result<(), (String, String)> {
-        if self.max_parallel_starts == Some(0) {
-            return Err(("max_parallel_starts".into(), "must be at least 1".into()));
-        }
-        Ok(())
-    }
-}
+use super::chromedriver::{self, ChromeDriver};
+use super::{Fleet, StartPolicy, TargetPlacement};
+use crate::model::kinds::FleetKind;
+use crate::model::rawdata::FleetDescription;
+use crate::model::scenario::fleet::LocalFleetPlan;
+use crate::model::scenario::{Plan, ViewerPlan};
+use crate::viewer::ViewerSlot;
 
 pub struct LocalFleet {
     driver: ChromeDriver,
     chromium: String,
+    max_parallel: usize,
 }
 
 impl LocalFleet {
-    pub async fn start(spec: &LocalFleetSpec) -> anyhow::Result<Self> {
-        let driver_path =
-            PathBuf::from(spec.chromedriver.as_deref().unwrap_or(DEFAULT_CHROMEDRIVER));
-        let chromium = spec
-            .chromium
-            .as_deref()
-            .unwrap_or(DEFAULT_CHROMIUM)
-            .to_string();
-        chromedriver::preflight(&driver_path, chromium.as_ref())?;
-        let driver = ChromeDriver::start(&driver_path).await?;
-        Ok(Self { driver, chromium })
+    pub async fn start(plan: &LocalFleetPlan) -> anyhow::Result<Self> {
+        chromedriver::preflight(&plan.chromedriver, &plan.chromium)?;
+        let driver = ChromeDriver::start(&plan.chromedriver).await?;
+        Ok(Self {
+            driver,
+            chromium: plan.chromium.display().to_string(),
+            max_parallel: plan.max_parallel_starts,
+        })
     }
 }
 
 #[async_trait::async_trait]
 impl Fleet for LocalFleet {
+    fn start_policy(&self) -> StartPolicy {
+        StartPolicy {
+            max_parallel: self.max_parallel,
+            ..StartPolicy::default()
+        }
+    }
+
     fn description(&self, plan: &Plan) -> FleetDescription {
         let shaped = plan.network.is_some();
         FleetDescription {
-            kind: "local".into(),
+            kind: FleetKind::Local,
             own_address_per_viewer: false,
             http_shaped: shaped,
             p2p_shaped: false,

@@ -4,83 +4,47 @@
 //! `netns` (viewers in network namespaces, each its own IPv6 and tc-shaped link),
 //! `grid` (any Selenium Grid 4), `hcloud` (Hetzner Cloud nodes made for the run).
 //!
-//! To add a provider: a spec struct (YAML fields, `deny_unknown_fields`) with `validate`,
-//! a variant in `FleetSpec`, a type implementing `Fleet`, and a line in `open`.
+//! To add a provider: its scenario section and plan in `model::scenario::fleet`, a file
+//! here with a type implementing `Fleet`, and a line in `open`.
 
 pub mod chromedriver;
 pub mod grid;
+pub mod hcloud;
 pub mod local;
 pub mod netns;
-mod placement;
 
-use crate::rawdata::FleetDescription;
-use crate::scenario::{Plan, ViewerPlan};
-use serde::{Deserialize, Serialize};
-use std::net::SocketAddr;
+use crate::model::rawdata::FleetDescription;
+use crate::model::scenario::fleet::FleetPlan;
+use crate::model::scenario::{Plan, ViewerPlan};
+use crate::target::TargetPlacement;
+use crate::viewer::ViewerSlot;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
-/// The `fleet:` section of a scenario.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum FleetSpec {
-    Local(local::LocalFleetSpec),
-    Netns(netns::NetnsFleetSpec),
-    Grid(grid::GridFleetSpec),
-    Hcloud(Box<crate::cloud::HcloudFleetSpec>),
+/// What opening a fleet needs besides its plan.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Cloud fleets: leave the servers running after the run (`run --keep`).
+    pub keep: bool,
+    /// Cancels a slow start (cloud provisioning) on Ctrl-C/SIGTERM.
+    pub cancel: CancellationToken,
 }
 
-impl FleetSpec {
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            FleetSpec::Local(_) => "local",
-            FleetSpec::Netns(_) => "netns",
-            FleetSpec::Grid(_) => "grid",
-            FleetSpec::Hcloud(_) => "hcloud",
-        }
-    }
-
-    /// Checks provider fields; errors are `(field below fleet., message)`.
-    pub fn validate(&self, viewers: u32) -> Result<(), (String, String)> {
-        match self {
-            FleetSpec::Local(spec) => spec.validate(viewers),
-            FleetSpec::Netns(spec) => spec.validate(viewers),
-            FleetSpec::Grid(spec) => spec.validate(viewers),
-            FleetSpec::Hcloud(spec) => spec.validate(viewers),
-        }
-    }
-}
-
-/// Where one viewer's browser is to be created.
-#[derive(Debug, Clone)]
-pub struct ViewerSlot {
-    /// WebDriver endpoint (chromedriver or Grid hub), ending in `/`.
-    pub webdriver_url: String,
-    /// Chromium binary for `goog:chromeOptions.binary` (a wrapper that enters a namespace
-    /// for `netns`), or `None` to leave it to the node.
-    pub chrome_binary: Option<String>,
-    /// Extra Chromium arguments this slot needs (e.g. `--remote-debugging-pipe`).
-    pub extra_args: Vec<String>,
-    /// Node or slot name, for raw data.
-    pub node: String,
-    /// The viewer's own address, where it has one.
-    pub address: Option<String>,
-    /// Shaping is already applied below the browser (tc); CDP throttling then is optional.
-    pub tc_shaped: bool,
-}
-
-/// Where the target (refsite) must run so that the viewers reach it.
-#[derive(Debug, Clone)]
-pub struct TargetPlacement {
-    /// Address refsite listens on (port 0: any free port).
-    pub listen: SocketAddr,
-    /// Network namespace to start refsite in, if any.
-    pub netns: Option<String>,
+/// Opens the fleet a plan asks for: the one place that maps a fleet kind to its provider.
+pub async fn open(plan: &Plan, options: &OpenOptions) -> anyhow::Result<Arc<dyn Fleet>> {
+    Ok(match &plan.fleet {
+        FleetPlan::Local(local) => Arc::new(local::LocalFleet::start(local).await?),
+        FleetPlan::Netns(netns) => Arc::new(netns::NetnsFleet::start(netns).await?),
+        FleetPlan::Grid(grid) => Arc::new(grid::GridFleet::start(grid).await?),
+        FleetPlan::Hcloud(_) => Arc::new(hcloud::HcloudFleet::open(plan, options).await?),
+    })
 }
 
 /// How the engine creates sessions on a fleet.
 #[derive(Debug, Clone)]
 pub struct StartPolicy {
-    /// Sessions being created at once [None: the engine's default].
-    pub max_parallel: Option<usize>,
+    /// Sessions being created at once.
+    pub max_parallel: usize,
     /// Further attempts after a refused session (`SessionNotCreated`, timeout).
     pub session_retries: u32,
     /// First wait before a retry; doubles each time up to 60 s.
@@ -92,7 +56,7 @@ pub struct StartPolicy {
 impl Default for StartPolicy {
     fn default() -> Self {
         Self {
-            max_parallel: None,
+            max_parallel: 4,
             session_retries: 0,
             retry_backoff: std::time::Duration::from_secs(2),
             recreate_lost: false,
@@ -121,6 +85,9 @@ pub trait Fleet: Send + Sync {
     async fn session_placed(&self, _slot: &mut ViewerSlot, _session_id: &str) {}
     /// Called after the engine deleted a session itself.
     fn session_closed(&self, _session_id: &str) {}
+    /// Called when a session request was answered with a refusal: that request will never
+    /// turn into a session (unlike one the engine gave up waiting for).
+    fn session_refused(&self) {}
     /// Releases everything: drivers, namespaces, qdiscs, servers. Idempotent.
     async fn shutdown(&self) -> anyhow::Result<()>;
 }

@@ -6,65 +6,25 @@
 //! One ChromeDriver runs in the root namespace; each viewer's "browser binary" is a wrapper
 //! that enters the viewer's slot, and DevTools goes over `--remote-debugging-pipe`.
 
+use crate::model::kinds::FleetKind;
+use crate::model::kinds::ShapingLayer;
+use crate::model::rawdata::FleetDescription;
+use crate::model::scenario::fleet::netns::{NetnsFleetPlan, MAX_VIEWERS};
+use crate::model::scenario::{NetworkProfile, Plan, ViewerPlan};
 use crate::netns::gc::OWNER_DIR;
 use crate::netns::preflight::HostTools;
 use crate::netns::wrapper::{slot_chromium_args, write_chromium_wrapper};
 use crate::netns::{check_host, Shaping, SlotInfo, SlotNetwork, SystemHostEnv};
-use crate::rawdata::FleetDescription;
-use crate::scenario::{NetworkProfile, Plan, ShapingLayer, ViewerPlan};
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::chromedriver::{self, ChromeDriver, DEFAULT_CHROMEDRIVER, DEFAULT_CHROMIUM};
-use super::{Fleet, TargetPlacement, ViewerSlot};
-
-/// Most viewers one `netns` fleet makes (interface names are limited to 15 characters).
-pub const MAX_VIEWERS: u32 = 9999;
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct NetnsFleetSpec {
-    /// IPv6 prefix for the slots, ending in `::`, /48../112, e.g. `fd00:5f::/64`
-    /// [default: a random ULA /64 per run]. `::1` is the bridge, `::2` the target.
-    #[serde(default)]
-    pub prefix: Option<String>,
-    /// chromedriver binary [default: /usr/bin/chromedriver, then PATH].
-    #[serde(default)]
-    pub chromedriver: Option<String>,
-    /// Chromium binary run inside each slot [default: /usr/lib/chromium/chromium].
-    #[serde(default)]
-    pub chromium: Option<String>,
-    /// Port the target listens on inside its namespace [default: 8080].
-    #[serde(default)]
-    pub target_port: Option<u16>,
-}
-
-impl NetnsFleetSpec {
-    pub fn validate(&self, viewers: u32) -> Result<(), (String, String)> {
-        if let Some(prefix) = &self.prefix {
-            crate::netns::slots::parse_prefix(prefix)
-                .map_err(|err| ("prefix".to_string(), err.to_string()))?;
-        }
-        if viewers > MAX_VIEWERS {
-            return Err((
-                "kind".into(),
-                format!("the netns fleet makes at most {MAX_VIEWERS} slots on one machine"),
-            ));
-        }
-        if self.target_port == Some(0) {
-            return Err((
-                "target_port".into(),
-                "must be a fixed port (1-65535): the viewers' insecure-origin flag names it".into(),
-            ));
-        }
-        Ok(())
-    }
-}
+use super::chromedriver::{self, ChromeDriver};
+use super::{Fleet, TargetPlacement};
+use crate::viewer::ViewerSlot;
 
 /// The tc shaping a viewer gets: none when the profile asks for CDP only.
 pub fn tc_shaping(profile: Option<&NetworkProfile>) -> Shaping {
@@ -95,11 +55,10 @@ pub struct NetnsFleet {
 impl NetnsFleet {
     /// Checks the host, makes the bridge and the target's namespace, starts ChromeDriver.
     /// On error everything made so far is removed again.
-    pub async fn start(spec: &NetnsFleetSpec) -> anyhow::Result<Self> {
+    pub async fn start(spec: &NetnsFleetPlan) -> anyhow::Result<Self> {
         let tools = check_host(&SystemHostEnv)?;
-        let chromium = PathBuf::from(spec.chromium.as_deref().unwrap_or(DEFAULT_CHROMIUM));
-        let driver_binary =
-            PathBuf::from(spec.chromedriver.as_deref().unwrap_or(DEFAULT_CHROMEDRIVER));
+        let chromium = spec.chromium.clone();
+        let driver_binary = spec.chromedriver.clone();
         chromedriver::preflight(&driver_binary, &chromium)?;
         let tag: u16 = rand::random();
         let name_prefix = format!("vf{tag:04x}-");
@@ -139,31 +98,16 @@ impl NetnsFleet {
             tools,
             chromium,
             server,
-            target_port: spec.target_port.unwrap_or(8080),
+            target_port: spec.target_port,
             chromedriver: std::sync::Arc::new(chromedriver),
             open: Mutex::new(BTreeMap::new()),
             shut: AtomicBool::new(false),
         })
     }
 
-    /// The target's namespace (refsite and tracker run there).
-    pub fn server_namespace(&self) -> &str {
-        &self.server.name
-    }
-
     /// `http://[addr]:port`, the origin viewers treat as secure.
     pub fn target_origin(&self) -> String {
         format!("http://[{}]:{}", self.server.address, self.target_port)
-    }
-
-    /// Whether this kernel has netem (added latency); without it only rates are shaped.
-    pub fn netem_available(&self) -> bool {
-        self.netem
-    }
-
-    /// What was set up for viewer `index`, while its slot is open.
-    pub fn slot_info(&self, viewer_index: u32) -> Option<SlotInfo> {
-        self.open.lock().unwrap().get(&(viewer_index + 1)).cloned()
     }
 
     /// The slot prefix (e.g. `fd76:6600:1a2b::/64`) and name prefix (e.g. `vf1a2b-`).
@@ -238,7 +182,7 @@ impl Fleet for NetnsFleet {
             );
         }
         FleetDescription {
-            kind: "netns".into(),
+            kind: FleetKind::Netns,
             own_address_per_viewer: true,
             http_shaped: tc || cdp,
             p2p_shaped: tc,
@@ -382,23 +326,5 @@ mod tests {
         profile.apply = Some(ShapingLayer::Both);
         assert_eq!(tc_shaping(Some(&profile)).up_kbit, 300);
         assert!(tc_shaping(None).is_none());
-    }
-
-    #[test]
-    fn spec_validation_names_fields() {
-        let spec = NetnsFleetSpec {
-            prefix: Some("fd00::1/64".into()),
-            ..Default::default()
-        };
-        let (field, message) = spec.validate(4).unwrap_err();
-        assert_eq!(field, "prefix");
-        assert!(message.contains("::"), "{message}");
-        let spec = NetnsFleetSpec {
-            target_port: Some(0),
-            ..Default::default()
-        };
-        assert_eq!(spec.validate(4).unwrap_err().0, "target_port");
-        assert!(NetnsFleetSpec::default().validate(MAX_VIEWERS + 1).is_err());
-        assert!(NetnsFleetSpec::default().validate(8).is_ok());
     }
 }

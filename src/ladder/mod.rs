@@ -3,102 +3,18 @@
 //! fitted on the healthy steps; a projection for a user-given server; a capacity report
 //! (`capacity.md`, `capacity.html`, `capacity.json`) in `DIR`.
 
-pub mod fit;
+mod fit;
 pub mod knee;
 pub mod project;
 mod render;
 mod step;
 
-use crate::cli::LadderArgs;
-use crate::scenario::{self, Overrides};
-use anyhow::Context;
 use knee::{judge, KneeRules, StepResult};
 use project::{fit_costs, project, ServerSpec};
 use std::path::Path;
-use std::process::ExitCode;
 
-pub use render::CapacityReport;
-
-/// `viewerfleet ladder`.
-pub async fn cli_ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
-    let mut steps = args.steps.clone();
-    steps.sort_unstable();
-    steps.dedup();
-    if steps.is_empty() || steps[0] == 0 {
-        anyhow::bail!("--steps needs viewer counts of at least 1, e.g. --steps 2,4,6,8");
-    }
-    // Validate the scenario at every step before running any of them.
-    let overrides = |viewers: u32| Overrides {
-        viewers: Some(viewers),
-        duration: args.hold.clone(),
-    };
-    let plan = scenario::load(&args.scenario, &overrides(steps[0]))?;
-    for &v in &steps[1..] {
-        scenario::load(&args.scenario, &overrides(v))?;
-    }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    let shutdown = crate::shutdown::Shutdown::new();
-    shutdown.listen_for_signals()?;
-    let mut results = Vec::new();
-    for &viewers in &steps {
-        let dir = args.out.join(format!("step-{viewers}"));
-        if !args.analyze_only {
-            if shutdown.is_triggered() {
-                break;
-            }
-            eprintln!("== ladder step: {viewers} viewers → {}", dir.display());
-            let outcome = crate::engine::run_scenario_with(
-                &args.scenario,
-                &dir,
-                &overrides(viewers),
-                shutdown.clone(),
-                true,
-            )
-            .await
-            .with_context(|| format!("ladder step {viewers}"))?;
-            eprintln!("{}", outcome.summary);
-            if outcome.interrupted {
-                break;
-            }
-        }
-        if !dir.join(crate::rawdata::MANIFEST).exists() {
-            continue;
-        }
-        let summary = crate::report::write_report(&dir)?;
-        results.push(step::step_from_run(&dir, &summary)?);
-    }
-    if results.is_empty() {
-        anyhow::bail!("no ladder step finished; nothing to report");
-    }
-    let host = crate::hostinfo::host_info();
-    let rules = KneeRules {
-        target_cores: Some(args.target_cores.unwrap_or(host.cpus as f64)),
-        link_mbps: args.link_mbps,
-        ..KneeRules::default()
-    };
-    let server = ServerSpec {
-        cores: args.server_cores,
-        ram_bytes: (args.server_ram_gb * 1e9) as u64,
-        nic_mbps: args.server_nic_mbps,
-        usable_share: args.usable_share,
-    };
-    let report = analyze(
-        &plan.name,
-        results,
-        rules,
-        Some(server),
-        rerun_line(&args),
-        format!("{} ({} × {})", host.hostname, host.cpus, host.cpu_model),
-    );
-    write(&report, &args.out)?;
-    print!("{}", render::markdown(&report));
-    println!(
-        "capacity report: {}",
-        args.out.join("capacity.html").display()
-    );
-    Ok(ExitCode::SUCCESS)
-}
+pub use render::{markdown, CapacityReport};
+pub use step::step_from_run;
 
 /// Judges the steps, finds the knee, fits costs on the healthy steps, projects.
 pub fn analyze(
@@ -157,20 +73,6 @@ pub fn write(report: &CapacityReport, dir: &Path) -> anyhow::Result<()> {
         serde_json::to_vec_pretty(report)?,
     )?;
     Ok(())
-}
-
-fn rerun_line(args: &LadderArgs) -> String {
-    let steps: Vec<String> = args.steps.iter().map(|s| s.to_string()).collect();
-    let mut line = format!(
-        "viewerfleet ladder {} --steps {} --out {}",
-        args.scenario.display(),
-        steps.join(","),
-        args.out.display()
-    );
-    if let Some(hold) = &args.hold {
-        line.push_str(&format!(" --hold {hold}"));
-    }
-    line
 }
 
 #[cfg(test)]

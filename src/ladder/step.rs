@@ -2,7 +2,7 @@
 //! host samples over the same steady window (generator CPU, target CPU and memory).
 
 use super::knee::StepResult;
-use crate::rawdata::{self, HostSample};
+use crate::model::rawdata::{self, HostSample};
 use crate::report::ReportSummary;
 use std::path::Path;
 

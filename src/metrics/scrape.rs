@@ -2,7 +2,7 @@
 //! (ok = false, with the reason), never fatal to the run.
 
 use super::prom_text;
-use crate::rawdata::ExporterSample;
+use crate::model::rawdata::ExporterSample;
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -13,7 +13,7 @@
 //! - `wrapper`: the Chromium wrapper that enters a slot.
 
 pub mod gc;
-pub mod inns;
+mod inns;
 pub mod preflight;
 pub mod slots;
 pub mod wrapper;

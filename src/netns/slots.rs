@@ -75,7 +75,7 @@ impl SlotNetwork {
         bash: PathBuf,
         owner: Option<u32>,
     ) -> Result<Self, NetnsError> {
-        let base = parse_prefix(prefix)?;
+        let base = crate::model::net::parse_prefix(prefix).map_err(NetnsError::BadPrefix)?;
         let valid_name = name_prefix.len() <= 8
             && name_prefix.starts_with(|c: char| c.is_ascii_lowercase())
             && name_prefix
@@ -205,32 +205,6 @@ fn check_output(action: &str, output: std::process::Output) -> Result<String, Ne
     })
 }
 
-/// Parses `fd00:5f::/64` into its base address; the same rules as the script.
-pub fn parse_prefix(prefix: &str) -> Result<Ipv6Addr, NetnsError> {
-    let bad = |why: &str| {
-        NetnsError::BadPrefix(format!(
-            "`{prefix}` {why}; write an IPv6 prefix ending in `::` with a length, e.g. fd00:5f::/64"
-        ))
-    };
-    let (base, len) = prefix
-        .split_once('/')
-        .ok_or_else(|| bad("has no /length"))?;
-    if !base.ends_with("::") {
-        return Err(bad("does not end in `::`"));
-    }
-    let addr: Ipv6Addr = base.parse().map_err(|_| bad("is not an IPv6 prefix"))?;
-    let len: u32 = len
-        .parse()
-        .map_err(|_| bad("has a length that is not a number"))?;
-    if !(48..=112).contains(&len) {
-        return Err(bad("must be between /48 and /112 long"));
-    }
-    if u128::from(addr) & (u128::MAX >> len) != 0 {
-        return Err(bad("has bits set beyond its length"));
-    }
-    Ok(addr)
-}
-
 /// Parses one `SLOT name=.. index=.. address=.. host_veth=.. down=.. up=.. delay=..` line.
 fn parse_slot_line(line: &str) -> Option<SlotInfo> {
     let rest = line.strip_prefix("SLOT ")?;
@@ -253,25 +227,6 @@ fn parse_slot_line(line: &str) -> Option<SlotInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prefixes_are_checked() {
-        assert_eq!(
-            parse_prefix("fd00:5f::/64").unwrap(),
-            "fd00:5f::".parse::<Ipv6Addr>().unwrap()
-        );
-        assert!(parse_prefix("2a01:4f8:1:2::/64").is_ok());
-        for bad in [
-            "fd00:5f::",
-            "fd00:5f::1/64",
-            "fd00::/8",
-            "nonsense::/64",
-            "fd00::/64x",
-        ] {
-            let message = parse_prefix(bad).unwrap_err().to_string();
-            assert!(message.contains("fleet.prefix"), "{bad}: {message}");
-        }
-    }
 
     #[test]
     fn slot_addresses_and_names() {

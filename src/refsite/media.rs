@@ -108,15 +108,7 @@ fn ffmpeg() -> Command {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // SAFETY: only calls the async-signal-safe prctl(2) between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    crate::sys::process::die_with_parent(cmd.as_std_mut(), nix::sys::signal::Signal::SIGKILL);
     cmd
 }
 

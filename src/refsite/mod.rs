@@ -9,43 +9,23 @@
 //! Prometheus rendering), `playback` (players' reports), `tracker` (WebTorrent tracker).
 //! `start` runs everything in-process and returns a handle; `cli_refsite` is the command.
 
-pub mod counting;
+mod counting;
 pub mod media;
-pub mod page;
-pub mod playback;
-pub mod routes;
-pub mod serve;
-pub mod stats;
-pub mod tracker;
+mod page;
+mod playback;
+mod routes;
+mod serve;
+mod stats;
+mod tracker;
 
-use anyhow::Context as _;
+use crate::model::kinds::VideoKind;
 use serde::Serialize;
-use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-/// VOD or live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VideoKind {
-    Vod,
-    Live,
-}
-
-impl VideoKind {
-    /// `vod` or `live`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VideoKind::Vod => "vod",
-            VideoKind::Live => "live",
-        }
-    }
-}
 
 /// One served video.
 #[derive(Debug, Clone)]
@@ -376,7 +356,7 @@ fn remove_stale_live_dirs(media_dir: &Path) {
     }
 }
 
-fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, RefsiteError> {
+pub fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, RefsiteError> {
     let d = humantime::parse_duration(value).map_err(|e| RefsiteError::Duration {
         flag,
         value: value.to_string(),
@@ -392,7 +372,7 @@ fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, RefsiteEr
 }
 
 /// Default media cache: `$XDG_CACHE_HOME/viewerfleet/media` or `~/.cache/viewerfleet/media`.
-fn default_media_dir() -> PathBuf {
+pub fn default_media_dir() -> PathBuf {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
@@ -403,76 +383,6 @@ fn default_media_dir() -> PathBuf {
 /// The source tree's `web/` folder (used when neither --web nor VIEWERFLEET_WEB is given).
 pub fn default_web_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/web"))
-}
-
-/// Turns the command-line arguments into a validated configuration.
-pub fn config_from_args(args: &crate::cli::RefsiteArgs) -> Result<RefsiteConfig, RefsiteError> {
-    let mut config = RefsiteConfig::new(
-        args.media.clone().unwrap_or_else(default_media_dir),
-        args.web.clone().unwrap_or_else(default_web_dir),
-    );
-    config.listen = args.listen;
-    config.metrics_interval = parse_duration("metrics-interval", &args.metrics_interval)?;
-    config.vod_length = parse_duration("vod-length", &args.vod_length)?;
-    if config.vod_length < Duration::from_secs(u64::from(media::SEGMENT_SECONDS) * 3) {
-        return Err(RefsiteError::Range {
-            flag: "vod-length",
-            reason: "must be at least 6s (three segments)".into(),
-        });
-    }
-    config.vod = false;
-    config.live = false;
-    for kind in &args.videos {
-        match kind.trim() {
-            "vod" => config.vod = true,
-            "live" => config.live = true,
-            other => return Err(RefsiteError::VideoKind(other.to_string())),
-        }
-    }
-    Ok(config)
-}
-
-/// `viewerfleet refsite`: serve until SIGINT/SIGTERM, printing `READY {json}` on stdout.
-pub async fn cli_refsite(args: crate::cli::RefsiteArgs) -> anyhow::Result<ExitCode> {
-    let config = config_from_args(&args)?;
-    let cancel = CancellationToken::new();
-    let signals = spawn_signal_watch(cancel.clone())?;
-    let handle = tokio::select! {
-        h = start(config, cancel.clone()) => h.context("refsite could not start")?,
-        _ = cancel.cancelled() => {
-            eprintln!("refsite: interrupted during start-up");
-            return Ok(ExitCode::from(130));
-        }
-    };
-    let info = handle.ready_info();
-    eprintln!("refsite listening on {}", info.base_url);
-    for v in &info.videos {
-        eprintln!("  {:<4} {}", v.kind.as_str(), v.embed_url);
-    }
-    eprintln!("  metrics {}", info.metrics_url);
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "READY {}", serde_json::to_string(&info)?)?;
-        out.flush()?;
-    }
-    cancel.cancelled().await;
-    eprintln!("refsite: stopping");
-    handle.shutdown().await;
-    signals.abort();
-    Ok(ExitCode::SUCCESS)
-}
-
-fn spawn_signal_watch(cancel: CancellationToken) -> anyhow::Result<JoinHandle<()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    Ok(tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        cancel.cancel();
-    }))
 }
 
 #[cfg(test)]

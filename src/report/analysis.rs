@@ -9,7 +9,8 @@ use super::qoe;
 use super::rates::{mbps, Bins};
 use super::table::{self, Steady};
 use super::traffic;
-use crate::rawdata::RunEventKind;
+use crate::model::kinds::RateSource;
+use crate::model::rawdata::RunEventKind;
 
 /// Width of the bins counter deltas are spread into.
 pub const BIN_S: f64 = 1.0;
@@ -260,9 +261,9 @@ pub fn build(run: &RunData) -> RunReport {
 
     // Top level: the exporter when it has data (as in the PeerTube post), else players.
     let (source, top) = match (&exporter_table, &players_table) {
-        (Some(e), _) => ("exporter", Some(e.clone())),
-        (None, Some(p)) => ("players", Some(p.clone())),
-        (None, None) => ("none", None),
+        (Some(e), _) => (RateSource::Exporter, Some(e.clone())),
+        (None, Some(p)) => (RateSource::Players, Some(p.clone())),
+        (None, None) => (RateSource::None, None),
     };
     let top_ref = top.as_ref();
     let summary = ReportSummary {
@@ -272,24 +273,19 @@ pub fn build(run: &RunData) -> RunReport {
         partial: partial_reason.is_some(),
         partial_reason,
         target: TargetLine {
-            kind: m.target.kind.clone(),
-            video: m.target.video.clone(),
-            latency: m.target.latency.clone(),
-            fleet: m.fleet.kind.clone(),
+            kind: m.target.kind,
+            video: m.target.video,
+            latency: m.target.latency,
+            fleet: m.fleet.kind,
         },
         measured_on: MeasuredOn {
-            hostname: m.host.hostname.clone(),
-            cpus: m.host.cpus,
-            cpu_model: m.host.cpu_model.clone(),
-            mem_total_bytes: m.host.mem_total_bytes,
-            kernel: m.host.kernel.clone(),
-            os: m.host.os.clone(),
+            host: m.host.clone(),
             tool_version: m.tool_version.clone(),
             git_commit: m.git_commit.clone(),
             versions: m.versions.clone(),
         },
         viewers: q.counts,
-        source: source.to_string(),
+        source,
         http_peak_mbps: top_ref.and_then(|t| t.http_peak_mbps),
         http_peak_at_s: top_ref.and_then(|t| t.http_peak_at_s),
         http_at_mbps: top_ref.and_then(|t| t.http_at_mbps),
@@ -412,25 +408,23 @@ pub fn build(run: &RunData) -> RunReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rawdata::{ExporterSample, Manifest, PlanSummary, ViewerSample};
+    use crate::model::rawdata::{ExporterSample, Manifest, PlanSummary, ViewerSample};
 
     fn run_data(exporter: Vec<ExporterSample>, viewers: Vec<ViewerSample>) -> RunData {
         RunData {
             dir: "/nowhere/run".into(),
-            manifest: Manifest {
-                ended_at: Some("end".into()),
-                plan: PlanSummary {
+            manifest: {
+                let mut m = Manifest::example();
+                m.ended_at = Some("end".into());
+                m.plan = PlanSummary {
                     viewers: 2,
                     sampling_interval_s: 2.0,
                     measure_at_s: 60.0,
                     steady_window_s: 20.0,
                     ..Default::default()
-                },
-                target: crate::rawdata::TargetDescription {
-                    playback_metrics_interval_s: Some(2.0),
-                    ..Default::default()
-                },
-                ..Default::default()
+                };
+                m.target.playback_metrics_interval_s = Some(2.0);
+                m
             },
             run_events: vec![],
             viewer_events: vec![],
@@ -503,7 +497,7 @@ mod tests {
         }
         let report = build(&run_data(vec![], samples));
         let s = &report.summary;
-        assert_eq!(s.source, "players");
+        assert_eq!(s.source, RateSource::Players);
         // Steady window 40–60 s: only viewer 2.
         assert!((s.http_at_mbps.unwrap() - 0.08).abs() < 1e-9);
         let http = report.series(names::PLAYERS_HTTP).unwrap();

@@ -27,10 +27,6 @@ fn r6(v: f64) -> f64 {
 }
 
 impl Renderer for CsvRenderer {
-    fn name(&self) -> &'static str {
-        "csv"
-    }
-
     fn run(&self, report: &RunReport) -> anyhow::Result<Vec<(String, String)>> {
         // Time series joined on time (ms).
         let mut rows: BTreeMap<i64, Vec<Option<f64>>> = BTreeMap::new();

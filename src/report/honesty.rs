@@ -5,6 +5,7 @@
 use super::load::RunData;
 use super::model::{CpuCheck, Honesty};
 use super::rates::Gap;
+use crate::model::kinds::FleetKind;
 
 /// A host sample above this busy share counts as saturated.
 pub const CPU_BUSY_THRESHOLD: f64 = 0.90;
@@ -17,7 +18,7 @@ pub const CPU_STEADY_SHARE: f64 = 0.25;
 pub fn implications(run: &RunData) -> Vec<String> {
     let fleet = &run.manifest.fleet;
     let mut out = Vec::new();
-    if fleet.kind == "local" {
+    if fleet.kind == FleetKind::Local {
         out.push(
             "Browsers, the target and the tracker share one machine: their CPU use competes \
              (see the host CPU check), and no real network lies between them."
@@ -133,7 +134,7 @@ pub struct Findings {
 
 pub fn build(run: &RunData, findings: Findings) -> Honesty {
     Honesty {
-        fleet_kind: run.manifest.fleet.kind.clone(),
+        fleet_kind: run.manifest.fleet.kind,
         shaping: run.manifest.fleet.shaping.clone(),
         implications: implications(run),
         cpu: findings.cpu,

@@ -7,6 +7,7 @@ use super::model::{names, RunReport};
 use super::prose;
 use super::render::{self, Renderer};
 use super::svg::{self, esc, BarChart, BarSet, Line, LineChart};
+use crate::model::kinds::RateSource;
 use std::fmt::Write;
 
 pub struct HtmlRenderer;
@@ -98,10 +99,6 @@ fn bandwidth_chart(r: &RunReport, source: &str, http: &str, p2p: &str, up: &str)
 }
 
 impl Renderer for HtmlRenderer {
-    fn name(&self) -> &'static str {
-        "html"
-    }
-
     fn run(&self, r: &RunReport) -> anyhow::Result<Vec<(String, String)>> {
         let s = &r.summary;
         let mut b = format!("<h1>viewerfleet report: {}</h1>\n", esc(&s.scenario));
@@ -269,16 +266,7 @@ impl Renderer for HtmlRenderer {
             );
         }
         if !s.qoe.failed.is_empty() {
-            let mut t = render::Table::new(&["Viewer", "When (s)", "What", "Reason"]).with_left(4);
-            for f in s.qoe.failed.iter().take(100) {
-                t.row(vec![
-                    f.viewer.to_string(),
-                    format!("{:.0}", f.t),
-                    f.kind.clone(),
-                    f.reason.clone(),
-                ]);
-            }
-            b.push_str(&t.html());
+            b.push_str(&render::failures_table(s).html());
         }
 
         b.push_str("<h2>Honesty</h2>\n");
@@ -384,7 +372,7 @@ impl Renderer for HtmlRenderer {
         let mut k = 0;
         for g in &cmp.groups {
             for r in &g.runs {
-                let name = if r.summary.source == "players" {
+                let name = if r.summary.source == RateSource::Players {
                     names::PLAYERS_HTTP
                 } else {
                     names::EXPORTER_HTTP

@@ -7,10 +7,6 @@ use super::render::Renderer;
 pub struct JsonRenderer;
 
 impl Renderer for JsonRenderer {
-    fn name(&self) -> &'static str {
-        "json"
-    }
-
     fn run(&self, report: &RunReport) -> anyhow::Result<Vec<(String, String)>> {
         let mut text = serde_json::to_string_pretty(&report.summary)?;
         text.push('\n');

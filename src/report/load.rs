@@ -1,9 +1,9 @@
-//! Reads one run folder (the contract in `crate::rawdata`) into memory for the report.
+//! Reads one run folder (the contract in `crate::model::rawdata`) into memory for the report.
 //!
 //! Nothing here interprets the data; it only loads it, tolerating a last line cut short by a
 //! killed run (counted, so the report can say so) and naming the file and the fix otherwise.
 
-use crate::rawdata::{
+use crate::model::rawdata::{
     self, ExporterSample, HostSample, Manifest, RunEvent, ViewerEvent, ViewerSample,
 };
 use std::path::{Path, PathBuf};

@@ -16,10 +16,6 @@ fn bullets(out: &mut String, lines: &[String]) {
 }
 
 impl Renderer for MarkdownRenderer {
-    fn name(&self) -> &'static str {
-        "markdown"
-    }
-
     fn run(&self, report: &RunReport) -> anyhow::Result<Vec<(String, String)>> {
         let s = &report.summary;
         let mut out = format!("# viewerfleet report: {}\n\n", s.scenario);
@@ -36,21 +32,12 @@ impl Renderer for MarkdownRenderer {
         out.push_str("## Quality of experience\n\n");
         bullets(&mut out, &prose::qoe_lines(s));
         if !s.qoe.failed.is_empty() {
-            let mut t = render::Table::new(&["Viewer", "When (s)", "What", "Reason"]).with_left(4);
-            for f in s.qoe.failed.iter().take(100) {
-                t.row(vec![
-                    f.viewer.to_string(),
-                    format!("{:.0}", f.t),
-                    f.kind.clone(),
-                    f.reason.clone(),
-                ]);
-            }
-            out.push_str(&t.markdown());
-            if s.qoe.failed.len() > 100 {
+            out.push_str(&render::failures_table(s).markdown());
+            if s.qoe.failed.len() > render::FAILURES_SHOWN {
                 let _ = writeln!(
                     out,
                     "\n…and {} more (see viewers.csv).",
-                    s.qoe.failed.len() - 100
+                    s.qoe.failed.len() - render::FAILURES_SHOWN
                 );
             }
             out.push('\n');

@@ -7,30 +7,28 @@
 //! (`json`, `csv`, `markdown`, `html` + `svg`, behind `render::Renderer`). `compare` and
 //! `suite` put several runs side by side.
 
-pub mod analysis;
+mod analysis;
 pub mod compare;
-pub mod csv;
+mod csv;
 pub mod honesty;
-pub mod html;
-pub mod json;
-pub mod load;
-pub mod markdown;
-pub mod model;
-pub mod prose;
-pub mod qoe;
-pub mod rates;
+mod html;
+mod json;
+mod load;
+mod markdown;
+mod model;
+mod prose;
+mod qoe;
+mod rates;
 pub mod render;
-pub mod stats;
-pub mod suite;
-pub mod svg;
-pub mod table;
-pub mod traffic;
+mod stats;
+mod svg;
+mod table;
+mod traffic;
 
 pub use compare::Comparison;
 pub use model::{ReportSummary, RunReport};
 
 use std::path::Path;
-use std::process::ExitCode;
 
 /// Builds the report of one run folder and writes its files into it.
 pub fn build_and_write(run_dir: &Path) -> anyhow::Result<RunReport> {
@@ -49,43 +47,4 @@ pub fn write_report(run_dir: &Path) -> anyhow::Result<ReportSummary> {
 /// The comparison table as plain text, for the terminal.
 pub fn comparison_text(cmp: &Comparison) -> String {
     cmp.text()
-}
-
-/// `viewerfleet report`.
-pub async fn cli_report(args: crate::cli::ReportArgs) -> anyhow::Result<ExitCode> {
-    let report = build_and_write(&args.run_dir)?;
-    print!("{}", render::run_text(&report));
-    println!(
-        "HTML report: {}",
-        args.run_dir.join("report.html").display()
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `viewerfleet compare`.
-pub async fn cli_compare(args: crate::cli::CompareArgs) -> anyhow::Result<ExitCode> {
-    let out = args.out.clone().unwrap_or_else(|| ".".into());
-    let cmp = compare::compare_dirs(&args.run_dirs, args.group);
-    if cmp.groups.is_empty() {
-        for f in &cmp.failed {
-            eprintln!("{}: {}", f.dir, f.error);
-        }
-        anyhow::bail!(
-            "none of the {} run folders could be read",
-            args.run_dirs.len()
-        );
-    }
-    render::write_compare(&cmp, &out)?;
-    print!("{}", comparison_text(&cmp));
-    println!("HTML comparison: {}", out.join("compare.html").display());
-    Ok(if cmp.failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-/// `viewerfleet suite`.
-pub async fn cli_suite(args: crate::cli::SuiteArgs, quiet: bool) -> anyhow::Result<ExitCode> {
-    suite::cli_suite(args, quiet).await
 }

@@ -3,6 +3,8 @@
 //! adds the time series and per-viewer rows that the plots and CSV files need.
 
 use super::rates::Gap;
+use crate::model::kinds::{FleetKind, Latency, RateSource, TargetKind, VideoKind};
+use crate::model::rawdata::HostInfo;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -25,7 +27,7 @@ pub struct ReportSummary {
     pub viewers: ViewerCounts,
     /// Which source the top-level rates and totals come from: `exporter` (the platform's
     /// Prometheus counters, as in the PeerTube 2023 post) or `players` (the viewers' stats).
-    pub source: String,
+    pub source: RateSource,
     pub http_peak_mbps: Option<f64>,
     pub http_peak_at_s: Option<f64>,
     pub http_at_mbps: Option<f64>,
@@ -57,20 +59,17 @@ pub struct ReportSummary {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetLine {
-    pub kind: String,
-    pub video: String,
-    pub latency: Option<String>,
-    pub fleet: String,
+    pub kind: TargetKind,
+    pub video: VideoKind,
+    pub latency: Option<Latency>,
+    pub fleet: FleetKind,
 }
 
+/// The host (as the manifest recorded it) and the versions of what ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredOn {
-    pub hostname: String,
-    pub cpus: u32,
-    pub cpu_model: String,
-    pub mem_total_bytes: u64,
-    pub kernel: String,
-    pub os: String,
+    #[serde(flatten)]
+    pub host: HostInfo,
     pub tool_version: String,
     pub git_commit: Option<String>,
     pub versions: BTreeMap<String, String>,
@@ -170,9 +169,9 @@ pub struct FailedViewer {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Honesty {
-    pub fleet_kind: String,
+    pub fleet_kind: FleetKind,
     pub shaping: String,
     /// What the fleet implies for the numbers, one sentence each.
     pub implications: Vec<String>,

@@ -30,12 +30,12 @@ pub fn run_lines(s: &ReportSummary) -> Vec<String> {
         ),
         format!(
             "Measured on {} ({} CPUs, {}, {} RAM, {}, kernel {}) with viewerfleet {}{}.",
-            m.hostname,
-            m.cpus,
-            m.cpu_model,
-            bytes(Some(m.mem_total_bytes)),
-            m.os,
-            m.kernel,
+            m.host.hostname,
+            m.host.cpus,
+            m.host.cpu_model,
+            bytes(Some(m.host.mem_total_bytes)),
+            m.host.os,
+            m.host.kernel,
             m.tool_version,
             m.git_commit
                 .as_ref()

@@ -5,7 +5,7 @@ use super::load::RunData;
 use super::model::{FailedViewer, Qoe, ViewerCounts, ViewerRow};
 use super::stats::percentile;
 use super::traffic::ViewerTotals;
-use crate::rawdata::ViewerEventKind;
+use crate::model::rawdata::ViewerEventKind;
 use std::collections::BTreeMap;
 
 /// One viewer's life as told by its events and samples.

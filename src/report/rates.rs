@@ -25,10 +25,6 @@ impl Bins {
         }
     }
 
-    pub fn end_s(&self) -> f64 {
-        self.values.len() as f64 * self.width_s
-    }
-
     /// Adds `amount` spread evenly over `t0..t1` (into the bin of `t1` when `t1 <= t0`).
     pub fn spread(&mut self, t0: f64, t1: f64, amount: f64) {
         if amount == 0.0 || !amount.is_finite() {
@@ -55,16 +51,6 @@ impl Bins {
         }
     }
 
-    /// Adds another series bin by bin (same width).
-    pub fn add(&mut self, other: &Bins) {
-        if self.values.len() < other.values.len() {
-            self.values.resize(other.values.len(), 0.0);
-        }
-        for (a, b) in self.values.iter_mut().zip(&other.values) {
-            *a += b;
-        }
-    }
-
     /// Bytes between `a` and `b`, counting partial bins pro rata.
     pub fn sum_between(&self, a: f64, b: f64) -> f64 {
         if b <= a {
@@ -80,10 +66,6 @@ impl Bins {
             }
         }
         total
-    }
-
-    pub fn total(&self) -> f64 {
-        self.values.iter().sum()
     }
 
     /// Mean bytes/s over `a..b`.

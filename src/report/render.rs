@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 /// One output format. Renderers return `(file name, contents)` so tests capture them.
 pub trait Renderer {
-    fn name(&self) -> &'static str;
     /// Files for one run's report.
     fn run(&self, report: &RunReport) -> anyhow::Result<Vec<(String, String)>>;
     /// Files for a comparison of runs.
@@ -48,7 +47,7 @@ fn write_all(
     for renderer in renderers() {
         for (name, contents) in files(renderer.as_ref())? {
             let path = dir.join(&name);
-            crate::rawdata::write_atomic(&path, contents.as_bytes())
+            crate::model::rawdata::write_atomic(&path, contents.as_bytes())
                 .with_context(|| format!("writing {} (is the folder writable?)", path.display()))?;
             written.push(path);
         }
@@ -240,6 +239,23 @@ pub fn mean_ci(v: Option<MeanCi>, scale: f64, digits: usize, suffix: &str) -> St
         }
         Some(MeanCi { mean, .. }) => format!("{:.digits$}{suffix}", mean * scale),
     }
+}
+
+/// Failed and lost viewers shown in a report; the rest are in `viewers.csv`.
+pub const FAILURES_SHOWN: usize = 100;
+
+/// The first `FAILURES_SHOWN` failed or lost viewers: who, when, what, why.
+pub fn failures_table(s: &ReportSummary) -> Table {
+    let mut t = Table::new(&["Viewer", "When (s)", "What", "Reason"]).with_left(4);
+    for f in s.qoe.failed.iter().take(FAILURES_SHOWN) {
+        t.row(vec![
+            f.viewer.to_string(),
+            format!("{:.0}", f.t),
+            f.kind.clone(),
+            f.reason.clone(),
+        ]);
+    }
+    t
 }
 
 /// The PeerTube post's table for one run: one row per source.

@@ -3,7 +3,7 @@
 
 use super::load::RunData;
 use super::rates::{accumulate, find_gaps, Bins, CounterStart, Gap};
-use crate::rawdata::ViewerEventKind;
+use crate::model::rawdata::ViewerEventKind;
 use std::collections::BTreeMap;
 
 pub const HTTP_DOWN: &str = "peertube_playback_http_downloaded_bytes_total";
@@ -52,7 +52,6 @@ pub struct ExporterTraffic {
     pub gaps: Vec<Gap>,
     pub ok_scrapes: u32,
     pub failed_scrapes: u32,
-    pub names_seen: Vec<String>,
 }
 
 /// Exporter counters → bins. Failed scrapes are left out (their bytes spread over the gap);
@@ -109,7 +108,6 @@ pub fn exporter(run: &RunData, bin_s: f64, end_s: f64, sampling_s: f64) -> Expor
         gaps,
         ok_scrapes: ok.len() as u32,
         failed_scrapes: (run.exporter_samples.len() - ok.len()) as u32,
-        names_seen: names.keys().map(|s| s.to_string()).collect(),
     }
 }
 
@@ -121,7 +119,6 @@ pub struct ViewerTotals {
     pub up: f64,
     pub stalls: f64,
     pub stalled_ms: f64,
-    pub first_t: f64,
     pub last_t: f64,
     pub max_peers: u32,
     pub first_playing_t: Option<f64>,
@@ -137,7 +134,7 @@ pub struct PlayerTraffic {
 }
 
 pub fn players(run: &RunData, bin_s: f64, end_s: f64, sampling_s: f64) -> PlayerTraffic {
-    let mut by_viewer: BTreeMap<u32, Vec<&crate::rawdata::ViewerSample>> = BTreeMap::new();
+    let mut by_viewer: BTreeMap<u32, Vec<&crate::model::rawdata::ViewerSample>> = BTreeMap::new();
     for sample in &run.viewer_samples {
         by_viewer.entry(sample.viewer).or_default().push(sample);
     }
@@ -159,7 +156,7 @@ pub fn players(run: &RunData, bin_s: f64, end_s: f64, sampling_s: f64) -> Player
             .filter(|t| *t <= first_t)
             .unwrap_or((first_t - sampling_s).max(0.0));
         let start = CounterStart::ZeroAt(zero_at);
-        let pts = |f: &dyn Fn(&crate::rawdata::ViewerSample) -> f64| -> Vec<(f64, f64)> {
+        let pts = |f: &dyn Fn(&crate::model::rawdata::ViewerSample) -> f64| -> Vec<(f64, f64)> {
             samples.iter().map(|s| (s.t, f(s))).collect()
         };
         let h = accumulate(
@@ -186,7 +183,6 @@ pub fn players(run: &RunData, bin_s: f64, end_s: f64, sampling_s: f64) -> Player
                 up: u.increase,
                 stalls: st.increase,
                 stalled_ms: sm.increase,
-                first_t,
                 last_t,
                 max_peers: samples.iter().map(|s| s.peers).max().unwrap_or(0),
                 first_playing_t: samples.iter().find(|s| s.playing).map(|s| s.t),

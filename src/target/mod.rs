@@ -3,12 +3,24 @@
 //! exporter to scrape. PeerTube's adapter also serves refsite, which speaks the same
 //! interfaces.
 //!
-//! To add a platform: a type implementing `Target` in its own file, chosen in
-//! `engine::target_for`.
+//! To add a platform: a type implementing `Target` in its own file, a variant in
+//! `model::kinds::TargetKind`, and a branch in `start::start`.
 
 pub mod peertube;
+pub mod start;
+
+use std::net::SocketAddr;
 
 use serde::Deserialize;
+
+/// Where the target (refsite) must run so that the viewers reach it.
+#[derive(Debug, Clone)]
+pub struct TargetPlacement {
+    /// Address refsite listens on (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Network namespace to start refsite in, if any.
+    pub netns: Option<String>,
+}
 
 /// A video platform as seen by one viewer and by the scraper.
 pub trait Target: Send + Sync {

@@ -1,7 +1,7 @@
 //! ChromeDriver's vendor endpoints as fantoccini commands: network conditions and raw CDP.
 //! Both also work through Selenium Grid 4, which forwards them to the node's driver.
 
-use crate::scenario::NetworkProfile;
+use crate::model::scenario::NetworkProfile;
 use fantoccini::wd::WebDriverCompatibleCommand;
 use url::{ParseError, Url};
 

@@ -5,9 +5,10 @@
 //! and `close` deletes the session and the profile on every path.
 
 mod commands;
+pub mod gc;
 
-use crate::fleet::ViewerSlot;
-use crate::scenario::{NetworkProfile, ShapingLayer};
+use crate::model::kinds::ShapingLayer;
+use crate::model::scenario::NetworkProfile;
 use crate::target::{PlayerStats, Target};
 use commands::{CdpCommand, NetworkConditions};
 use fantoccini::wd::Capabilities;
@@ -57,6 +58,24 @@ pub fn remove_own_profiles() -> usize {
         .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
         .filter(|e| std::fs::remove_dir_all(e.path()).is_ok())
         .count()
+}
+
+/// Where one viewer's browser is to be created.
+#[derive(Debug, Clone)]
+pub struct ViewerSlot {
+    /// WebDriver endpoint (chromedriver or Grid hub), ending in `/`.
+    pub webdriver_url: String,
+    /// Chromium binary for `goog:chromeOptions.binary` (a wrapper that enters a namespace
+    /// for `netns`), or `None` to leave it to the node.
+    pub chrome_binary: Option<String>,
+    /// Extra Chromium arguments this slot needs (e.g. `--remote-debugging-pipe`).
+    pub extra_args: Vec<String>,
+    /// Node or slot name, for raw data.
+    pub node: String,
+    /// The viewer's own address, where it has one.
+    pub address: Option<String>,
+    /// Shaping is already applied below the browser (tc); CDP throttling then is optional.
+    pub tc_shaped: bool,
 }
 
 /// Timeouts for WebDriver calls.

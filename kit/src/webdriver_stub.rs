@@ -1,0 +1,239 @@
+//! A fast WebDriver endpoint for measuring the controller itself: it answers session
+//! creation, navigation, script calls and the ChromeDriver vendor commands in microseconds
+//! (plus a configurable latency and failure rate), and returns player stats that say the
+//! video plays. Also serves a viewer page and an exporter so a whole `run` can target it.
+//! Used by the controller benchmark and by the fast (browser-free) tests of the run engine.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Behaviour of the stub.
+#[derive(Debug, Clone, Default)]
+pub struct StubConfig {
+    /// Added to every WebDriver answer.
+    pub latency: Duration,
+    /// Share of session creations answered with `session not created`, 0..1.
+    pub session_failure_rate: f64,
+    /// Stop answering stats reads of a session after this many reads (simulates a lost
+    /// browser); `None` = never.
+    pub reads_before_loss: Option<u64>,
+}
+
+/// Request counters, for the benchmark's figures and for tests.
+#[derive(Debug, Default)]
+pub struct StubCounters {
+    pub sessions_created: AtomicU64,
+    pub sessions_refused: AtomicU64,
+    pub sessions_deleted: AtomicU64,
+    pub script_calls: AtomicU64,
+    pub other_calls: AtomicU64,
+}
+
+struct StubState {
+    config: StubConfig,
+    counters: Arc<StubCounters>,
+    next_id: AtomicU64,
+    reads: Mutex<std::collections::HashMap<String, u64>>,
+    /// Deterministic failure pattern: every n-th creation fails.
+    failure_every: Option<u64>,
+}
+
+pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
+    let failure_every = (config.session_failure_rate > 0.0)
+        .then(|| (1.0 / config.session_failure_rate).round().max(1.0) as u64);
+    let state = Arc::new(StubState {
+        config,
+        counters,
+        next_id: AtomicU64::new(1),
+        reads: Mutex::default(),
+        failure_every,
+    });
+    Router::new()
+        .route("/status", get(status))
+        .route("/session", post(new_session))
+        .route("/session/{id}", delete(delete_session))
+        .route("/session/{id}/execute/sync", post(execute))
+        .route("/session/{id}/url", get(current_url).post(other))
+        .route("/session/{id}/{*rest}", post(other).get(other_get))
+        .route("/w/{video}", get(page))
+        .route("/videos/embed/{video}", get(page))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// A running stub; it stops when dropped.
+pub struct Stub {
+    addr: std::net::SocketAddr,
+    counters: Arc<StubCounters>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Stub {
+    /// Serves the stub on `addr` (port 0: a free port) on the current runtime.
+    pub async fn serve(addr: std::net::SocketAddr, config: StubConfig) -> std::io::Result<Stub> {
+        let counters = Arc::new(StubCounters::default());
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let router = app(config, counters.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Ok(Stub {
+            addr,
+            counters,
+            task,
+        })
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR/`: the stub as a WebDriver endpoint or Grid hub.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    pub fn counters(&self) -> &StubCounters {
+        &self.counters
+    }
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl StubCounters {
+    /// One line: sessions created, refused, deleted; script and other calls.
+    pub fn summary(&self) -> String {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        format!(
+            "{} sessions created, {} refused, {} deleted, {} script calls, {} other calls",
+            get(&self.sessions_created),
+            get(&self.sessions_refused),
+            get(&self.sessions_deleted),
+            get(&self.script_calls),
+            get(&self.other_calls)
+        )
+    }
+}
+
+async fn pause(state: &StubState) {
+    if !state.config.latency.is_zero() {
+        tokio::time::sleep(state.config.latency).await;
+    }
+}
+
+/// Shaped like Selenium Grid 4's `/status`, so the `grid` fleet accepts the stub as a hub.
+async fn status() -> Json<Value> {
+    Json(json!({"value": {
+        "ready": true,
+        "message": "viewerfleet WebDriver stub",
+        "nodes": [{"uri": "http://stub.invalid", "availability": "UP", "maxSessions": 1_000_000, "slots": []}]
+    }}))
+}
+
+async fn new_session(State(s): State<Arc<StubState>>) -> impl IntoResponse {
+    pause(&s).await;
+    let n = s.next_id.fetch_add(1, Ordering::Relaxed);
+    if s.failure_every.is_some_and(|every| n % every == 0) {
+        s.counters.sessions_refused.fetch_add(1, Ordering::Relaxed);
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(
+                json!({"value": {"error": "session not created", "message": "stub: refused by the configured failure rate", "stacktrace": ""}}),
+            ),
+        );
+    }
+    s.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
+    let id = format!("stub{n:08}");
+    (
+        StatusCode::OK,
+        Json(
+            json!({"value": {"sessionId": id, "capabilities": {"browserName": "chrome", "browserVersion": "stub"}}}),
+        ),
+    )
+}
+
+async fn delete_session(State(s): State<Arc<StubState>>, Path(id): Path<String>) -> Json<Value> {
+    pause(&s).await;
+    s.counters.sessions_deleted.fetch_add(1, Ordering::Relaxed);
+    s.reads
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
+    Json(json!({"value": null}))
+}
+
+async fn execute(State(s): State<Arc<StubState>>, Path(id): Path<String>) -> impl IntoResponse {
+    pause(&s).await;
+    s.counters.script_calls.fetch_add(1, Ordering::Relaxed);
+    let reads = {
+        let mut map = s.reads.lock().unwrap_or_else(|e| e.into_inner());
+        let r = map.entry(id).or_insert(0);
+        *r += 1;
+        *r
+    };
+    if s.config
+        .reads_before_loss
+        .is_some_and(|limit| reads > limit)
+    {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(
+                json!({"value": {"error": "invalid session id", "message": "stub: browser gone", "stacktrace": ""}}),
+            ),
+        );
+    }
+    // Grows with every read so rates are non-zero and deterministic: 100 kB HTTP and
+    // 300 kB P2P per read.
+    (
+        StatusCode::OK,
+        Json(json!({"value": {
+            "httpBytes": reads * 100_000, "httpSource": "network-info",
+            "p2pDownBytes": reads * 300_000, "p2pUpBytes": reads * 250_000, "peers": 2,
+            "networkInfoSeen": true, "hasVideo": true, "playing": true,
+            "currentTime": reads as f64, "firstFrameMs": 500.0, "stalls": 0, "stalledMs": 0.0,
+            "resolution": 240, "droppedFrames": 0, "errors": 0, "lastError": null
+        }})),
+    )
+}
+
+async fn other(State(s): State<Arc<StubState>>) -> Json<Value> {
+    pause(&s).await;
+    s.counters.other_calls.fetch_add(1, Ordering::Relaxed);
+    Json(json!({"value": null}))
+}
+
+async fn other_get(State(s): State<Arc<StubState>>) -> Json<Value> {
+    other(State(s)).await
+}
+
+/// fantoccini reads the current URL before every navigation.
+async fn current_url(State(s): State<Arc<StubState>>) -> Json<Value> {
+    pause(&s).await;
+    s.counters.other_calls.fetch_add(1, Ordering::Relaxed);
+    Json(json!({"value": "about:blank"}))
+}
+
+async fn page() -> axum::response::Html<&'static str> {
+    axum::response::Html("<!doctype html><title>stub viewer page</title><video></video>")
+}
+
+async fn metrics(State(s): State<Arc<StubState>>) -> String {
+    let reads = s.counters.script_calls.load(Ordering::Relaxed);
+    format!(
+        "peertube_playback_http_downloaded_bytes_total{{p2pEnabled=\"true\"}} {}\npeertube_playback_p2p_downloaded_bytes_total{{p2pEnabled=\"true\"}} {}\n",
+        reads * 100_000,
+        reads * 300_000
+    )
+}

@@ -1,0 +1,47 @@
+//! `viewerfleet calibrate`: what one viewer costs on this machine, per browser profile.
+
+use crate::calibrate::{self, CalibrateOptions, CALIBRATION_JSON};
+use crate::cli::CalibrateArgs;
+use crate::sys::shutdown::Shutdown;
+use std::process::ExitCode;
+
+pub async fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    let options = CalibrateOptions {
+        scenario: args.scenario.clone(),
+        viewers: args.viewers,
+        warmup: super::parse_duration("--warmup", &args.warmup)?,
+        window: super::parse_duration("--window", &args.window)?,
+        out: args.out.clone(),
+        profiles: calibrate::resolve_profiles(&args.profiles, &args.profile)
+            .map_err(|message| anyhow::anyhow!(message))?,
+    };
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let calibration = match calibrate::run(&options, &shutdown).await {
+        Ok(c) => c,
+        Err(_) if shutdown.is_triggered() => return Ok(ExitCode::from(shutdown.exit_code())),
+        Err(err) => return Err(err),
+    };
+    let markdown = calibrate::markdown(&calibration);
+    std::fs::write(options.out.join("calibration.md"), &markdown)?;
+    print!("{markdown}");
+    let json = options.out.join(CALIBRATION_JSON);
+    println!(
+        "\nwritten: {} and calibration.md; size fleets with `viewerfleet plan --calibration {}`",
+        json.display(),
+        json.display()
+    );
+    if shutdown.is_triggered() {
+        return Ok(ExitCode::from(shutdown.exit_code()));
+    }
+    let all_played = calibration
+        .profiles
+        .iter()
+        .all(|p| p.viewers_measured == p.viewers);
+    Ok(if all_played {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("warning: not every viewer played; see `failures` in calibration.json");
+        ExitCode::from(1)
+    })
+}

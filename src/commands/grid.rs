@@ -1,0 +1,70 @@
+//! `viewerfleet grid`: a local Selenium Grid 4 (hub and nodes) on this machine.
+
+use crate::cli::{GridAction, GridArgs};
+use crate::grid::local::{default_state_file, down, slot_address, up, LocalGridOptions};
+use crate::netns::Shaping;
+use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
+
+pub async fn run(args: GridArgs) -> anyhow::Result<ExitCode> {
+    match args.action {
+        GridAction::Up(a) => {
+            if !a.local {
+                anyhow::bail!("`grid up` only makes a local Grid: pass --local (for cloud nodes use `fleet: hcloud` or terraform/)");
+            }
+            let mut opts =
+                LocalGridOptions::new(a.nodes, a.slots, a.state.unwrap_or_else(default_state_file));
+            opts.jar = a.jar;
+            opts.config_dir = a.config_dir;
+            opts.shaping = Shaping {
+                down_kbit: a.down_kbit,
+                up_kbit: a.up_kbit,
+                delay_ms: 0,
+            };
+            opts.target_port = a.target_port;
+            let shutdown = crate::sys::shutdown::Shutdown::new();
+            shutdown.listen_for_signals()?;
+            let cancel = CancellationToken::new();
+            let watch = {
+                let (s, c) = (shutdown.clone(), cancel.clone());
+                tokio::spawn(async move {
+                    s.wait().await;
+                    c.cancel();
+                })
+            };
+            let st = up(&opts, &cancel).await;
+            watch.abort();
+            let st = st?;
+            println!("hub: {}", st.hub_url);
+            for n in &st.nodes {
+                println!(
+                    "node {}: {} — slots {}{}..{}{} ({} .. {})",
+                    n.number,
+                    n.url,
+                    st.name_prefix,
+                    n.first_slot,
+                    st.name_prefix,
+                    n.first_slot + n.slots - 1,
+                    slot_address(&st, n.first_slot),
+                    slot_address(&st, n.first_slot + n.slots - 1),
+                );
+            }
+            println!(
+                "target namespace: {} at {} (refsite runs there)",
+                st.target_namespace,
+                st.target_origin()
+            );
+            println!("use it with `fleet: {{kind: grid, url: {}}}`; stop it with `viewerfleet grid down`", st.hub_url);
+            Ok(ExitCode::SUCCESS)
+        }
+        GridAction::Down(a) => {
+            let path = a.state.unwrap_or_else(default_state_file);
+            if down(&path).await? {
+                println!("local Grid stopped and released");
+            } else {
+                println!("no local Grid recorded in {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! `viewerfleet ladder`: a scenario at increasing viewer counts, and its capacity report.
+
+use crate::cli::LadderArgs;
+use crate::engine::{run_scenario, RunOptions};
+use crate::ladder::knee::KneeRules;
+use crate::ladder::project::ServerSpec;
+use crate::ladder::{analyze, markdown, step_from_run, write};
+use crate::model::scenario::{self, Overrides};
+use anyhow::Context;
+use std::process::ExitCode;
+
+pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
+    let mut steps = args.steps.clone();
+    steps.sort_unstable();
+    steps.dedup();
+    if steps.is_empty() || steps[0] == 0 {
+        anyhow::bail!("--steps needs viewer counts of at least 1, e.g. --steps 2,4,6,8");
+    }
+    // Validate the scenario at every step before running any of them.
+    let overrides = |viewers: u32| Overrides {
+        viewers: Some(viewers),
+        duration: args.hold.clone(),
+    };
+    let plan = scenario::load(&args.scenario, &overrides(steps[0]))?;
+    for &v in &steps[1..] {
+        scenario::load(&args.scenario, &overrides(v))?;
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let shutdown = crate::sys::shutdown::Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let mut results = Vec::new();
+    for &viewers in &steps {
+        let dir = args.out.join(format!("step-{viewers}"));
+        if !args.analyze_only {
+            if shutdown.is_triggered() {
+                break;
+            }
+            eprintln!("== ladder step: {viewers} viewers → {}", dir.display());
+            let outcome = run_scenario(
+                &args.scenario,
+                &dir,
+                &overrides(viewers),
+                shutdown.clone(),
+                RunOptions {
+                    progress: !quiet,
+                    ..RunOptions::default()
+                },
+            )
+            .await
+            .with_context(|| format!("ladder step {viewers}"))?;
+            eprintln!("{}", outcome.summary);
+            if outcome.interrupted {
+                break;
+            }
+        }
+        if !dir.join(crate::model::rawdata::MANIFEST).exists() {
+            continue;
+        }
+        let summary = crate::report::write_report(&dir)?;
+        results.push(step_from_run(&dir, &summary)?);
+    }
+    if results.is_empty() {
+        anyhow::bail!("no ladder step finished; nothing to report");
+    }
+    let host = crate::sys::hostinfo::host_info();
+    let rules = KneeRules {
+        target_cores: Some(args.target_cores.unwrap_or(host.cpus as f64)),
+        link_mbps: args.link_mbps,
+        ..KneeRules::default()
+    };
+    let server = ServerSpec {
+        cores: args.server_cores,
+        ram_bytes: (args.server_ram_gb * 1e9) as u64,
+        nic_mbps: args.server_nic_mbps,
+        usable_share: args.usable_share,
+    };
+    let report = analyze(
+        &plan.name,
+        results,
+        rules,
+        Some(server),
+        rerun_line(&args),
+        format!("{} ({} × {})", host.hostname, host.cpus, host.cpu_model),
+    );
+    write(&report, &args.out)?;
+    print!("{}", markdown(&report));
+    println!(
+        "capacity report: {}",
+        args.out.join("capacity.html").display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rerun_line(args: &LadderArgs) -> String {
+    let steps: Vec<String> = args.steps.iter().map(|s| s.to_string()).collect();
+    let mut line = format!(
+        "viewerfleet ladder {} --steps {} --out {}",
+        args.scenario.display(),
+        steps.join(","),
+        args.out.display()
+    );
+    if let Some(hold) = &args.hold {
+        line.push_str(&format!(" --hold {hold}"));
+    }
+    line
+}

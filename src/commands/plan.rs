@@ -1,0 +1,95 @@
+//! `viewerfleet plan`: node counts and costs of each scenario's cloud fleet.
+
+use crate::cli::PlanArgs;
+use crate::cloud::api::HcloudApi;
+use crate::cloud::{pricing, sizing, CloudError};
+use crate::model::scenario::fleet::{FleetPlan, HcloudFleetSpec};
+use crate::model::scenario::{self, Overrides, Plan};
+use anyhow::Context;
+use std::process::ExitCode;
+
+/// The scenario's hcloud settings, if its fleet is `hcloud`.
+pub(super) fn hcloud_spec(plan: &Plan) -> Option<HcloudFleetSpec> {
+    match &plan.fleet {
+        FleetPlan::Hcloud(spec) => Some((**spec).clone()),
+        _ => None,
+    }
+}
+
+/// Node counts and costs for each scenario.
+pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let overrides = Overrides {
+        viewers: args.viewers,
+        duration: None,
+    };
+    let calibrated = match &args.calibration {
+        Some(path) => {
+            let calibration = crate::calibrate::Calibration::load(path)?;
+            let figures = calibration.profile("project").cloned().with_context(|| {
+                format!(
+                    "{}: no `project` profile with a playing viewer; run `viewerfleet calibrate` with --profiles including project",
+                    path.display()
+                )
+            })?;
+            println!(
+                "budget from {} (measured {} on {} cores): {:.3} cores and {:.0} MB PSS per viewer",
+                path.display(),
+                calibration.created,
+                calibration.host.cpus,
+                figures.cpu_cores_per_viewer,
+                figures.pss_mb_per_viewer_max
+            );
+            Some(figures)
+        }
+        None => None,
+    };
+    let mut api: Option<(Option<String>, HcloudApi)> = None;
+    let mut out = std::io::stdout();
+    for path in &args.scenarios {
+        let plan = scenario::load(path, &overrides)?;
+        let mut spec = match hcloud_spec(&plan) {
+            Some(spec) => spec,
+            None => {
+                println!(
+                    "{}: the scenario's fleet is `{}`; estimating with the hcloud defaults",
+                    path.display(),
+                    plan.fleet.kind()
+                );
+                HcloudFleetSpec::default()
+            }
+        };
+        if let Some(figures) = &calibrated {
+            spec.budget.cpu_per_viewer = figures.cpu_cores_per_viewer;
+            // The window's peak, not its mean: nodes must hold the worst moment.
+            spec.budget.memory_mb_per_viewer = figures.pss_mb_per_viewer_max;
+        }
+        if let Some(cpu) = args.cpu_per_viewer {
+            spec.budget.cpu_per_viewer = cpu;
+        }
+        if let Some(mem) = args.memory_mb_per_viewer {
+            spec.budget.memory_mb_per_viewer = mem;
+        }
+        spec.validate(plan.viewers)
+            .map_err(|(field, message)| CloudError::Invalid { field, message })
+            .with_context(|| format!("{}", path.display()))?;
+        if api
+            .as_ref()
+            .is_none_or(|(file, _)| *file != spec.token_file)
+        {
+            api = Some((
+                spec.token_file.clone(),
+                HcloudApi::from_env(spec.token_file.as_deref())?,
+            ));
+        }
+        let client = &api
+            .as_ref()
+            .map(|(_, a)| a.clone())
+            .context("no API client")?;
+        let catalogue = pricing::fetch(client, &spec.location).await?;
+        let fleet = sizing::plan(&spec, plan.viewers, plan.duration, &catalogue)?;
+        let label = format!("{} ({})", plan.name, path.display());
+        sizing::render(&mut out, &label, &fleet, &spec.budget)?;
+        println!();
+    }
+    Ok(ExitCode::SUCCESS)
+}

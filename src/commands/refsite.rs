@@ -1,0 +1,82 @@
+//! `viewerfleet refsite`: serves the reference site until SIGINT/SIGTERM.
+
+use crate::cli::RefsiteArgs;
+use crate::refsite::{
+    default_media_dir, default_web_dir, media, parse_duration, start, RefsiteConfig, RefsiteError,
+};
+use anyhow::Context;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Turns the command-line arguments into a validated configuration.
+pub fn config_from_args(args: &RefsiteArgs) -> Result<RefsiteConfig, RefsiteError> {
+    let mut config = RefsiteConfig::new(
+        args.media.clone().unwrap_or_else(default_media_dir),
+        args.web.clone().unwrap_or_else(default_web_dir),
+    );
+    config.listen = args.listen;
+    config.metrics_interval = parse_duration("metrics-interval", &args.metrics_interval)?;
+    config.vod_length = parse_duration("vod-length", &args.vod_length)?;
+    if config.vod_length < Duration::from_secs(u64::from(media::SEGMENT_SECONDS) * 3) {
+        return Err(RefsiteError::Range {
+            flag: "vod-length",
+            reason: "must be at least 6s (three segments)".into(),
+        });
+    }
+    config.vod = false;
+    config.live = false;
+    for kind in &args.videos {
+        match kind.trim() {
+            "vod" => config.vod = true,
+            "live" => config.live = true,
+            other => return Err(RefsiteError::VideoKind(other.to_string())),
+        }
+    }
+    Ok(config)
+}
+
+/// Serves until SIGINT/SIGTERM, printing `READY {json}` on stdout.
+pub async fn run(args: RefsiteArgs) -> anyhow::Result<ExitCode> {
+    let config = config_from_args(&args)?;
+    let cancel = CancellationToken::new();
+    let signals = spawn_signal_watch(cancel.clone())?;
+    let handle = tokio::select! {
+        h = start(config, cancel.clone()) => h.context("refsite could not start")?,
+        _ = cancel.cancelled() => {
+            eprintln!("refsite: interrupted during start-up");
+            return Ok(ExitCode::from(130));
+        }
+    };
+    let info = handle.ready_info();
+    eprintln!("refsite listening on {}", info.base_url);
+    for v in &info.videos {
+        eprintln!("  {:<4} {}", v.kind.as_str(), v.embed_url);
+    }
+    eprintln!("  metrics {}", info.metrics_url);
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "READY {}", serde_json::to_string(&info)?)?;
+        out.flush()?;
+    }
+    cancel.cancelled().await;
+    eprintln!("refsite: stopping");
+    handle.shutdown().await;
+    signals.abort();
+    Ok(ExitCode::SUCCESS)
+}
+
+fn spawn_signal_watch(cancel: CancellationToken) -> anyhow::Result<JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    Ok(tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        cancel.cancel();
+    }))
+}

@@ -1,0 +1,45 @@
+//! `viewerfleet run`: one scenario into a run folder.
+
+use crate::cli::RunArgs;
+use crate::engine::{run_scenario, RunOptions};
+use crate::model::scenario::{self, Overrides};
+use crate::sys::shutdown::Shutdown;
+use anyhow::Context;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
+    let overrides = Overrides {
+        viewers: args.viewers,
+        duration: args.duration.clone(),
+    };
+    // Validate before anything else, so a bad file costs nothing.
+    let plan = scenario::load(&args.scenario, &overrides)?;
+    let out = match args.out {
+        Some(out) => out,
+        None => PathBuf::from("runs").join(format!(
+            "{}-{}",
+            plan.name,
+            chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+        )),
+    };
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let outcome = run_scenario(
+        &args.scenario,
+        &out,
+        &overrides,
+        shutdown,
+        RunOptions {
+            progress: !quiet,
+            metrics_listen: args.metrics_listen,
+            write_report: !args.no_report,
+            keep: args.keep,
+        },
+    )
+    .await
+    .with_context(|| format!("run {}", plan.name))?;
+    println!("{}", outcome.summary);
+    println!("raw data: {}", outcome.run_dir.display());
+    Ok(ExitCode::from(outcome.exit_code))
+}

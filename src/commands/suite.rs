@@ -1,0 +1,34 @@
+//! `viewerfleet suite`: several scenarios (and repeats) and their comparison.
+
+use crate::cli::SuiteArgs;
+use crate::model::scenario::Overrides;
+use crate::report::comparison_text;
+use crate::suite::{run_suite, EngineRunner, SuitePlan};
+use crate::sys::shutdown::Shutdown;
+use std::process::ExitCode;
+
+pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<ExitCode> {
+    let overrides = Overrides {
+        viewers: args.viewers,
+        duration: args.duration.clone(),
+    };
+    let plan = SuitePlan::new(&args.scenarios, args.repeat, &args.out, overrides)?;
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let runner = EngineRunner {
+        shutdown: shutdown.clone(),
+        progress: !quiet,
+    };
+    let mut err = std::io::stderr();
+    let result = run_suite(&plan, &runner, &shutdown, &mut err).await?;
+    println!();
+    print!("{}", comparison_text(&result.comparison));
+    println!("HTML comparison: {}", result.html.display());
+    Ok(if result.interrupted {
+        ExitCode::from(shutdown.exit_code())
+    } else if result.comparison.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,77 @@
+//! `viewerfleet up`: provisions a scenario's cloud fleet and leaves it running.
+
+use crate::cli::UpArgs;
+use crate::cloud::api::HcloudApi;
+use crate::cloud::up::{check_up, CloudFleet, UpOptions};
+use crate::cloud::{hub, CloudError};
+use crate::model::scenario::{self, Overrides};
+use crate::sys::shutdown::Shutdown;
+use anyhow::Context;
+use std::process::ExitCode;
+
+fn viewer_slots_script(args: &UpArgs) -> anyhow::Result<Option<String>> {
+    match &args.viewer_slots {
+        Some(path) => {
+            Ok(Some(std::fs::read_to_string(path).with_context(|| {
+                format!("--viewer-slots {}", path.display())
+            })?))
+        }
+        None => Ok(std::fs::read_to_string("grid/viewer-slots.sh").ok()),
+    }
+}
+
+/// Provisions the fleet and leaves it running; tears down on any failure.
+pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
+    let plan = scenario::load(
+        &args.scenario,
+        &Overrides {
+            viewers: args.viewers,
+            duration: None,
+        },
+    )?;
+    let spec = super::plan::hcloud_spec(&plan).with_context(|| {
+        format!(
+            "{}: `viewerfleet up` needs `fleet: kind: hcloud` (this scenario's fleet is `{}`)",
+            args.scenario.display(),
+            plan.fleet.kind()
+        )
+    })?;
+    check_up(&spec)?;
+    let api = HcloudApi::from_env(spec.token_file.as_deref())?;
+    let hub_url = std::env::var(hub::HUB_URL_ENV).ok();
+    let opts = UpOptions {
+        keep: true,
+        viewer_slots_script: viewer_slots_script(&args)?,
+        // A tunnel or the fake's simulated hub answers at once: poll it more often.
+        hub_poll: hub_url
+            .as_ref()
+            .map(|_| std::time::Duration::from_millis(500)),
+        hub_url,
+    };
+    if opts.viewer_slots_script.is_none() {
+        tracing::warn!("no grid/viewer-slots.sh (or --viewer-slots): viewers will share each node's address, without tc shaping");
+    }
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let result = CloudFleet::up(&api, &plan, &spec, opts, &shutdown.token()).await;
+    match result {
+        Ok(fleet) => {
+            let inventory = serde_json::to_string_pretty(&fleet.inventory())?;
+            match &args.inventory {
+                Some(path) => std::fs::write(path, inventory + "\n")
+                    .with_context(|| format!("--inventory {}", path.display()))?,
+                None => println!("{inventory}"),
+            }
+            eprintln!(
+                "run {} is up: hub {} with {} nodes ({} viewers). It bills until you run `viewerfleet down {}`.",
+                fleet.run_id, fleet.hub_url, fleet.nodes.len(), fleet.capacity(), fleet.run_id
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(CloudError::Cancelled) => {
+            eprintln!("interrupted: every server of the run was deleted");
+            Ok(ExitCode::from(shutdown.exit_code()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,24 @@
+//! `viewerfleet validate`: checks scenario files without running them.
+
+use crate::cli::ValidateArgs;
+use crate::model::scenario::{self, Overrides};
+use std::process::ExitCode;
+
+/// Checks each file and prints a one-line summary of its plan.
+pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let mut failed = 0;
+    for path in &args.scenarios {
+        match scenario::load(path, &Overrides::default()) {
+            Ok(plan) => println!("{}: ok — {}", path.display(), plan.summary_line()),
+            Err(err) => {
+                failed += 1;
+                eprintln!("{err}");
+            }
+        }
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

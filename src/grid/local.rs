@@ -1,0 +1,608 @@
+//! `viewerfleet grid up --local` / `grid down`: a real Selenium Grid 4 on this machine — one
+//! hub and N nodes started from the Selenium server jar with the same `grid/hub.toml` and
+//! `grid/node.toml` the cloud nodes use (local differences given as Selenium flags).
+//!
+//! How a node is a "host" here: in this sandbox traffic between the root network namespace
+//! and other namespaces is dropped, so the controller can only reach a hub in the root
+//! namespace. The hub and each node's Java process therefore listen on loopback (own port
+//! each), while every browser a node starts runs in one of that node's K viewer slots
+//! (network namespaces from `grid/viewer-slots.sh`, own IPv6 address, default route, tc
+//! shaping). Node n owns slots `n*100 .. n*100+K-1`: its "own addresses" are that range of
+//! the slot prefix. The node's stereotype binary is a wrapper that takes a free slot of its
+//! node and execs Chromium inside it. The target (refsite) gets slot 0 on the same bridge,
+//! so viewers of every node reach it and each other (P2P across nodes).
+//!
+//! Everything made is recorded in a state file first (`state`), so `grid down`, `gc` and
+//! every error path release it: process groups, slots, files.
+
+use super::local_state::{self, LocalGridState, NodeState};
+use crate::netns::{check_host, Shaping, SlotNetwork, SystemHostEnv};
+use crate::sys::process;
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// The Selenium server jar inside the npm package installed by `cd grid && npm ci`.
+pub const JAR_IN_GRID: &str =
+    "node_modules/@nightwatch/selenium-server/lib/selenium-server-4.20.0.jar";
+/// Real Chromium binary run inside the slots.
+pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
+/// Most nodes and slots per node a local Grid makes (slot indices are `node*100 + k`).
+pub const MAX_NODES: u32 = 50;
+/// Time a hub or node gets to stop (and a node its browsers) after SIGTERM.
+const GRID_GRACE: Duration = Duration::from_secs(10);
+pub const MAX_SLOTS: u32 = 99;
+
+/// What `grid up --local` is asked for.
+#[derive(Debug, Clone)]
+pub struct LocalGridOptions {
+    pub nodes: u32,
+    pub slots: u32,
+    /// Selenium server jar [default: grid/node_modules/…/selenium-server-4.20.0.jar].
+    pub jar: Option<PathBuf>,
+    /// Folder with hub.toml and node.toml [default: grid/ of the source tree, then ./grid].
+    pub config_dir: Option<PathBuf>,
+    /// State file [default: /run/viewerfleet/grid/local.json].
+    pub state_file: PathBuf,
+    /// tc shaping of every slot (0 = unlimited).
+    pub shaping: Shaping,
+    /// Port the target listens on in its namespace.
+    pub target_port: u16,
+    /// How long to wait for the hub and all nodes to be ready.
+    pub ready_timeout: Duration,
+    /// Each browser in its own viewer slot (namespace). `false`: browsers run in the root
+    /// namespace like the `local` fleet (no own address; the target on loopback).
+    pub slots_as_namespaces: bool,
+}
+
+impl LocalGridOptions {
+    pub fn new(nodes: u32, slots: u32, state_file: PathBuf) -> Self {
+        Self {
+            nodes,
+            slots,
+            jar: None,
+            config_dir: None,
+            state_file,
+            shaping: Shaping::default(),
+            target_port: 8080,
+            ready_timeout: Duration::from_secs(300),
+            slots_as_namespaces: true,
+        }
+    }
+}
+
+/// Default state file: `/run/viewerfleet/grid/local.json`.
+pub fn default_state_file() -> PathBuf {
+    Path::new(local_state::DEFAULT_STATE_DIR).join("local.json")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalGridError {
+    #[error("--nodes must be 1..={MAX_NODES} (got {0})")]
+    Nodes(u32),
+    #[error("--slots must be 1..={MAX_SLOTS} (got {0})")]
+    Slots(u32),
+    #[error("a local Grid is already up (hub {hub}, state {state}); run `viewerfleet grid down` first or pass another --state")]
+    AlreadyUp { hub: String, state: PathBuf },
+    #[error("the Selenium server jar is not at {0}; install it with `cd grid && npm ci --ignore-scripts` or pass --jar")]
+    NoJar(PathBuf),
+    #[error("{0} not found; the local Grid uses the same hub.toml/node.toml as the cloud nodes: pass --config-dir with the folder that holds them")]
+    NoConfig(PathBuf),
+    #[error(
+        "`java` not found on PATH; install Java 17 (apt-get install -y openjdk-17-jre-headless)"
+    )]
+    NoJava,
+    #[error("{file} has placeholder {placeholder} that the local Grid does not fill; the local Grid fills @NODE_HOST@, @HUB_ADDR@, @MAX_SESSIONS@, @CHROME_BINARY@")]
+    Placeholder { file: PathBuf, placeholder: String },
+}
+
+fn source_grid_dir() -> PathBuf {
+    let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).join("grid");
+    if compiled.join("node.toml").exists() {
+        compiled
+    } else {
+        PathBuf::from("grid")
+    }
+}
+
+fn resolve_jar(opts: &LocalGridOptions) -> PathBuf {
+    opts.jar
+        .clone()
+        .or_else(|| std::env::var_os("VIEWERFLEET_SELENIUM_JAR").map(PathBuf::from))
+        .unwrap_or_else(|| {
+            let compiled = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("grid")
+                .join(JAR_IN_GRID);
+            if compiled.exists() {
+                compiled
+            } else {
+                Path::new("grid").join(JAR_IN_GRID)
+            }
+        })
+}
+
+/// Fills the node template's placeholders the way `node-bootstrap.sh` does.
+pub fn render_node_toml(
+    template: &str,
+    file: &Path,
+    hub_addr: &str,
+    max_sessions: u32,
+    chrome_binary: &Path,
+) -> Result<String, LocalGridError> {
+    let text = template
+        .replace("@NODE_HOST@", "127.0.0.1")
+        .replace("@HUB_ADDR@", hub_addr)
+        .replace("@MAX_SESSIONS@", &max_sessions.to_string())
+        .replace("@CHROME_BINARY@", &chrome_binary.to_string_lossy());
+    for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        let mut rest = line;
+        while let Some(start) = rest.find('@') {
+            let after = &rest[start + 1..];
+            let Some(len) = after.find('@') else { break };
+            let name = &after[..len];
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                return Err(LocalGridError::Placeholder {
+                    file: file.to_path_buf(),
+                    placeholder: format!("@{name}@"),
+                });
+            }
+            rest = &after[len..];
+        }
+    }
+    Ok(text)
+}
+
+/// The Chromium wrapper of one node: takes the first free slot of the node (a slot is busy
+/// while the PID recorded for it is alive; the PID survives `exec`), then execs Chromium
+/// inside that slot's namespace. Waits up to 20 s for a slot freed by a closing browser.
+pub fn node_wrapper_script(ip: &Path, slot_dir: &Path, namespaces: &[String]) -> String {
+    let q = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let list = namespaces.join(" ");
+    format!(
+        r#"#!/bin/sh
+# viewerfleet local Grid: run Chromium in a free viewer slot of this node.
+dir={dir}
+exec 9>"$dir/.lock"
+i=0
+while [ $i -lt 200 ]; do
+  flock 9
+  for ns in {list}; do
+    pid=$(cat "$dir/$ns.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then continue; fi
+    echo $$ > "$dir/$ns.pid"
+    exec 9>&-
+    exec {ip} netns exec "$ns" {chromium} "$@"
+  done
+  flock -u 9
+  i=$((i+1))
+  sleep 0.1
+done
+echo "viewerfleet: every viewer slot of this node is busy" >&2
+exit 1
+"#,
+        dir = q(&slot_dir.to_string_lossy()),
+        ip = q(&ip.to_string_lossy()),
+        chromium = q(CHROMIUM),
+    )
+}
+
+/// Brings a local Grid up; on any error or cancellation releases what was made.
+pub async fn up(
+    opts: &LocalGridOptions,
+    cancel: &CancellationToken,
+) -> anyhow::Result<LocalGridState> {
+    if !(1..=MAX_NODES).contains(&opts.nodes) {
+        return Err(LocalGridError::Nodes(opts.nodes).into());
+    }
+    if !(1..=MAX_SLOTS).contains(&opts.slots) {
+        return Err(LocalGridError::Slots(opts.slots).into());
+    }
+    if let Some(existing) = local_state::load(&opts.state_file)? {
+        return Err(LocalGridError::AlreadyUp {
+            hub: existing.hub_url,
+            state: opts.state_file.clone(),
+        }
+        .into());
+    }
+    let tools = check_host(&SystemHostEnv)?;
+    let jar = resolve_jar(opts);
+    if !jar.exists() {
+        return Err(LocalGridError::NoJar(jar).into());
+    }
+    let config_dir = opts.config_dir.clone().unwrap_or_else(source_grid_dir);
+    let hub_toml = config_dir.join("hub.toml");
+    let node_toml = config_dir.join("node.toml");
+    for f in [&hub_toml, &node_toml] {
+        if !f.exists() {
+            return Err(LocalGridError::NoConfig(f.clone()).into());
+        }
+    }
+    let node_template = std::fs::read_to_string(&node_toml)
+        .with_context(|| format!("reading {}", node_toml.display()))?;
+    if which("java").is_none() {
+        return Err(LocalGridError::NoJava.into());
+    }
+
+    let tag: u16 = rand::random();
+    let state_dir = opts
+        .state_file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let dir = state_dir.join(format!("grid-{tag:04x}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let port = || crate::sys::net::free_port().context("finding a free port");
+    let (hub_port, publish, subscribe) = (port()?, port()?, port()?);
+    let mut st = LocalGridState {
+        hub_url: format!("http://127.0.0.1:{hub_port}/"),
+        prefix: format!("fd76:6700:{tag:x}::/64"),
+        name_prefix: format!("vfg{tag:04x}-"),
+        target_port: opts.target_port,
+        dir: dir.clone(),
+        ..Default::default()
+    };
+    local_state::save(&opts.state_file, &st)?;
+
+    let result = async {
+        let bus = [
+            "--publish-events".to_string(),
+            format!("tcp://127.0.0.1:{publish}"),
+            "--subscribe-events".to_string(),
+            format!("tcp://127.0.0.1:{subscribe}"),
+        ];
+        let hub_args: Vec<String> = [
+            "hub",
+            "--config",
+            &hub_toml.to_string_lossy(),
+            "--host",
+            "127.0.0.1",
+            "--bind-host",
+            "true",
+            "--port",
+            &hub_port.to_string(),
+            "--healthcheck-interval",
+            "5",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(bus.iter().cloned())
+        .collect();
+        let hub = spawn_java(&jar, &hub_args, &dir.join("hub.log"))?;
+        st.hub_pgid = Some(hub);
+        local_state::save(&opts.state_file, &st)?;
+
+        // The hub's PID owns the slots: once it is gone, `gc --local` may remove them.
+        let net = SlotNetwork::new(&st.prefix, &st.name_prefix, tools.bash.clone(), Some(hub))?;
+        if opts.slots_as_namespaces {
+            let target = net
+                .up(0, 1, Shaping::default())
+                .await
+                .context("making the target's namespace")?
+                .remove(0);
+            st.target_namespace = target.name.clone();
+            st.target_address = target.address.to_string();
+            local_state::save(&opts.state_file, &st)?;
+        }
+        for n in (1..=opts.nodes).filter(|_| opts.slots_as_namespaces) {
+            let first = n * 100;
+            st.nodes.push(NodeState {
+                number: n,
+                first_slot: first,
+                slots: opts.slots,
+                ..Default::default()
+            });
+            local_state::save(&opts.state_file, &st)?;
+            tokio::select! {
+                r = net.up(first, opts.slots, opts.shaping) => {
+                    r.with_context(|| format!("making the viewer slots of node {n}"))?;
+                }
+                _ = cancel.cancelled() => anyhow::bail!("interrupted"),
+            }
+            st.nodes[(n - 1) as usize].slots_up = true;
+            local_state::save(&opts.state_file, &st)?;
+        }
+        for n in 1..=opts.nodes {
+            let node_dir = dir.join(format!("node-{n}"));
+            std::fs::create_dir_all(&node_dir)?;
+            let namespaces: Vec<String> =
+                (0..opts.slots).map(|k| net.ns_name(n * 100 + k)).collect();
+            let wrapper = node_dir.join("chromium");
+            let script = if opts.slots_as_namespaces {
+                node_wrapper_script(&tools.ip, &node_dir, &namespaces)
+            } else {
+                format!("#!/bin/sh\nexec '{CHROMIUM}' \"$@\"\n")
+            };
+            write_executable(&wrapper, &script)?;
+            let toml = render_node_toml(
+                &node_template,
+                &node_toml,
+                "127.0.0.1",
+                opts.slots,
+                &wrapper,
+            )?;
+            let rendered = node_dir.join("node.toml");
+            std::fs::write(&rendered, toml)?;
+            let node_port = port()?;
+            let args: Vec<String> = [
+                "node",
+                "--config",
+                &rendered.to_string_lossy(),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &node_port.to_string(),
+                "--grid-url",
+                st.hub_url.trim_end_matches('/'),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(bus.iter().cloned())
+            .collect();
+            let pgid = spawn_java(&jar, &args, &node_dir.join("node.log"))?;
+            if !opts.slots_as_namespaces {
+                st.nodes.push(NodeState {
+                    number: n,
+                    ..Default::default()
+                });
+            }
+            let node = &mut st.nodes[(n - 1) as usize];
+            node.url = format!("http://127.0.0.1:{node_port}");
+            node.pgid = Some(pgid);
+            local_state::save(&opts.state_file, &st)?;
+        }
+        wait_ready(&st, opts.nodes as usize, opts.ready_timeout, cancel).await
+    }
+    .await;
+    match result {
+        Ok(()) => Ok(st),
+        Err(err) => {
+            if let Err(down_err) = down(&opts.state_file).await {
+                tracing::error!("releasing the half-started local Grid: {down_err:#}");
+            }
+            Err(err.context("bringing the local Grid up (everything made was released)"))
+        }
+    }
+}
+
+/// Stops a local Grid recorded in `state_file`: node and hub process groups, slots, files.
+/// Returns `false` when there was none. Idempotent.
+pub async fn down(state_file: &Path) -> anyhow::Result<bool> {
+    let Some(st) = local_state::load(state_file)
+        .with_context(|| format!("reading the local Grid state {}", state_file.display()))?
+    else {
+        return Ok(false);
+    };
+    for node in &st.nodes {
+        if let Some(pgid) = node.pgid {
+            process::terminate_group(pgid, GRID_GRACE).await;
+        }
+    }
+    if let Some(pgid) = st.hub_pgid {
+        process::terminate_group(pgid, GRID_GRACE).await;
+    }
+    let mut errors = Vec::new();
+    if !st.name_prefix.is_empty() {
+        let tools = check_host(&SystemHostEnv)?;
+        let net = SlotNetwork::new(&st.prefix, &st.name_prefix, tools.bash, None)?;
+        for node in st.nodes.iter().filter(|n| n.slots_up) {
+            if let Err(err) = net.down(node.first_slot, node.slots).await {
+                errors.push(format!("slots of node {}: {err}", node.number));
+            }
+        }
+        if !st.target_namespace.is_empty() {
+            if let Err(err) = net.down(0, 1).await {
+                errors.push(format!("target slot: {err}"));
+            }
+        }
+    }
+    if !errors.is_empty() {
+        anyhow::bail!(
+            "the local Grid's processes are stopped but some slots remain ({}); `viewerfleet gc --local` removes them",
+            errors.join("; ")
+        );
+    }
+    if !st.dir.as_os_str().is_empty() {
+        let _ = std::fs::remove_dir_all(&st.dir);
+    }
+    std::fs::remove_file(state_file)
+        .or_else(|e| {
+            (e.kind() == std::io::ErrorKind::NotFound)
+                .then_some(())
+                .ok_or(e)
+        })
+        .with_context(|| format!("removing {}", state_file.display()))?;
+    Ok(true)
+}
+
+/// `gc`: local Grids whose hub process is gone are taken down; returns one line each.
+pub async fn gc(dry_run: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (path, st) in local_state::all(Path::new(local_state::DEFAULT_STATE_DIR)) {
+        if st.hub_pgid.is_some_and(process::alive) {
+            continue;
+        }
+        lines.push(format!(
+            "local Grid {} (state {}, hub gone)",
+            st.hub_url,
+            path.display()
+        ));
+        if !dry_run {
+            if let Err(err) = down(&path).await {
+                lines.push(format!("  could not release it fully: {err:#}"));
+            }
+        }
+    }
+    lines
+}
+
+/// Kills one node's process group (Java, its chromedriver, its browsers): what losing the
+/// node's machine looks like to the hub. Used by tests and by `grid kill-node`.
+pub fn kill_node(st: &LocalGridState, number: u32) -> anyhow::Result<()> {
+    let node = st
+        .nodes
+        .iter()
+        .find(|n| n.number == number)
+        .with_context(|| format!("the local Grid has no node {number}"))?;
+    let pgid = node.pgid.context("that node was never started")?;
+    process::kill_group(pgid);
+    Ok(())
+}
+
+/// Starts `java -jar JAR args…` in its own process group, detached from this process (the
+/// Grid outlives `grid up`), output to `log`. Returns the PID (= process group id).
+fn spawn_java(jar: &Path, args: &[String], log: &Path) -> anyhow::Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let child = std::process::Command::new("java")
+        .args(["-Xms64m", "-Xmx512m", "-jar"])
+        .arg(jar)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0)
+        .spawn()
+        .context("starting java")?;
+    Ok(child.id())
+}
+
+async fn wait_ready(
+    st: &LocalGridState,
+    nodes: usize,
+    limit: Duration,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + limit;
+    let mut last;
+    loop {
+        for (what, pgid, log) in std::iter::once(("hub", st.hub_pgid, st.dir.join("hub.log")))
+            .chain(st.nodes.iter().map(|n| {
+                (
+                    "node",
+                    n.pgid,
+                    st.dir.join(format!("node-{}/node.log", n.number)),
+                )
+            }))
+        {
+            if let Some(pid) = pgid {
+                if !process::alive(pid) {
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(8).collect();
+                    anyhow::bail!(
+                        "the {what} (PID {pid}) exited while starting; last lines of {}:\n{}",
+                        log.display(),
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    );
+                }
+            }
+        }
+        match super::grid_status(&client, &st.hub_url).await {
+            Ok(status) => {
+                let up = status
+                    .nodes
+                    .iter()
+                    .filter(|n| n.availability == "UP")
+                    .count();
+                if up >= nodes {
+                    return Ok(());
+                }
+                last = format!("{up} of {nodes} nodes registered");
+            }
+            Err(err) => last = format!("{err:#}"),
+        }
+        if Instant::now() >= deadline {
+            anyhow::bail!(
+                "the local Grid was not ready within {limit:?}: {last}; logs in {}",
+                st.dir.display()
+            );
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = cancel.cancelled() => anyhow::bail!("interrupted while waiting for the Grid"),
+        }
+    }
+}
+
+fn write_executable(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
+pub fn slot_address(st: &LocalGridState, index: u32) -> String {
+    LocalGridState::slot_address(&st.prefix, index).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_node_template_is_filled_and_unknown_placeholders_named() {
+        let template = "# fills @NAME@ placeholders\nhost = \"@NODE_HOST@\"\ngrid-url = \"http://@HUB_ADDR@:4444\"\nmax-sessions = @MAX_SESSIONS@\nstereotype = '{\"binary\": \"@CHROME_BINARY@\"}'\n";
+        let text = render_node_toml(
+            template,
+            Path::new("node.toml"),
+            "127.0.0.1",
+            3,
+            Path::new("/x/chromium"),
+        )
+        .unwrap();
+        assert!(text.contains("max-sessions = 3"));
+        assert!(text.contains("\"binary\": \"/x/chromium\""));
+        assert!(!text.lines().skip(1).any(|l| l.contains('@')));
+        let err = render_node_toml(
+            "a = \"@NEW_THING@\"",
+            Path::new("node.toml"),
+            "h",
+            1,
+            Path::new("/c"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("@NEW_THING@"), "{err}");
+    }
+
+    #[test]
+    fn the_wrapper_is_valid_shell_and_names_its_slots() {
+        let text = node_wrapper_script(
+            Path::new("/usr/sbin/ip"),
+            Path::new("/run/x/node-1"),
+            &["vfg1-100".into(), "vfg1-101".into()],
+        );
+        assert!(text.contains("for ns in vfg1-100 vfg1-101"));
+        assert!(text.contains(
+            "exec '/usr/sbin/ip' netns exec \"$ns\" '/usr/lib/chromium/chromium' \"$@\""
+        ));
+        let status = std::process::Command::new("sh")
+            .args(["-n", "-c", &text])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    #[test]
+    fn status_maps_sessions_to_nodes() {
+        let body = serde_json::json!({"ready": true, "nodes": [
+            {"uri": "http://127.0.0.1:5555", "availability": "UP", "maxSessions": 2,
+             "slots": [{"session": {"sessionId": "a"}}, {"session": null}]},
+            {"uri": "http://127.0.0.1:5556", "availability": "UP", "maxSessions": 2,
+             "slots": [{"session": {"sessionId": "b"}}]}]});
+        let status: crate::grid::GridStatus = serde_json::from_value(body).unwrap();
+        assert_eq!(
+            status.node_of("b").as_deref(),
+            Some("http://127.0.0.1:5556")
+        );
+        assert_eq!(status.node_of("c"), None);
+        assert_eq!(status.sessions_by_node()[0].1, vec!["a".to_string()]);
+    }
+}

@@ -1,0 +1,149 @@
+//! The state file of a local Grid: everything `grid down` and `gc` need to find and release
+//! it (process groups, slot ranges, files), written before anything is started and updated
+//! as parts come up, so even a crash half-way leaves a complete record.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Default folder for local Grid state files (root is needed anyway for namespaces).
+pub const DEFAULT_STATE_DIR: &str = "/run/viewerfleet/grid";
+
+/// One local Grid, as recorded on disk.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LocalGridState {
+    /// Hub URL the runs use (ends in `/`).
+    pub hub_url: String,
+    /// Process group of the hub (its PID; it leads its own group).
+    pub hub_pgid: Option<u32>,
+    /// Slot network: IPv6 prefix and namespace name prefix.
+    pub prefix: String,
+    pub name_prefix: String,
+    /// Namespace of the target (refsite), slot index 0, and its address.
+    pub target_namespace: String,
+    pub target_address: String,
+    /// Port the target listens on inside its namespace.
+    pub target_port: u16,
+    pub nodes: Vec<NodeState>,
+    /// Folder with rendered configs, wrappers, logs.
+    pub dir: PathBuf,
+}
+
+/// One node of a local Grid.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NodeState {
+    /// 1-based node number.
+    pub number: u32,
+    /// Node URL (its Java process, on loopback).
+    pub url: String,
+    /// Process group of the node (Java, its chromedriver and browsers).
+    pub pgid: Option<u32>,
+    /// First slot index and count of this node's viewer slots.
+    pub first_slot: u32,
+    pub slots: u32,
+    /// Whether the slots were brought up (so `down` knows to remove them).
+    pub slots_up: bool,
+}
+
+impl LocalGridState {
+    /// The origin browsers treat as secure: the target's plain-HTTP address.
+    pub fn target_origin(&self) -> String {
+        format!("http://[{}]:{}", self.target_address, self.target_port)
+    }
+
+    /// Address of slot `index` in `prefix` (base + index + 2, as `viewer-slots.sh` does).
+    pub fn slot_address(prefix: &str, index: u32) -> Option<String> {
+        let base = crate::model::net::parse_prefix(prefix).ok()?;
+        Some(std::net::Ipv6Addr::from(u128::from(base) + u128::from(index) + 2).to_string())
+    }
+
+    /// Node owning slot namespace `ns`, if any.
+    pub fn node_of_namespace(&self, ns: &str) -> Option<&NodeState> {
+        let index: u32 = ns.strip_prefix(&self.name_prefix)?.parse().ok()?;
+        self.nodes
+            .iter()
+            .find(|n| (n.first_slot..n.first_slot + n.slots).contains(&index))
+    }
+}
+
+/// Writes the state atomically (temp file + rename).
+pub fn save(path: &Path, state: &LocalGridState) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
+    std::fs::rename(tmp, path)
+}
+
+/// Reads a state file; `Ok(None)` when there is none.
+pub fn load(path: &Path) -> std::io::Result<Option<LocalGridState>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Every state file in `dir` (`*.json`), with its path.
+pub fn all(dir: &Path) -> Vec<(PathBuf, LocalGridState)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| Some((p.clone(), load(&p).ok()??)))
+        .collect()
+}
+
+/// The local Grid whose hub is `url` (compared without trailing `/`), if one is recorded.
+pub fn find_by_hub(dir: &Path, url: &str) -> Option<LocalGridState> {
+    let want = url.trim_end_matches('/');
+    all(dir)
+        .into_iter()
+        .map(|(_, s)| s)
+        .find(|s| s.hub_url.trim_end_matches('/') == want)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_round_trips_and_finds_nodes_by_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = LocalGridState {
+            hub_url: "http://127.0.0.1:4444/".into(),
+            name_prefix: "vfg12ab-".into(),
+            target_address: "fd00::2".into(),
+            target_port: 8080,
+            nodes: vec![
+                NodeState {
+                    number: 1,
+                    first_slot: 100,
+                    slots: 3,
+                    ..Default::default()
+                },
+                NodeState {
+                    number: 2,
+                    first_slot: 200,
+                    slots: 3,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let path = dir.path().join("local.json");
+        save(&path, &state).unwrap();
+        assert_eq!(load(&path).unwrap(), Some(state.clone()));
+        assert_eq!(state.node_of_namespace("vfg12ab-201").unwrap().number, 2);
+        assert!(state.node_of_namespace("vfg12ab-203").is_none());
+        assert_eq!(state.target_origin(), "http://[fd00::2]:8080");
+        assert!(find_by_hub(dir.path(), "http://127.0.0.1:4444").is_some());
+        assert!(find_by_hub(dir.path(), "http://127.0.0.1:4445").is_none());
+        assert_eq!(load(&dir.path().join("none.json")).unwrap(), None);
+    }
+}

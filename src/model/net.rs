@@ -1,0 +1,63 @@
+//! Address arithmetic shared by the scenario checks and the fleets: IPv6 prefixes for
+//! viewer slots and address ranges (CIDR) for firewalls, in code rather than `sed`.
+
+use std::net::Ipv6Addr;
+
+/// Parses `fd00:5f::/64` into its base address; the same rules as the script.
+pub fn parse_prefix(prefix: &str) -> Result<Ipv6Addr, String> {
+    let bad = |why: &str| {
+        format!(
+            "`{prefix}` {why}; write an IPv6 prefix ending in `::` with a length, e.g. fd00:5f::/64"
+        )
+    };
+    let (base, len) = prefix
+        .split_once('/')
+        .ok_or_else(|| bad("has no /length"))?;
+    if !base.ends_with("::") {
+        return Err(bad("does not end in `::`"));
+    }
+    let addr: Ipv6Addr = base.parse().map_err(|_| bad("is not an IPv6 prefix"))?;
+    let len: u32 = len
+        .parse()
+        .map_err(|_| bad("has a length that is not a number"))?;
+    if !(48..=112).contains(&len) {
+        return Err(bad("must be between /48 and /112 long"));
+    }
+    if u128::from(addr) & (u128::MAX >> len) != 0 {
+        return Err(bad("has bits set beyond its length"));
+    }
+    Ok(addr)
+}
+
+/// Parses `ADDR/LEN` (IPv4 or IPv6).
+pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
+    let (addr, len) = s.split_once('/')?;
+    let addr: std::net::IpAddr = addr.parse().ok()?;
+    let len: u8 = len.parse().ok()?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    (len <= max).then_some((addr, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_checked() {
+        assert_eq!(
+            parse_prefix("fd00:5f::/64").unwrap(),
+            "fd00:5f::".parse::<Ipv6Addr>().unwrap()
+        );
+        assert!(parse_prefix("2a01:4f8:1:2::/64").is_ok());
+        for bad in [
+            "fd00:5f::",
+            "fd00:5f::1/64",
+            "fd00::/8",
+            "nonsense::/64",
+            "fd00::/64x",
+        ] {
+            let message = parse_prefix(bad).unwrap_err();
+            assert!(message.contains("e.g. fd00:5f::/64"), "{bad}: {message}");
+        }
+    }
+}

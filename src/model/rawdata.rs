@@ -1,0 +1,406 @@
+//! The run folder's raw data: record types and the append-only writer.
+//!
+//! Everything a report needs is written here as it arrives, one JSON object per line, so a
+//! run killed with `kill -9` still leaves every sample up to the last one. Reports are built
+//! from these files only (see `report`), never from in-memory state.
+//!
+//! Layout of a run folder:
+//! ```text
+//! RUN_DIR/
+//!   scenario.yaml              the scenario as run (after CLI overrides)
+//!   manifest.json              tool/host/versions/fleet/command; `ended_at` unset = cut short
+//!   raw/run_events.jsonl       RunEvent
+//!   raw/viewer_events.jsonl    ViewerEvent
+//!   raw/viewer_samples.jsonl   ViewerSample (cumulative counters per viewer)
+//!   raw/exporter_samples.jsonl ExporterSample (sums of the target's Prometheus counters)
+//!   raw/host_samples.jsonl     HostSample (load generator and target processes)
+//! ```
+//! Times (`t`) are seconds since the run's start (`manifest.started_at_unix_ms`).
+
+use crate::model::kinds::{named_enum, FleetKind, Latency, TargetKind, VideoKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+pub const RUN_EVENTS: &str = "raw/run_events.jsonl";
+pub const VIEWER_EVENTS: &str = "raw/viewer_events.jsonl";
+pub const VIEWER_SAMPLES: &str = "raw/viewer_samples.jsonl";
+pub const EXPORTER_SAMPLES: &str = "raw/exporter_samples.jsonl";
+pub const HOST_SAMPLES: &str = "raw/host_samples.jsonl";
+pub const MANIFEST: &str = "manifest.json";
+pub const SCENARIO_COPY: &str = "scenario.yaml";
+
+/// A milestone of the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEvent {
+    pub t: f64,
+    pub event: RunEventKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+named_enum! {
+    /// A milestone's name in `run_events.jsonl`.
+    pub enum RunEventKind {
+        Started = "started",
+        TargetReady = "target_ready",
+        TargetUnreachable = "target_unreachable",
+        RampDone = "ramp_done",
+        MeasurePoint = "measure_point",
+        Interrupted = "interrupted",
+        Finished = "finished",
+        Error = "error",
+    }
+}
+
+/// A change in one viewer's life.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewerEvent {
+    pub t: f64,
+    pub viewer: u32,
+    pub event: ViewerEventKind,
+    /// Whether this viewer was asked to use P2P.
+    pub p2p: bool,
+    /// Why it failed or was lost; the WebDriver or page error as received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Fleet node or slot that hosts it (e.g. `local`, `vf-s3`, a Grid node URI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The viewer's own network address where the fleet gives it one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Time to first frame in ms, on `playing`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttff_ms: Option<f64>,
+}
+
+named_enum! {
+    /// A change in a viewer's life, as named in `viewer_events.jsonl`.
+    pub enum ViewerEventKind {
+        /// Asked the fleet for a session.
+        Creating = "creating",
+        /// WebDriver session exists.
+        SessionCreated = "session_created",
+        /// The viewer page was opened.
+        PageOpened = "page_opened",
+        /// First frame played.
+        Playing = "playing",
+        /// Never started, or stopped with an error (see `reason`).
+        Failed = "failed",
+        /// Its browser or node went away mid-run.
+        Lost = "lost",
+        /// Stopped cleanly at the end of the run.
+        Stopped = "stopped",
+    }
+}
+
+/// One read of a player's stats. Counters are cumulative since the page was opened.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ViewerSample {
+    pub t: f64,
+    pub viewer: u32,
+    pub http_down_bytes: u64,
+    pub p2p_down_bytes: u64,
+    pub p2p_up_bytes: u64,
+    /// Connected P2P peers now.
+    pub peers: u32,
+    /// The video element is advancing (not paused, not waiting).
+    pub playing: bool,
+    pub current_time_s: f64,
+    /// Rebuffering events after the first frame.
+    pub stalls: u32,
+    /// Total time spent rebuffering after the first frame, ms.
+    pub stalled_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<u32>,
+    pub dropped_frames: u64,
+    pub errors: u32,
+}
+
+/// One scrape of the target's Prometheus exporter.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ExporterSample {
+    pub t: f64,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub latency_ms: f64,
+    /// Sum over all series of each scraped metric name (PeerTube has no per-viewer label,
+    /// so sums are what its dashboards show too). Keys are metric names as scraped.
+    #[serde(default)]
+    pub sums: BTreeMap<String, f64>,
+}
+
+/// One sample of host resources: the load generator and, where known, the target's processes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostSample {
+    pub t: f64,
+    /// Busy share of all cores since the previous sample, 0..=1.
+    pub cpu_busy: f64,
+    pub cores: u32,
+    pub mem_used_bytes: u64,
+    pub mem_total_bytes: u64,
+    pub load1: f64,
+    /// CPU seconds used by the target's processes since they started (local targets only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rss_bytes: Option<u64>,
+    /// CPU seconds used by all browser processes (chromium) since the previous sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browsers_cpu_s: Option<f64>,
+}
+
+/// What a report needs to say how the numbers were measured and on what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub tool_version: String,
+    #[serde(default)]
+    pub git_commit: Option<String>,
+    /// The exact command line, to re-run.
+    pub command_line: Vec<String>,
+    pub scenario_name: String,
+    pub started_at: String,
+    pub started_at_unix_ms: u64,
+    /// Unset while running or when the run was killed: the report then says it is partial.
+    #[serde(default)]
+    pub ended_at: Option<String>,
+    #[serde(default)]
+    pub exit_status: Option<String>,
+    pub host: HostInfo,
+    #[serde(default)]
+    pub versions: BTreeMap<String, String>,
+    pub fleet: FleetDescription,
+    pub target: TargetDescription,
+    pub plan: PlanSummary,
+}
+
+impl Manifest {
+    /// A manifest of a local refsite live run with every other field empty, for tests
+    /// that build raw data by hand.
+    pub fn example() -> Self {
+        Manifest {
+            tool_version: String::new(),
+            git_commit: None,
+            command_line: Vec::new(),
+            scenario_name: String::new(),
+            started_at: String::new(),
+            started_at_unix_ms: 0,
+            ended_at: None,
+            exit_status: None,
+            host: HostInfo::default(),
+            versions: BTreeMap::new(),
+            fleet: FleetDescription {
+                kind: FleetKind::Local,
+                own_address_per_viewer: false,
+                http_shaped: false,
+                p2p_shaped: false,
+                shaping: String::new(),
+                notes: Vec::new(),
+            },
+            target: TargetDescription {
+                kind: TargetKind::Refsite,
+                video: VideoKind::Live,
+                latency: None,
+                viewer_url: String::new(),
+                exporter_url: None,
+                playback_metrics_interval_s: None,
+            },
+            plan: PlanSummary::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub cpus: u32,
+    pub cpu_model: String,
+    pub mem_total_bytes: u64,
+    pub kernel: String,
+    pub os: String,
+}
+
+/// What a fleet implies for the measurements (the report's honesty section).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetDescription {
+    pub kind: FleetKind,
+    /// Every viewer has its own network address.
+    pub own_address_per_viewer: bool,
+    /// HTTP is shaped (CDP and/or tc).
+    pub http_shaped: bool,
+    /// P2P (WebRTC) is shaped: only a per-viewer interface qdisc does that.
+    pub p2p_shaped: bool,
+    /// How shaping is applied, e.g. "CDP network conditions" or "tc tbf on each slot's veth".
+    pub shaping: String,
+    /// Further caveats, one sentence each.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetDescription {
+    pub kind: TargetKind,
+    pub video: VideoKind,
+    /// Live only.
+    #[serde(default)]
+    pub latency: Option<Latency>,
+    pub viewer_url: String,
+    #[serde(default)]
+    pub exporter_url: Option<String>,
+    /// How often players POST playback metrics to the platform (PeerTube: 15 s). Exporter
+    /// counters move in steps of this size, so exporter rates need windows at least this long.
+    #[serde(default)]
+    pub playback_metrics_interval_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PlanSummary {
+    pub viewers: u32,
+    pub p2p_off_share: f64,
+    pub ramp_s: f64,
+    pub duration_s: f64,
+    pub sampling_interval_s: f64,
+    /// The "HTTP after 5 minutes" point of the PeerTube report, in seconds since start.
+    pub measure_at_s: f64,
+    /// Width of the steady-state window centred before `measure_at_s`, seconds.
+    pub steady_window_s: f64,
+    pub network: NetworkProfileSummary,
+    #[serde(default)]
+    pub max_failed_viewers: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NetworkProfileSummary {
+    pub download_kbps: Option<u32>,
+    pub upload_kbps: Option<u32>,
+    pub latency_ms: Option<u32>,
+}
+
+/// Appends records to one JSON-lines file, flushing after every record so nothing is lost
+/// when the process dies. Samples arrive every few seconds, so a flush per line is cheap.
+pub struct JsonlWriter {
+    path: PathBuf,
+    out: BufWriter<std::fs::File>,
+}
+
+impl JsonlWriter {
+    pub fn append(path: &Path) -> std::io::Result<Self> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+        })
+    }
+
+    pub fn write<T: Serialize>(&mut self, record: &T) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.out, record)?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Reads a JSON-lines file. A last line cut short by a crash is skipped (and counted), any
+/// other bad line is an error naming the file and line.
+pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> anyhow::Result<JsonlContents<T>> {
+    use anyhow::Context;
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(JsonlContents {
+                records: Vec::new(),
+                truncated_last_line: false,
+            })
+        }
+        Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut records = Vec::new();
+    let mut truncated_last_line = false;
+    let lines: Vec<&str> = text.lines().collect();
+    for (index, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(record) => records.push(record),
+            Err(_) if index + 1 == lines.len() && !text.ends_with('\n') => {
+                truncated_last_line = true;
+            }
+            Err(err) => {
+                anyhow::bail!(
+                    "{}:{}: not a valid record: {err}",
+                    path.display(),
+                    index + 1
+                )
+            }
+        }
+    }
+    Ok(JsonlContents {
+        records,
+        truncated_last_line,
+    })
+}
+
+pub struct JsonlContents<T> {
+    pub records: Vec<T>,
+    /// The file ended in a partial line (the writer was killed mid-write).
+    pub truncated_last_line: bool,
+}
+
+/// Writes a file atomically (temp file + rename) so a reader never sees half of it.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncated_last_line_is_skipped_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        let mut w = JsonlWriter::append(&path).unwrap();
+        w.write(&RunEvent {
+            t: 1.0,
+            event: RunEventKind::Started,
+            detail: None,
+        })
+        .unwrap();
+        drop(w);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"t\":2.0,\"ev").unwrap();
+        let got: JsonlContents<RunEvent> = read_jsonl(&path).unwrap();
+        assert_eq!(got.records.len(), 1);
+        assert!(got.truncated_last_line);
+    }
+
+    #[test]
+    fn corrupt_middle_line_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        std::fs::write(&path, "{\"t\":1}\nnot json\n{\"t\":2}\n").unwrap();
+        let err = read_jsonl::<serde_json::Value>(&path)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("x.jsonl:2"), "{err}");
+    }
+}

@@ -1,0 +1,227 @@
+//! `fleet: kind: grid`: any Selenium Grid 4, by hub URL or a Terraform inventory file.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Defaults of the retry policy.
+pub const DEFAULT_MAX_PARALLEL: u32 = 4;
+pub const DEFAULT_RETRIES: u32 = 6;
+pub const DEFAULT_BACKOFF: &str = "2s";
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridFleetSpec {
+    /// Hub URL of any Selenium Grid 4, e.g. `http://127.0.0.1:4444/`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Instead of `url`: a JSON/YAML file listing hub URLs (Terraform's output).
+    #[serde(default)]
+    pub inventory: Option<PathBuf>,
+    /// Session requests in flight at once [default: 4]. The Grid queues the rest anyway;
+    /// this keeps the ramp from flooding a hub whose distributor takes one at a time.
+    #[serde(default)]
+    pub max_parallel_starts: Option<u32>,
+    /// Attempts after a refused session (`SessionNotCreated`, queue timeout) [default: 6].
+    #[serde(default)]
+    pub session_retries: Option<u32>,
+    /// First wait before a retry; doubles each time, at most 60 s [default: 2s].
+    #[serde(default)]
+    pub retry_backoff: Option<String>,
+    /// Re-create viewers whose node was lost mid-run, when the Grid has capacity
+    /// [default: true].
+    #[serde(default)]
+    pub recreate_lost: Option<bool>,
+}
+
+/// Where a Grid fleet finds its hubs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GridHubs {
+    /// One hub, its URL checked and ending in `/`.
+    Url(String),
+    /// A file written by Terraform or `viewerfleet up`, read when the fleet starts.
+    Inventory(PathBuf),
+}
+
+/// `fleet: kind: grid`, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GridFleetPlan {
+    pub hubs: GridHubs,
+    pub max_parallel_starts: usize,
+    pub session_retries: u32,
+    pub retry_backoff: Duration,
+    pub recreate_lost: bool,
+}
+
+impl GridFleetPlan {
+    /// A Grid fleet on one hub with the default policy.
+    pub fn with_url(url: &str) -> Result<Self, String> {
+        GridFleetSpec {
+            url: Some(url.to_string()),
+            ..Default::default()
+        }
+        .plan()
+        .map_err(|(_, message)| message)
+    }
+}
+
+impl GridFleetSpec {
+    pub fn plan(&self) -> Result<GridFleetPlan, (String, String)> {
+        let hubs = match (&self.url, &self.inventory) {
+            (None, None) => return Err((
+                "url".into(),
+                "give the hub's URL (e.g. `url: http://127.0.0.1:4444/`) or an `inventory` file"
+                    .into(),
+            )),
+            (Some(_), Some(_)) => {
+                return Err((
+                    "inventory".into(),
+                    "give either `url` or `inventory`, not both".into(),
+                ))
+            }
+            (Some(url), None) => {
+                GridHubs::Url(check_hub_url(url).map_err(|m| ("url".to_string(), m))?)
+            }
+            (None, Some(path)) => GridHubs::Inventory(path.clone()),
+        };
+        if self.max_parallel_starts == Some(0) {
+            return Err(("max_parallel_starts".into(), "must be at least 1".into()));
+        }
+        let backoff = self.retry_backoff.as_deref().unwrap_or(DEFAULT_BACKOFF);
+        let retry_backoff = humantime::parse_duration(backoff).map_err(|e| {
+            (
+                "retry_backoff".to_string(),
+                format!("`{backoff}` is not a duration ({e}); write e.g. 2s or 500ms"),
+            )
+        })?;
+        Ok(GridFleetPlan {
+            hubs,
+            max_parallel_starts: self.max_parallel_starts.unwrap_or(DEFAULT_MAX_PARALLEL) as usize,
+            session_retries: self.session_retries.unwrap_or(DEFAULT_RETRIES),
+            retry_backoff,
+            recreate_lost: self.recreate_lost.unwrap_or(true),
+        })
+    }
+}
+
+/// A hub URL must be http(s) with a host; returned with a trailing `/` (fantoccini joins
+/// paths onto it).
+pub fn check_hub_url(url: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(url)
+        .map_err(|e| format!("`{url}` is not a URL ({e}); write e.g. http://127.0.0.1:4444/"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+        return Err(format!(
+            "`{url}` must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4444/"
+        ));
+    }
+    let mut s = parsed.to_string();
+    if !s.ends_with('/') {
+        s.push('/');
+    }
+    Ok(s)
+}
+
+/// Hub URLs from an inventory file (see the module docs for the format).
+pub fn read_inventory(path: &Path) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        anyhow::anyhow!(
+            "fleet.inventory: cannot read {}: {e}; write it with `terraform output -json > {}`",
+            path.display(),
+            path.display()
+        )
+    })?;
+    let value: serde_json::Value = yaml_serde::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "fleet.inventory: {} is neither JSON nor YAML: {e}",
+            path.display()
+        )
+    })?;
+    parse_inventory(&value).map_err(|m| anyhow::anyhow!("fleet.inventory: {}: {m}", path.display()))
+}
+
+fn parse_inventory(value: &serde_json::Value) -> Result<Vec<String>, String> {
+    use serde_json::Value;
+    let unwrap = |v: &Value| v.get("value").cloned().unwrap_or_else(|| v.clone());
+    let urls: Vec<Value> = match value {
+        Value::Array(items) => items.clone(),
+        Value::Object(map) => match (map.get("hub_urls"), map.get("hub_url")) {
+            (Some(list), _) => match unwrap(list) {
+                Value::Array(items) => items,
+                _ => return Err("`hub_urls` must be a list of URLs".into()),
+            },
+            (None, Some(one)) => vec![unwrap(one)],
+            (None, None) => {
+                return Err("expected a list of hub URLs, or an object with `hub_urls` or `hub_url` (terraform output -json)".into())
+            }
+        },
+        _ => return Err("expected a list of hub URLs".into()),
+    };
+    if urls.is_empty() {
+        return Err("lists no hub".into());
+    }
+    urls.iter()
+        .map(|u| {
+            u.as_str()
+                .ok_or_else(|| format!("`{u}` is not a URL string"))
+                .and_then(check_hub_url)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_or_inventory_is_required_and_checked() {
+        let spec = GridFleetSpec::default();
+        assert_eq!(spec.plan().unwrap_err().0, "url");
+        let spec = GridFleetSpec {
+            url: Some("localhost:4444".into()),
+            ..Default::default()
+        };
+        let (field, msg) = spec.plan().unwrap_err();
+        assert_eq!(field, "url");
+        assert!(msg.contains("http://"), "{msg}");
+        let spec = GridFleetSpec {
+            url: Some("http://127.0.0.1:4444".into()),
+            retry_backoff: Some("soon".into()),
+            ..Default::default()
+        };
+        assert_eq!(spec.plan().unwrap_err().0, "retry_backoff");
+        assert_eq!(
+            check_hub_url("http://127.0.0.1:4444/wd/hub").unwrap(),
+            "http://127.0.0.1:4444/wd/hub/"
+        );
+    }
+
+    #[test]
+    fn inventories_from_terraform_or_plain_lists() {
+        let tf = serde_json::json!({"hub_urls": {"sensitive": false, "type": ["list", "string"],
+            "value": ["http://10.0.0.2:4444", "http://10.0.0.3:4444/"]}});
+        assert_eq!(
+            parse_inventory(&tf).unwrap(),
+            vec!["http://10.0.0.2:4444/", "http://10.0.0.3:4444/"]
+        );
+        // `terraform output -json` of terraform/ (outputs `hub_url` and `inventory`).
+        let tf_out = serde_json::json!({
+            "hub_url": {"sensitive": false, "type": "string", "value": "http://1.2.3.4:4444/"},
+            "inventory": {"value": {"run": "r", "hub_url": "http://1.2.3.4:4444/", "nodes": []}}});
+        assert_eq!(
+            parse_inventory(&tf_out).unwrap(),
+            vec!["http://1.2.3.4:4444/"]
+        );
+        // The inventory object alone (what `viewerfleet up --inventory` writes).
+        let inv = serde_json::json!({"run": "r", "hub_url": "http://1.2.3.4:4444/", "nodes": []});
+        assert_eq!(parse_inventory(&inv).unwrap(), vec!["http://1.2.3.4:4444/"]);
+        let one = serde_json::json!({"hub_url": {"value": "http://10.0.0.2:4444"}});
+        assert_eq!(parse_inventory(&one).unwrap().len(), 1);
+        let list: serde_json::Value = yaml_serde::from_str("- http://h:4444\n").unwrap();
+        assert_eq!(parse_inventory(&list).unwrap(), vec!["http://h:4444/"]);
+        assert!(parse_inventory(&serde_json::json!({"other": 1}))
+            .unwrap_err()
+            .contains("hub_urls"));
+        assert!(parse_inventory(&serde_json::json!([])).is_err());
+        assert!(parse_inventory(&serde_json::json!(["ftp://x"])).is_err());
+    }
+}

@@ -1,0 +1,311 @@
+//! The `fleet: kind: hcloud` section of a scenario: where, on which server types, with which
+//! per-viewer budget, and what to do when Hetzner says no. Validated before anything is created.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Hetzner Cloud fleet settings. Every field has a default; `plan` works with none set.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HcloudFleetSpec {
+    /// Hetzner location for all servers, e.g. `fsn1`, `nbg1`, `hel1` [default: fsn1].
+    #[serde(default = "default_location")]
+    pub location: String,
+    /// Server type of the viewer nodes; unset: the cheapest type for the run [default: unset].
+    #[serde(default)]
+    pub node_type: Option<String>,
+    /// Server types `plan` may choose from when `node_type` is unset.
+    #[serde(default = "default_node_types")]
+    pub node_types: Vec<String>,
+    /// Server type of the Selenium hub (IPv4 + IPv6) [default: cx32].
+    #[serde(default = "default_hub_type")]
+    pub hub_type: String,
+    /// OS image [default: debian-12, what grid/node-bootstrap.sh is written for].
+    #[serde(default = "default_image")]
+    pub image: String,
+    /// What one viewer costs on a node (CPU, memory) and what each node keeps for itself.
+    #[serde(default)]
+    pub budget: ViewerBudget,
+    /// Force this many viewers per node instead of computing it from the budget.
+    #[serde(default)]
+    pub viewers_per_node: Option<u32>,
+    /// Servers the Hetzner project may hold; `plan` warns above it [default: 10, a new project's usual limit].
+    #[serde(default = "default_server_limit")]
+    pub server_limit: u32,
+    /// Addresses (CIDR) of the machine running viewerfleet: only they reach the hub's port 4444
+    /// and SSH. Needed for `up`/`run`, e.g. `["203.0.113.7/32", "2001:db8::/64"]`.
+    #[serde(default)]
+    pub controller_ips: Vec<String>,
+    /// SSH public key file installed on every server [default: ~/.ssh/id_ed25519.pub, then id_rsa.pub].
+    #[serde(default)]
+    pub ssh_public_key: Option<String>,
+    /// File holding the API token when `HCLOUD_TOKEN` is not set.
+    #[serde(default)]
+    pub token_file: Option<String>,
+    /// When Hetzner answers `resource_limit_exceeded` part-way: `teardown` (default) or
+    /// `run_with_what_exists`.
+    #[serde(default)]
+    pub on_limit: OnLimit,
+    /// A node that has not registered with the hub in `register_timeout`: `drop` (default)
+    /// or `replace` (one new server per missing node, once).
+    #[serde(default)]
+    pub on_node_failure: OnNodeFailure,
+    /// How long nodes may take to boot, install and register [default: 15m].
+    #[serde(default = "default_register_timeout")]
+    pub register_timeout: String,
+    /// Lifetime written into the servers' labels; `gc` deletes what outlived it [default: 4h
+    /// after the run's planned end].
+    #[serde(default = "default_ttl")]
+    pub ttl: String,
+    /// Servers created at once (Hetzner rate-limits at 3600 requests/hour) [default: 5].
+    #[serde(default = "default_parallel")]
+    pub parallel_creates: u32,
+}
+
+/// What one viewer costs and what a node keeps for the OS, the JVM and the Selenium node.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViewerBudget {
+    /// CPU cores per viewer [default: 0.165, measured for a 240p live viewer; a 720p viewer
+    /// cost about 1 core].
+    #[serde(default = "default_cpu")]
+    pub cpu_per_viewer: f64,
+    /// Memory (PSS) per viewer in MB [default: 231, measured for a 240p live viewer].
+    #[serde(default = "default_mem")]
+    pub memory_mb_per_viewer: f64,
+    /// Share of the node's cores the viewers may use, for headroom [default: 0.8].
+    #[serde(default = "default_cpu_target")]
+    pub cpu_target: f64,
+    /// Cores kept for the OS and the Selenium node [default: 0.5].
+    #[serde(default = "default_reserve_cpu")]
+    pub node_reserve_cpu: f64,
+    /// Memory kept for the OS and the JVM in MB [default: 1536].
+    #[serde(default = "default_reserve_mem")]
+    pub node_reserve_memory_mb: f64,
+}
+
+impl Default for ViewerBudget {
+    fn default() -> Self {
+        ViewerBudget {
+            cpu_per_viewer: default_cpu(),
+            memory_mb_per_viewer: default_mem(),
+            cpu_target: default_cpu_target(),
+            node_reserve_cpu: default_reserve_cpu(),
+            node_reserve_memory_mb: default_reserve_mem(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnLimit {
+    #[default]
+    Teardown,
+    RunWithWhatExists,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnNodeFailure {
+    #[default]
+    Drop,
+    Replace,
+}
+
+fn default_location() -> String {
+    "fsn1".into()
+}
+fn default_node_types() -> Vec<String> {
+    [
+        "cx22", "cx32", "cx42", "cx52", "cpx31", "cpx41", "cpx51", "ccx23", "ccx33", "ccx43",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+fn default_hub_type() -> String {
+    "cx32".into()
+}
+fn default_image() -> String {
+    "debian-12".into()
+}
+fn default_server_limit() -> u32 {
+    10
+}
+fn default_register_timeout() -> String {
+    "15m".into()
+}
+fn default_ttl() -> String {
+    "4h".into()
+}
+fn default_parallel() -> u32 {
+    5
+}
+fn default_cpu() -> f64 {
+    0.165
+}
+fn default_mem() -> f64 {
+    231.0
+}
+fn default_cpu_target() -> f64 {
+    0.8
+}
+fn default_reserve_cpu() -> f64 {
+    0.5
+}
+fn default_reserve_mem() -> f64 {
+    1536.0
+}
+
+impl Default for HcloudFleetSpec {
+    fn default() -> Self {
+        yaml_serde::from_str("{}").expect("every field has a default")
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+impl HcloudFleetSpec {
+    /// Checks every field; errors are `(field below fleet., message naming the fix)`.
+    pub fn validate(&self, _viewers: u32) -> Result<(), (String, String)> {
+        let bad = |field: &str, msg: String| Err((field.to_string(), msg));
+        if !is_name(&self.location) {
+            return bad(
+                "location",
+                format!(
+                    "`{}` is not a Hetzner location name; use e.g. fsn1, nbg1, hel1, ash, hil",
+                    self.location
+                ),
+            );
+        }
+        for (field, value) in [("hub_type", &self.hub_type), ("image", &self.image)] {
+            if !(is_name(value) || value.contains('.')) {
+                return bad(
+                    field,
+                    format!("`{value}` is not a Hetzner name, e.g. cx32 or debian-12"),
+                );
+            }
+        }
+        if let Some(t) = &self.node_type {
+            if !is_name(t) {
+                return bad(
+                    "node_type",
+                    format!("`{t}` is not a server type name, e.g. ccx33"),
+                );
+            }
+        }
+        if self.node_type.is_none() && self.node_types.is_empty() {
+            return bad(
+                "node_types",
+                "is empty; list server types to choose from or set node_type".into(),
+            );
+        }
+        let b = &self.budget;
+        if !(b.cpu_per_viewer > 0.0 && b.cpu_per_viewer <= 64.0) {
+            return bad(
+                "budget.cpu_per_viewer",
+                format!(
+                    "{} must be above 0 and at most 64 cores (240p measured 0.165, 720p about 1)",
+                    b.cpu_per_viewer
+                ),
+            );
+        }
+        if !(b.memory_mb_per_viewer >= 16.0 && b.memory_mb_per_viewer <= 65536.0) {
+            return bad(
+                "budget.memory_mb_per_viewer",
+                format!(
+                    "{} must be between 16 and 65536 MB (240p measured 231)",
+                    b.memory_mb_per_viewer
+                ),
+            );
+        }
+        if !(b.cpu_target > 0.0 && b.cpu_target <= 1.0) {
+            return bad(
+                "budget.cpu_target",
+                format!(
+                    "{} is not a share; use a number above 0 up to 1.0",
+                    b.cpu_target
+                ),
+            );
+        }
+        if !(b.node_reserve_cpu >= 0.0 && b.node_reserve_memory_mb >= 0.0) {
+            return bad("budget", "node reserves cannot be negative".into());
+        }
+        if self.viewers_per_node == Some(0) {
+            return bad(
+                "viewers_per_node",
+                "must be at least 1; remove it to compute it from the budget".into(),
+            );
+        }
+        if self.server_limit == 0 {
+            return bad(
+                "server_limit",
+                "must be at least 2 (a hub and a node)".into(),
+            );
+        }
+        if self.parallel_creates == 0 || self.parallel_creates > 50 {
+            return bad(
+                "parallel_creates",
+                format!("{} must be from 1 to 50", self.parallel_creates),
+            );
+        }
+        for (i, cidr) in self.controller_ips.iter().enumerate() {
+            if crate::model::net::parse_cidr(cidr).is_none() {
+                return bad(
+                    &format!("controller_ips[{i}]"),
+                    format!("`{cidr}` is not an address range; write e.g. 203.0.113.7/32 or 2001:db8::/64"),
+                );
+            }
+        }
+        for (field, value) in [
+            ("register_timeout", &self.register_timeout),
+            ("ttl", &self.ttl),
+        ] {
+            if humantime::parse_duration(value).is_err() {
+                return bad(
+                    field,
+                    format!("`{value}` is not a duration; write e.g. 15m or 4h"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    pub fn register_timeout(&self) -> Duration {
+        humantime::parse_duration(&self.register_timeout).unwrap_or(Duration::from_secs(900))
+    }
+
+    pub fn ttl(&self) -> Duration {
+        humantime::parse_duration(&self.ttl).unwrap_or(Duration::from_secs(4 * 3600))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_measured() {
+        let spec = HcloudFleetSpec::default();
+        assert_eq!(spec.validate(1000), Ok(()));
+        assert_eq!(spec.budget.cpu_per_viewer, 0.165);
+        assert_eq!(spec.budget.memory_mb_per_viewer, 231.0);
+        assert_eq!(spec.location, "fsn1");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let spec: HcloudFleetSpec =
+            yaml_serde::from_str("controller_ips: [\"203.0.113.7\"]").unwrap();
+        let (field, msg) = spec.validate(10).unwrap_err();
+        assert_eq!(field, "controller_ips[0]");
+        assert!(msg.contains("203.0.113.7/32"), "{msg}");
+        let spec: HcloudFleetSpec = yaml_serde::from_str("budget: {cpu_per_viewer: 0}").unwrap();
+        assert_eq!(spec.validate(10).unwrap_err().0, "budget.cpu_per_viewer");
+        assert!(yaml_serde::from_str::<HcloudFleetSpec>("nodes: 3").is_err());
+    }
+}

@@ -1,0 +1,86 @@
+//! Scenario files: the YAML model of one run (`ScenarioSpec`), validated into the one
+//! internal `Plan` that the run engine uses. CLI overrides are applied to the plan, so the
+//! engine never looks at the command line.
+//!
+//! Unknown fields are errors, and every error names the file, the line where it can be
+//! found, the field and what is allowed.
+
+pub mod fleet;
+mod plan;
+mod spec;
+
+pub use plan::{Plan, TargetPlan, ViewerPlan};
+pub use spec::{FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewersSpec};
+
+use std::path::Path;
+
+/// A scenario that cannot be run, with where and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}{}: {field}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: Option<usize>,
+    /// Dotted path of the field, e.g. `viewers.count`; `(file)` for whole-file problems.
+    pub field: String,
+    pub message: String,
+}
+
+/// Overrides given on the command line; they become part of the plan.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub viewers: Option<u32>,
+    pub duration: Option<String>,
+}
+
+/// Reads, parses and validates a scenario file.
+pub fn load(path: &Path, overrides: &Overrides) -> Result<Plan, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|err| ScenarioError {
+        file: file.clone(),
+        line: None,
+        field: "(file)".into(),
+        message: format!("cannot read the scenario file: {err}"),
+    })?;
+    parse(&text, &file, overrides)
+}
+
+/// Parses and validates scenario text; `file` is only used in error messages.
+pub fn parse(text: &str, file: &str, overrides: &Overrides) -> Result<Plan, ScenarioError> {
+    let spec = spec::parse_spec(text, file)?;
+    plan::build(spec, text, file, overrides)
+}
+
+/// Finds the 1-based line of a dotted field path in YAML text, by following indentation.
+/// Good enough for the block-style files users write; `None` when it cannot tell.
+pub(crate) fn locate(text: &str, path: &str) -> Option<usize> {
+    let mut parent_indent: isize = -1;
+    let mut start = 0usize;
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = None;
+    for key in path.split('.') {
+        found = None;
+        let mut i = start;
+        while i < lines.len() {
+            let line = lines[i];
+            let trimmed = line.trim_start();
+            let indent = (line.len() - trimmed.len()) as isize;
+            if !trimmed.is_empty() && !trimmed.starts_with('#') {
+                if indent <= parent_indent && i > start {
+                    break;
+                }
+                if indent > parent_indent && (trimmed.starts_with(&format!("{key}:"))) {
+                    found = Some(i);
+                    parent_indent = indent;
+                    start = i + 1;
+                    break;
+                }
+            }
+            i += 1;
+        }
+        found?;
+    }
+    found.map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,454 @@
+//! `viewerfleet suite`: runs several scenarios in sequence (each `--repeat K` times, round
+//! robin so slow drifts of the host spread over all scenarios), keeps going after a failed
+//! run, stops starting runs on Ctrl-C/SIGTERM (the engine ends the current one and says
+//! `interrupted`), then compares what finished: mean and 95% CI per scenario with repeats.
+
+use crate::engine::RunOutcome;
+use crate::model::scenario::Overrides;
+use crate::report::compare::{dir_name, Comparison, FailedRun};
+use crate::sys::shutdown::Shutdown;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Runs one scenario into a folder: the engine, or a stand-in in tests.
+#[async_trait::async_trait]
+pub trait ScenarioRunner: Send + Sync {
+    async fn run(
+        &self,
+        scenario: &Path,
+        out: &Path,
+        overrides: &Overrides,
+    ) -> anyhow::Result<RunOutcome>;
+}
+
+/// The real run engine, sharing the suite's stop signal so Ctrl-C ends the current run and
+/// the suite alike.
+pub struct EngineRunner {
+    pub shutdown: Shutdown,
+    pub progress: bool,
+}
+
+#[async_trait::async_trait]
+impl ScenarioRunner for EngineRunner {
+    async fn run(
+        &self,
+        scenario: &Path,
+        out: &Path,
+        overrides: &Overrides,
+    ) -> anyhow::Result<RunOutcome> {
+        crate::engine::run_scenario(
+            scenario,
+            out,
+            overrides,
+            self.shutdown.clone(),
+            crate::engine::RunOptions {
+                progress: self.progress,
+                ..crate::engine::RunOptions::default()
+            },
+        )
+        .await
+    }
+}
+
+/// A suite, checked before anything runs.
+#[derive(Debug, Clone)]
+pub struct SuitePlan {
+    /// `(name = file stem, path)` in run order.
+    pub scenarios: Vec<(String, PathBuf)>,
+    pub repeat: u32,
+    pub out: PathBuf,
+    pub overrides: Overrides,
+}
+
+/// What a suite did.
+#[derive(Debug)]
+pub struct SuiteResult {
+    pub comparison: Comparison,
+    pub interrupted: bool,
+    pub runs_started: usize,
+    pub html: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("--repeat must be at least 1")]
+    Repeat,
+    #[error("two scenarios are named `{0}` (run folders are named after the file stem): rename one of the files")]
+    DuplicateName(String),
+    #[error("{0}: already holds files; give `suite --out` a new or empty folder so no earlier run is mixed in")]
+    OutNotEmpty(PathBuf),
+}
+
+impl SuitePlan {
+    /// Checks every scenario (parses and validates it with the overrides) and the output
+    /// folders before the first run starts.
+    pub fn new(
+        scenarios: &[PathBuf],
+        repeat: u32,
+        out: &Path,
+        overrides: Overrides,
+    ) -> anyhow::Result<Self> {
+        if repeat == 0 {
+            return Err(SuiteError::Repeat.into());
+        }
+        let mut named = Vec::new();
+        for path in scenarios {
+            crate::model::scenario::load(path, &overrides)?;
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "scenario".into());
+            if named.iter().any(|(n, _)| n == &name) {
+                return Err(SuiteError::DuplicateName(name).into());
+            }
+            named.push((name, path.clone()));
+        }
+        let plan = Self {
+            scenarios: named,
+            repeat,
+            out: out.to_path_buf(),
+            overrides,
+        };
+        for (_, _, dir) in plan.runs() {
+            if dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
+                return Err(SuiteError::OutNotEmpty(dir).into());
+            }
+        }
+        Ok(plan)
+    }
+
+    /// `(name, scenario, run folder)` in run order: round robin over repeats.
+    pub fn runs(&self) -> Vec<(String, PathBuf, PathBuf)> {
+        let mut runs = Vec::new();
+        for k in 1..=self.repeat {
+            for (name, path) in &self.scenarios {
+                runs.push((
+                    name.clone(),
+                    path.clone(),
+                    self.out.join(format!("{name}-{k}")),
+                ));
+            }
+        }
+        runs
+    }
+}
+
+/// Runs the plan, then writes `compare.{json,csv,md,html}` into `plan.out`.
+pub async fn run_suite(
+    plan: &SuitePlan,
+    runner: &dyn ScenarioRunner,
+    stop: &Shutdown,
+    progress: &mut (dyn Write + Send),
+) -> anyhow::Result<SuiteResult> {
+    std::fs::create_dir_all(&plan.out)?;
+    let runs = plan.runs();
+    let total = runs.len();
+    let mut interrupted = false;
+    let mut finished: Vec<(String, PathBuf)> = Vec::new();
+    let mut failed: Vec<FailedRun> = Vec::new();
+    let mut started = 0;
+    for (i, (name, scenario, dir)) in runs.iter().enumerate() {
+        if stop.is_triggered() {
+            interrupted = true;
+            break;
+        }
+        started += 1;
+        let _ = writeln!(
+            progress,
+            "[{}/{total}] {name}: running {} → {}",
+            i + 1,
+            scenario.display(),
+            dir.display()
+        );
+        match runner.run(scenario, dir, &plan.overrides).await {
+            Ok(outcome) => {
+                let _ = writeln!(
+                    progress,
+                    "[{}/{total}] {name}: {}{}",
+                    i + 1,
+                    if outcome.ok {
+                        "done"
+                    } else {
+                        "finished with problems"
+                    },
+                    if outcome.summary.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", outcome.summary)
+                    }
+                );
+                if dir.join(crate::model::rawdata::MANIFEST).exists() {
+                    finished.push((name.clone(), dir.clone()));
+                } else {
+                    failed.push(FailedRun {
+                        name: dir_name(dir),
+                        dir: dir.display().to_string(),
+                        error: format!("the run wrote no manifest.json: {}", outcome.summary),
+                    });
+                }
+                if outcome.interrupted {
+                    interrupted = true;
+                    break;
+                }
+            }
+            Err(err) => {
+                let _ = writeln!(progress, "[{}/{total}] {name}: FAILED: {err:#}", i + 1);
+                // A run that failed midway may still have raw data worth reporting.
+                if dir.join(crate::model::rawdata::MANIFEST).exists() {
+                    finished.push((name.clone(), dir.clone()));
+                }
+                failed.push(FailedRun {
+                    name: dir_name(dir),
+                    dir: dir.display().to_string(),
+                    error: format!("{err:#}"),
+                });
+            }
+        }
+    }
+    if interrupted {
+        let _ = writeln!(
+            progress,
+            "interrupted: no further runs started; comparing what finished"
+        );
+    }
+    let mut reports = Vec::new();
+    for (name, dir) in &finished {
+        match crate::report::build_and_write(dir) {
+            Ok(report) => reports.push((name.clone(), report)),
+            Err(err) => failed.push(FailedRun {
+                name: dir_name(dir),
+                dir: dir.display().to_string(),
+                error: format!("report: {err:#}"),
+            }),
+        }
+    }
+    // Group by the scenario's file stem, in the suite's order.
+    let order: Vec<&String> = plan.scenarios.iter().map(|(n, _)| n).collect();
+    reports.sort_by_key(|(name, _)| order.iter().position(|n| *n == name));
+    let keys: Vec<(String, String)> = reports
+        .iter()
+        .map(|(n, r)| (r.name.clone(), n.clone()))
+        .collect();
+    let comparison = Comparison::grouped(
+        reports.into_iter().map(|(_, r)| r).collect(),
+        |r| {
+            keys.iter()
+                .find(|(run, _)| *run == r.name)
+                .map(|(_, n)| n.clone())
+                .unwrap_or_default()
+        },
+        failed,
+    );
+    crate::report::render::write_compare(&comparison, &plan.out)?;
+    Ok(SuiteResult {
+        comparison,
+        interrupted,
+        runs_started: started,
+        html: plan.out.join("compare.html"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    const SCENARIO: &str = "\
+target:
+  kind: refsite
+  video: live
+viewers:
+  count: 2
+duration: 3m
+fleet:
+  kind: local
+";
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name)
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy_dir(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+
+    /// What the stand-in does for each call, in order.
+    #[derive(Clone, Copy)]
+    enum Step {
+        Finish,
+        Fail,
+        Interrupt,
+    }
+
+    /// A runner that needs no browser: it copies a crafted run folder or fails.
+    struct StandIn {
+        steps: Mutex<Vec<Step>>,
+        calls: Mutex<Vec<PathBuf>>,
+    }
+
+    #[async_trait::async_trait]
+    impl ScenarioRunner for StandIn {
+        async fn run(&self, _s: &Path, out: &Path, _o: &Overrides) -> anyhow::Result<RunOutcome> {
+            self.calls.lock().unwrap().push(out.to_path_buf());
+            let step = self.steps.lock().unwrap().remove(0);
+            match step {
+                Step::Fail => anyhow::bail!("target never answered"),
+                Step::Finish | Step::Interrupt => {
+                    let interrupted = matches!(step, Step::Interrupt);
+                    copy_dir(
+                        &fixture(if interrupted {
+                            "run-killed"
+                        } else {
+                            "run-steady"
+                        }),
+                        out,
+                    );
+                    Ok(RunOutcome {
+                        run_dir: out.to_path_buf(),
+                        ok: !interrupted,
+                        interrupted,
+                        exit_code: if interrupted { 130 } else { 0 },
+                        summary: String::new(),
+                    })
+                }
+            }
+        }
+    }
+
+    fn scenarios(dir: &Path, names: &[&str]) -> Vec<PathBuf> {
+        names
+            .iter()
+            .map(|n| {
+                let p = dir.join(format!("{n}.yaml"));
+                std::fs::write(&p, format!("name: {n}\n{SCENARIO}")).unwrap();
+                p
+            })
+            .collect()
+    }
+
+    async fn run(
+        steps: Vec<Step>,
+        names: &[&str],
+        repeat: u32,
+    ) -> (SuiteResult, Vec<PathBuf>, String, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let files = scenarios(dir.path(), names);
+        let plan = SuitePlan::new(
+            &files,
+            repeat,
+            &dir.path().join("out"),
+            Overrides::default(),
+        )
+        .unwrap();
+        let runner = StandIn {
+            steps: Mutex::new(steps),
+            calls: Mutex::new(Vec::new()),
+        };
+        let mut log = Vec::new();
+        let result = run_suite(&plan, &runner, &Shutdown::new(), &mut log)
+            .await
+            .unwrap();
+        let calls = runner.calls.into_inner().unwrap();
+        (result, calls, String::from_utf8(log).unwrap(), dir)
+    }
+
+    #[tokio::test]
+    async fn keeps_going_after_a_failed_run_and_reports_it() {
+        let (result, calls, log, _dir) = run(vec![Step::Fail, Step::Finish], &["a", "b"], 1).await;
+        assert_eq!(calls.len(), 2);
+        assert!(log.contains("a: FAILED: target never answered"), "{log}");
+        let cmp = &result.comparison;
+        assert_eq!(cmp.groups.len(), 1);
+        assert_eq!(cmp.groups[0].name, "b");
+        assert_eq!(cmp.failed.len(), 1);
+        assert_eq!(cmp.failed[0].name, "a-1");
+        assert!(result.html.exists());
+        let md = std::fs::read_to_string(result.html.with_file_name("compare.md")).unwrap();
+        assert!(
+            md.contains("a-1") && md.contains("target never answered"),
+            "{md}"
+        );
+    }
+
+    #[tokio::test]
+    async fn repeats_run_round_robin_and_get_confidence_intervals() {
+        let (result, calls, _, _dir) = run(vec![Step::Finish; 4], &["a", "b"], 2).await;
+        let names: Vec<String> = calls.iter().map(|p| dir_name(p)).collect();
+        assert_eq!(names, ["a-1", "b-1", "a-2", "b-2"]);
+        let cmp = &result.comparison;
+        assert_eq!(
+            cmp.groups.iter().map(|g| g.runs.len()).collect::<Vec<_>>(),
+            [2, 2]
+        );
+        let share = cmp.groups[0].stats.http_share.unwrap();
+        // Identical runs: mean 1/3, zero-width interval.
+        assert!((share.mean - 1.0 / 3.0).abs() < 1e-9);
+        assert_eq!(share.ci95, Some(0.0));
+        assert!(cmp.text().contains("95% confidence interval"));
+    }
+
+    #[tokio::test]
+    async fn interrupted_run_stops_the_suite_and_what_finished_is_compared() {
+        let (result, calls, log, _dir) = run(
+            vec![Step::Finish, Step::Interrupt, Step::Finish],
+            &["a", "b", "c"],
+            1,
+        )
+        .await;
+        assert_eq!(calls.len(), 2, "no run may start after the interrupted one");
+        assert!(result.interrupted);
+        assert!(log.contains("interrupted"));
+        let cmp = &result.comparison;
+        assert_eq!(cmp.groups.len(), 2);
+        assert!(cmp.groups[1].runs[0].summary.partial);
+        assert!(cmp.text().contains("PARTIAL"));
+    }
+
+    #[tokio::test]
+    async fn stop_flag_prevents_the_next_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = scenarios(dir.path(), &["a"]);
+        let plan =
+            SuitePlan::new(&files, 1, &dir.path().join("out"), Overrides::default()).unwrap();
+        let runner = StandIn {
+            steps: Mutex::new(vec![Step::Finish]),
+            calls: Mutex::new(Vec::new()),
+        };
+        let stop = Shutdown::new();
+        stop.trigger();
+        let result = run_suite(&plan, &runner, &stop, &mut Vec::new())
+            .await
+            .unwrap();
+        assert!(result.interrupted);
+        assert_eq!(result.runs_started, 0);
+    }
+
+    #[test]
+    fn plan_is_checked_before_anything_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = scenarios(dir.path(), &["a"]);
+        let err = SuitePlan::new(&files, 0, dir.path(), Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("--repeat"));
+        let twice = vec![files[0].clone(), files[0].clone()];
+        let err = SuitePlan::new(&twice, 1, dir.path(), Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("named `a`"), "{err}");
+        std::fs::create_dir_all(dir.path().join("out/a-1")).unwrap();
+        std::fs::write(dir.path().join("out/a-1/x"), "").unwrap();
+        let err =
+            SuitePlan::new(&files, 1, &dir.path().join("out"), Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("new or empty folder"), "{err}");
+        let missing = vec![dir.path().join("nope.yaml")];
+        assert!(SuitePlan::new(&missing, 1, dir.path(), Overrides::default()).is_err());
+    }
+}

@@ -1,0 +1,334 @@
+//! Host facts (CPU, memory, kernel, tool versions) for manifests, and resource samples from
+//! procfs during a run: the load generator's CPU must be watched, or a saturated generator
+//! passes for a saturated server.
+
+use crate::model::rawdata::HostInfo;
+use std::collections::BTreeMap;
+use std::process::Command;
+
+pub fn host_info() -> HostInfo {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_default();
+    let os = std::fs::read_to_string("/etc/os-release")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_default();
+    HostInfo {
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1),
+        cpu_model,
+        mem_total_bytes: meminfo().0,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        os,
+    }
+}
+
+/// Versions of the external programs a run depends on (first line of `--version`).
+pub fn tool_versions(programs: &[(&str, &str, &[&str])]) -> BTreeMap<String, String> {
+    programs
+        .iter()
+        .filter_map(|(name, program, args)| {
+            let out = Command::new(program).args(*args).output().ok()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let first = text.lines().next()?.trim().to_string();
+            Some((name.to_string(), first))
+        })
+        .collect()
+}
+
+/// The git commit of the source tree this binary was run from, if it is a checkout.
+pub fn git_commit() -> Option<String> {
+    let out = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// (total, available) memory in bytes.
+pub fn meminfo() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|l| l.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    (field("MemTotal:"), field("MemAvailable:"))
+}
+
+/// Busy share of all cores between two reads of `/proc/stat`.
+#[derive(Debug, Default)]
+pub struct CpuMeter {
+    last: Option<(u64, u64)>,
+}
+
+impl CpuMeter {
+    /// Returns the busy share since the previous call (None on the first call).
+    pub fn sample(&mut self) -> Option<f64> {
+        let now = read_cpu_totals()?;
+        let previous = self.last.replace(now);
+        let (busy0, total0) = previous?;
+        let (busy1, total1) = now;
+        let total = total1.saturating_sub(total0);
+        (total > 0).then(|| busy1.saturating_sub(busy0) as f64 / total as f64)
+    }
+}
+
+/// (busy, total) jiffies over all cores.
+fn read_cpu_totals() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().next()?.strip_prefix("cpu ")?;
+    let values: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal guest guest_nice
+    let idle = values.get(3)? + values.get(4).unwrap_or(&0);
+    let total: u64 = values.iter().take(8).sum();
+    Some((total - idle, total))
+}
+
+pub fn load1() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+/// CPU seconds (user + system) and RSS bytes of one process and all its descendants.
+pub fn process_tree_usage(root: u32) -> Option<(f64, u64)> {
+    let procs = all_processes();
+    let members = tree_members(&procs, root);
+    let mut cpu = 0.0;
+    let mut rss = 0;
+    let mut found = false;
+    for p in procs.iter().filter(|p| members.contains(&p.pid)) {
+        found = true;
+        cpu += p.cpu_s;
+        rss += p.rss_bytes;
+    }
+    found.then_some((cpu, rss))
+}
+
+/// The descendants of `root` (not `root` itself), with the CPU seconds each used so far.
+pub fn descendants_cpu(root: u32) -> Vec<(u32, f64)> {
+    let procs = all_processes();
+    let members = tree_members(&procs, root);
+    procs
+        .iter()
+        .filter(|p| p.pid != root && members.contains(&p.pid))
+        .map(|p| (p.pid, p.cpu_s))
+        .collect()
+}
+
+/// Proportional set size of one process in bytes (`/proc/<pid>/smaps_rollup`): shared
+/// pages are split among the processes that map them, so PSS sums over many browsers do
+/// not count shared libraries many times the way RSS sums do.
+pub fn pss_bytes(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    parse_pss_kb(&text).map(|kb| kb * 1024)
+}
+
+fn parse_pss_kb(smaps_rollup: &str) -> Option<u64> {
+    smaps_rollup.lines().find_map(|line| {
+        let rest = line.strip_prefix("Pss:")?;
+        rest.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
+}
+
+/// Raises the open-files soft limit to the hard limit and returns it: every viewer holds
+/// a WebDriver connection, and the common default of 1024 would stop a run near 1000.
+pub fn raise_open_files_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to plain data.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        // An unlimited hard limit still stops at the kernel's nr_open.
+        let ceiling = if limit.rlim_max == libc::RLIM_INFINITY {
+            std::fs::read_to_string("/proc/sys/fs/nr_open")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(limit.rlim_cur)
+        } else {
+            limit.rlim_max
+        };
+        if limit.rlim_cur < ceiling {
+            let raised = libc::rlimit {
+                rlim_cur: ceiling,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    limit.rlim_cur
+}
+
+/// CPU seconds used so far by processes whose command name is `comm` (e.g. `chromium`).
+pub fn cpu_seconds_of(comm: &str) -> f64 {
+    all_processes()
+        .iter()
+        .filter(|p| p.comm == comm)
+        .map(|p| p.cpu_s)
+        .sum()
+}
+
+#[derive(Debug)]
+struct ProcStat {
+    pid: u32,
+    ppid: u32,
+    comm: String,
+    cpu_s: f64,
+    rss_bytes: u64,
+}
+
+/// `root` and every process below it.
+fn tree_members(procs: &[ProcStat], root: u32) -> Vec<u32> {
+    let mut members = vec![root];
+    let mut i = 0;
+    while i < members.len() {
+        let parent = members[i];
+        members.extend(procs.iter().filter(|p| p.ppid == parent).map(|p| p.pid));
+        i += 1;
+    }
+    members
+}
+
+fn all_processes() -> Vec<ProcStat> {
+    let ticks = clock_ticks();
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        parse_stat(pid, &stat, ticks, page)
+    })
+    .collect()
+}
+
+fn parse_stat(pid: u32, stat: &str, ticks: f64, page: u64) -> Option<ProcStat> {
+    // The command name is in parentheses and may itself hold spaces or parentheses.
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat[open + 1..close].to_string();
+    let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+    // fields[0] is state (field 3); utime is field 14, stime 15, rss 24.
+    let ppid = fields.get(1)?.parse().ok()?;
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    let rss_pages: u64 = fields.get(21)?.parse().ok()?;
+    Some(ProcStat {
+        pid,
+        ppid,
+        comm,
+        cpu_s: (utime + stime) / ticks,
+        rss_bytes: rss_pages * page,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pss_is_read_from_smaps_rollup() {
+        let text = "55d0-7ffe ---p 00000000 00:00 0  [rollup]\nRss:              204800 kB\nPss:               51234 kB\nPss_Anon:          40000 kB\n";
+        assert_eq!(parse_pss_kb(text), Some(51234));
+        assert_eq!(parse_pss_kb("Rss: 1 kB\n"), None);
+        // This process exists and maps something.
+        assert!(pss_bytes(std::process::id()).is_some_and(|b| b > 0));
+    }
+
+    #[test]
+    fn a_process_tree_lists_children_not_the_root() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let me = std::process::id();
+        let tree = descendants_cpu(me);
+        assert!(tree.iter().any(|(pid, _)| *pid == child.id()));
+        assert!(tree.iter().all(|(pid, _)| *pid != me));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn the_open_files_limit_is_the_hard_limit_after_raising() {
+        let raised = raise_open_files_limit();
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit with a valid pointer.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+            0
+        );
+        assert_eq!(raised, limit.rlim_cur);
+        assert!(limit.rlim_max == libc::RLIM_INFINITY || limit.rlim_cur == limit.rlim_max);
+    }
+
+    #[test]
+    fn stat_with_odd_command_name() {
+        let line = "42 (a (b) c) S 7 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 100 1000 25 18446744073709551615";
+        let p = parse_stat(42, line, 100.0, 4096).unwrap();
+        assert_eq!(p.comm, "a (b) c");
+        assert_eq!(p.ppid, 7);
+        assert!((p.cpu_s - 3.0).abs() < 1e-9);
+        assert_eq!(p.rss_bytes, 25 * 4096);
+    }
+
+    #[test]
+    fn own_process_is_measured() {
+        let (cpu, rss) = process_tree_usage(std::process::id()).unwrap();
+        assert!(cpu >= 0.0 && rss > 0);
+        let mut meter = CpuMeter::default();
+        assert!(meter.sample().is_none());
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        assert!(x > 0);
+        let busy = meter.sample();
+        assert!(busy.is_none_or(|b| (0.0..=1.0).contains(&b)));
+    }
+}

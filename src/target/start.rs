@@ -1,0 +1,204 @@
+//! Starting the target: refsite as a child process (in the fleet's namespace if it has
+//! one), ready when it prints its `READY {json}` line; or a remote PeerTube checked for
+//! reachability before any browser starts.
+
+use super::peertube::PeerTubeTarget;
+use super::{Target, TargetPlacement};
+use crate::model::kinds::{TargetKind, VideoKind};
+use crate::model::scenario::Plan;
+use crate::sys::process::{self, Scope};
+use anyhow::Context;
+use nix::sys::signal::Signal;
+use serde::Deserialize;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Time refsite gets to stop its encoder and remove its live segments after SIGTERM.
+const REFSITE_GRACE: Duration = Duration::from_secs(10);
+
+/// What refsite prints when it is ready.
+#[derive(Debug, Deserialize)]
+pub struct RefsiteReady {
+    pub base_url: String,
+    pub metrics_url: String,
+    pub videos: Vec<RefsiteVideo>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RefsiteVideo {
+    pub id: String,
+    pub kind: VideoKind,
+    pub embed_url: String,
+}
+
+/// A started target: the adapter viewers use, plus the refsite child if we own one.
+pub struct StartedTarget {
+    target: Arc<dyn Target>,
+    child: Option<Child>,
+}
+
+impl StartedTarget {
+    /// The platform as viewers and the scraper see it.
+    pub fn target(&self) -> Arc<dyn Target> {
+        self.target.clone()
+    }
+
+    /// The page a P2P viewer opens (for the manifest and logs).
+    pub fn viewer_url(&self) -> String {
+        self.target.viewer_url(true)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|c| c.id())
+    }
+
+    /// Stops refsite (SIGTERM, so it stops its encoder; SIGKILL after a grace period).
+    pub async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            process::terminate(&mut child, Scope::Process, REFSITE_GRACE).await;
+        }
+    }
+}
+
+/// Starts (refsite) or checks (peertube) the target.
+pub async fn start(plan: &Plan, placement: &TargetPlacement) -> anyhow::Result<StartedTarget> {
+    match plan.target.kind {
+        TargetKind::Refsite => start_refsite(plan, placement).await,
+        TargetKind::Peertube => {
+            let target = remote_target(plan)?;
+            check_reachable(&target.viewer_url(true)).await?;
+            Ok(StartedTarget {
+                target: Arc::new(target),
+                child: None,
+            })
+        }
+    }
+}
+
+fn remote_target(plan: &Plan) -> anyhow::Result<PeerTubeTarget> {
+    let url = plan.target.url.clone().context("target.url is required")?;
+    PeerTubeTarget::from_video_url(&url, plan.target.exporter.clone())
+}
+
+/// A remote target must answer before anything costly (a fleet, a browser) starts; refsite
+/// is started later, where the fleet says its viewers reach it.
+pub async fn check_before_fleet(plan: &Plan) -> anyhow::Result<()> {
+    match plan.target.kind {
+        TargetKind::Refsite => Ok(()),
+        TargetKind::Peertube => check_reachable(&remote_target(plan)?.viewer_url(true)).await,
+    }
+}
+
+async fn check_reachable(url: &str) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .build()?;
+    let resp = client
+        .get(url)
+        .send()
+        .await
+        .with_context(|| format!("the target did not answer at {url}"))?;
+    if !resp.status().is_success() {
+        anyhow::bail!("the target answered {} at {url}", resp.status());
+    }
+    Ok(())
+}
+
+async fn start_refsite(plan: &Plan, placement: &TargetPlacement) -> anyhow::Result<StartedTarget> {
+    let exe = own_binary()?;
+    let video = plan.target.video.as_str();
+    let mut args: Vec<String> = vec![
+        "refsite".into(),
+        "--listen".into(),
+        placement.listen.to_string(),
+        "--videos".into(),
+        video.into(),
+        "--metrics-interval".into(),
+        humantime::format_duration(plan.target.metrics_interval).to_string(),
+        "--vod-length".into(),
+        humantime::format_duration(plan.target.vod_length).to_string(),
+    ];
+    let mut cmd = match &placement.netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(&exe);
+            c
+        }
+        None => Command::new(&exe),
+    };
+    cmd.args(args.drain(..))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    // refsite (and its encoder) die with us even on `kill -9` of the controller.
+    process::die_with_parent(cmd.as_std_mut(), Signal::SIGTERM);
+    let mut child = cmd.spawn().context("starting refsite")?;
+    let stdout = child.stdout.take().context("refsite stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    // First use generates media with ffmpeg: allow minutes, but stop as soon as it exits.
+    let ready = tokio::time::timeout(Duration::from_secs(600), async {
+        while let Some(line) = lines.next_line().await? {
+            if let Some(json) = line.strip_prefix("READY ") {
+                return Ok::<_, anyhow::Error>(Some(serde_json::from_str::<RefsiteReady>(json)?));
+            }
+        }
+        Ok(None)
+    })
+    .await;
+    let ready = match ready {
+        Ok(Ok(Some(ready))) => ready,
+        Ok(Ok(None)) => {
+            let status = child.wait().await.ok();
+            anyhow::bail!(
+                "refsite exited before it was ready ({}); see its messages above",
+                status.map(|s| s.to_string()).unwrap_or_default()
+            )
+        }
+        Ok(Err(err)) => {
+            let _ = child.kill().await;
+            return Err(err.context("reading refsite's ready line"));
+        }
+        Err(_) => {
+            let _ = child.kill().await;
+            anyhow::bail!("refsite was not ready within 10 minutes")
+        }
+    };
+    // Keep draining stdout so refsite never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let video = ready
+        .videos
+        .iter()
+        .find(|v| v.kind == plan.target.video)
+        .with_context(|| format!("refsite serves no {} video", plan.target.video))?;
+    let mut adapter =
+        PeerTubeTarget::from_video_url(&video.embed_url, Some(ready.metrics_url.clone()))?;
+    if plan.target.video == VideoKind::Live {
+        adapter = adapter.with_param("latency", plan.target.latency.as_str());
+    }
+    tracing::info!(
+        "refsite ready at {} (video {}, {})",
+        ready.base_url,
+        video.id,
+        video.kind
+    );
+    Ok(StartedTarget {
+        target: Arc::new(adapter),
+        child: Some(child),
+    })
+}
+
+/// This program's path, for starting refsite as a child. A rebuild replaces the file while
+/// a long suite runs; the kernel then reports the old path with " (deleted)", and the new
+/// file at the same path is the one to start.
+fn own_binary() -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe().context("locating the viewerfleet binary")?;
+    let text = exe.to_string_lossy();
+    Ok(match text.strip_suffix(" (deleted)") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => exe,
+    })
+}

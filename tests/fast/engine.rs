@@ -1,0 +1,356 @@
+//! The run engine against the WebDriver stub (no browser): the ramp, session retries,
+//! loss and re-creation, failure thresholds, the measurement point and every way a run
+//! ends, read back from the raw data a run writes. The stub looks like a Grid hub and
+//! serves a PeerTube-like page and exporter, so these are whole runs of the `grid` fleet.
+//! Every wait is bounded by an event (a line in the raw data, a counter), not a sleep.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+use viewerfleet::engine::{run_scenario, RunOptions, RunOutcome};
+use viewerfleet::model::rawdata::{self, RunEvent, RunEventKind, ViewerEvent, ViewerEventKind};
+use viewerfleet::model::scenario::Overrides;
+use viewerfleet::sys::shutdown::Shutdown;
+use viewerfleet_kit::webdriver_stub::{Stub, StubConfig};
+
+/// A scenario of `viewers` viewers against `stub`, with `fleet_extra` added to its fleet
+/// section and `extra` to the top level.
+fn scenario(stub: &Stub, viewers: u32, ramp: &str, fleet_extra: &str, extra: &str) -> String {
+    let a = stub.addr();
+    format!(
+        "name: engine-test\n\
+         target:\n  kind: peertube\n  video: vod\n  url: http://{a}/w/test\n  exporter: http://{a}/metrics\n\
+         viewers:\n  count: {viewers}\n  ramp: {ramp}\n\
+         duration: 5s\nsampling_interval: 500ms\nmeasure_at: 4s\nsteady_window: 2s\n{extra}\
+         fleet:\n  kind: grid\n  url: http://{a}/\n  retry_backoff: 100ms\n{fleet_extra}"
+    )
+}
+
+struct Run {
+    dir: tempfile::TempDir,
+    outcome: RunOutcome,
+}
+
+impl Run {
+    fn out(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    fn viewer_events(&self) -> Vec<ViewerEvent> {
+        rawdata::read_jsonl(&self.out().join(rawdata::VIEWER_EVENTS))
+            .unwrap()
+            .records
+    }
+
+    fn run_events(&self) -> Vec<RunEventKind> {
+        rawdata::read_jsonl::<RunEvent>(&self.out().join(rawdata::RUN_EVENTS))
+            .unwrap()
+            .records
+            .into_iter()
+            .map(|e| e.event)
+            .collect()
+    }
+
+    fn count(&self, kind: ViewerEventKind) -> usize {
+        self.viewer_events()
+            .iter()
+            .filter(|e| e.event == kind)
+            .count()
+    }
+}
+
+/// A folder holding `scenario.yaml`; the run goes to `run/` in it.
+fn scenario_dir(yaml: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = dir.path().join("run");
+    (dir, path, out)
+}
+
+/// Runs a scenario in-process, without progress display or report.
+async fn run_quietly(path: &Path, out: &Path, shutdown: Shutdown) -> anyhow::Result<RunOutcome> {
+    let options = RunOptions {
+        progress: false,
+        write_report: false,
+        ..RunOptions::default()
+    };
+    run_scenario(path, out, &Overrides::default(), shutdown, options).await
+}
+
+async fn run(yaml: &str, shutdown: Shutdown) -> Run {
+    let (dir, path, out) = scenario_dir(yaml);
+    let outcome = run_quietly(&path, &out, shutdown)
+        .await
+        .expect("the run completes");
+    Run { dir, outcome }
+}
+
+async fn stub(config: StubConfig) -> Stub {
+    Stub::serve("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap()
+}
+
+/// Every session the stub created was deleted again.
+fn no_session_left(stub: &Stub) {
+    let c = stub.counters();
+    assert_eq!(
+        c.sessions_created.load(Relaxed),
+        c.sessions_deleted.load(Relaxed),
+        "{}",
+        c.summary()
+    );
+}
+
+#[tokio::test]
+async fn viewers_arrive_along_the_ramp_and_the_timeline_is_recorded() {
+    let stub = stub(StubConfig::default()).await;
+    let run = run(&scenario(&stub, 4, "3s", "", ""), Shutdown::new()).await;
+    assert_eq!(run.outcome.exit_code, 0, "{}", run.outcome.summary);
+    // Viewer i of 4 is asked for after i/3 of the ramp, never earlier, in index order.
+    let creating: Vec<(u32, f64)> = run
+        .viewer_events()
+        .iter()
+        .filter(|e| e.event == ViewerEventKind::Creating)
+        .map(|e| (e.viewer, e.t))
+        .collect();
+    assert_eq!(creating.len(), 4);
+    for (viewer, t) in &creating {
+        assert!(
+            *t >= *viewer as f64 - 0.05,
+            "viewer {viewer} asked for at {t}s"
+        );
+    }
+    assert!(creating.windows(2).all(|w| w[0].0 < w[1].0));
+    assert_eq!(run.count(ViewerEventKind::Playing), 4);
+    assert_eq!(run.count(ViewerEventKind::Stopped), 4);
+    assert_eq!(
+        run.run_events(),
+        [
+            RunEventKind::Started,
+            RunEventKind::TargetReady,
+            RunEventKind::RampDone,
+            RunEventKind::MeasurePoint,
+            RunEventKind::Finished
+        ]
+    );
+    let samples = std::fs::read_to_string(run.out().join(rawdata::VIEWER_SAMPLES)).unwrap();
+    assert!(samples.lines().count() >= 4, "every viewer sampled");
+    no_session_left(&stub);
+}
+
+#[tokio::test]
+async fn refused_sessions_are_retried_with_the_fleets_policy() {
+    // Every second session request is refused; six retries get every viewer a session.
+    let stub = stub(StubConfig {
+        session_failure_rate: 0.5,
+        ..StubConfig::default()
+    })
+    .await;
+    let run = run(&scenario(&stub, 3, "0s", "", ""), Shutdown::new()).await;
+    assert_eq!(run.outcome.exit_code, 0, "{}", run.outcome.summary);
+    assert_eq!(run.count(ViewerEventKind::Playing), 3);
+    let retries: Vec<ViewerEvent> = run
+        .viewer_events()
+        .into_iter()
+        .filter(|e| {
+            e.event == ViewerEventKind::Creating
+                && e.reason
+                    .as_deref()
+                    .is_some_and(|r| r.contains("after refusal"))
+        })
+        .collect();
+    assert!(!retries.is_empty(), "refusals were retried");
+    assert!(stub.counters().sessions_refused.load(Relaxed) >= 1);
+    no_session_left(&stub);
+}
+
+#[tokio::test]
+async fn without_retries_a_refused_viewer_fails_and_the_threshold_decides_the_exit() {
+    let config = StubConfig {
+        session_failure_rate: 0.5,
+        ..StubConfig::default()
+    };
+    // One of two viewers is refused once: with no retries it fails.
+    let strict = stub(config.clone()).await;
+    let run1 = run(
+        &scenario(&strict, 2, "0s", "  session_retries: 0\n", ""),
+        Shutdown::new(),
+    )
+    .await;
+    assert_eq!(run1.count(ViewerEventKind::Failed), 1);
+    assert_eq!(run1.outcome.exit_code, 1, "over max_failed_viewers 0");
+    no_session_left(&strict);
+    // The same failure within `max_failed_viewers: "50%"` is a success.
+    let lenient = stub(config).await;
+    let run2 = run(
+        &scenario(
+            &lenient,
+            2,
+            "0s",
+            "  session_retries: 0\n",
+            "max_failed_viewers: \"50%\"\n",
+        ),
+        Shutdown::new(),
+    )
+    .await;
+    assert_eq!(run2.count(ViewerEventKind::Failed), 1);
+    assert_eq!(run2.outcome.exit_code, 0, "{}", run2.outcome.summary);
+}
+
+#[tokio::test]
+async fn a_lost_viewer_is_recorded_and_created_again() {
+    // Each session answers three stats reads, then is gone (its browser died).
+    let stub = stub(StubConfig {
+        reads_before_loss: Some(3),
+        ..StubConfig::default()
+    })
+    .await;
+    let run = run(&scenario(&stub, 1, "0s", "", ""), Shutdown::new()).await;
+    let lost = run.count(ViewerEventKind::Lost);
+    assert!(lost >= 1, "the loss is recorded");
+    let created = run.count(ViewerEventKind::SessionCreated);
+    assert!(
+        created > lost,
+        "re-created after each loss ({created} sessions, {lost} lost)"
+    );
+    assert!(run
+        .viewer_events()
+        .iter()
+        .any(|e| e.event == ViewerEventKind::Lost
+            && e.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("unreadable"))));
+    no_session_left(&stub);
+}
+
+#[tokio::test]
+async fn a_lost_viewer_stays_lost_when_the_fleet_does_not_recreate() {
+    let stub = stub(StubConfig {
+        reads_before_loss: Some(3),
+        ..StubConfig::default()
+    })
+    .await;
+    let run = run(
+        &scenario(&stub, 1, "0s", "  recreate_lost: false\n", ""),
+        Shutdown::new(),
+    )
+    .await;
+    assert_eq!(run.count(ViewerEventKind::Lost), 1);
+    assert_eq!(run.count(ViewerEventKind::SessionCreated), 1);
+    assert_eq!(run.outcome.exit_code, 1, "a lost viewer counts as failed");
+    no_session_left(&stub);
+}
+
+/// Waits until the run's raw viewer events show `n` viewers playing.
+async fn until_playing(out: &Path, n: usize) {
+    let path = out.join(rawdata::VIEWER_EVENTS);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let playing = rawdata::read_jsonl::<ViewerEvent>(&path)
+            .map(|c| {
+                c.records
+                    .iter()
+                    .filter(|e| e.event == ViewerEventKind::Playing)
+                    .count()
+            })
+            .unwrap_or(0);
+        if playing >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{n} viewers never played"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stop_request_ends_the_run_with_its_code_and_releases_every_session() {
+    let stub = stub(StubConfig::default()).await;
+    let yaml = scenario(&stub, 3, "0s", "", "").replace("duration: 5s", "duration: 60s");
+    let yaml = yaml.replace("measure_at: 4s", "measure_at: 50s");
+    let (_dir, path, out) = scenario_dir(&yaml);
+    let shutdown = Shutdown::new();
+    let running = tokio::spawn({
+        let (path, out, shutdown) = (path.clone(), out.clone(), shutdown.clone());
+        async move { run_quietly(&path, &out, shutdown).await }
+    });
+    until_playing(&out, 3).await;
+    shutdown.trigger();
+    let outcome = tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("stops promptly")
+        .unwrap()
+        .unwrap();
+    assert!(outcome.interrupted);
+    assert_eq!(outcome.exit_code, 130);
+    let events: Vec<RunEventKind> = rawdata::read_jsonl::<RunEvent>(&out.join(rawdata::RUN_EVENTS))
+        .unwrap()
+        .records
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(events.last(), Some(&RunEventKind::Interrupted));
+    assert!(!events.contains(&RunEventKind::MeasurePoint));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join(rawdata::MANIFEST)).unwrap()).unwrap();
+    assert!(
+        manifest["ended_at"].is_string(),
+        "the manifest says how it ended"
+    );
+    no_session_left(&stub);
+}
+
+#[tokio::test]
+async fn an_unreachable_target_stops_the_run_before_any_session() {
+    let stub = stub(StubConfig::default()).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let yaml = scenario(&stub, 2, "0s", "", "").replace(
+        &format!("url: http://{}/w/test", stub.addr()),
+        &format!("url: http://127.0.0.1:{port}/w/test"),
+    );
+    let (_dir, path, out) = scenario_dir(&yaml);
+    let err = run_quietly(&path, &out, Shutdown::new()).await.unwrap_err();
+    assert!(format!("{err:#}").contains("did not answer"), "{err:#}");
+    assert_eq!(stub.counters().sessions_created.load(Relaxed), 0);
+    let events = std::fs::read_to_string(out.join(rawdata::RUN_EVENTS)).unwrap();
+    assert!(events.contains("target_unreachable"), "{events}");
+}
+
+#[test]
+fn sigterm_ends_a_run_with_143_and_releases_every_session() {
+    use std::io::BufRead;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stub = runtime.block_on(stub(StubConfig::default()));
+    let yaml = scenario(&stub, 2, "0s", "", "")
+        .replace("duration: 5s", "duration: 60s")
+        .replace("measure_at: 4s", "measure_at: 50s");
+    let (_dir, path, out) = scenario_dir(&yaml);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
+        .args(["run", "--no-report"])
+        .arg(&path)
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    runtime.block_on(until_playing(&out, 2));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    let stderr: Vec<String> = std::io::BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    assert_eq!(status.code(), Some(143), "{}", stderr.join("\n"));
+    no_session_left(&stub);
+}

@@ -1,0 +1,18 @@
+//! The fast tier: everything that needs no browser, no Selenium Grid and no root — the
+//! engine against the WebDriver stub, the command line, reports from crafted raw data,
+//! refsite over sockets, the cloud code against the fake Hetzner API, the layering check.
+//! `make test` runs it first (`cargo test --test fast`); it takes seconds.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
+mod cloud;
+mod cloud_cli;
+mod dashboards;
+mod engine;
+mod layers;
+mod netns_preflight;
+mod refsite_cli;
+mod refsite_http;
+mod report_fixtures;

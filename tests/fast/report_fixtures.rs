@@ -1,0 +1,272 @@
+//! Reports built from the crafted run folders in tests/fixtures (see make_fixtures.py for
+//! what they hold): known answers, identical rebuilds from a copy, partial runs, and the
+//! `report` and `compare` commands' exit codes and output.
+
+use crate::support::fixtures as fixture_support;
+
+use assert_cmd::Command;
+use fixture_support::{copy_of, fixture};
+use viewerfleet::report::{self, ReportSummary};
+
+fn close(got: Option<f64>, want: f64) {
+    let got = got.expect("value missing");
+    assert!((got - want).abs() < 1e-6, "got {got}, want {want}");
+}
+
+#[test]
+fn steady_run_table_has_the_known_answers() {
+    let (_tmp, dir) = copy_of("run-steady");
+    let s: ReportSummary = report::write_report(&dir).unwrap();
+    assert!(!s.partial);
+    assert_eq!(
+        (
+            s.viewers.requested,
+            s.viewers.started,
+            s.viewers.failed,
+            s.viewers.lost
+        ),
+        (6, 5, 1, 1)
+    );
+    // Exporter: 4 viewers × 50 kB/s HTTP = 1.6 Mbit/s, × 100 kB/s P2P = 3.2 Mbit/s, posted
+    // in 15 s steps; the 5e9 bytes from before the run are a baseline, not traffic.
+    assert_eq!(s.source, viewerfleet::model::kinds::RateSource::Exporter);
+    close(s.http_at_mbps, 1.6);
+    close(s.p2p_at_mbps, 3.2);
+    close(s.p2p_up_at_mbps, 3.2);
+    close(s.http_peak_mbps, 1.6);
+    close(s.http_share, 1.0 / 3.0);
+    close(s.p2p_savings, 2.0 / 3.0);
+    close(s.http_to_p2p_ratio, 0.5);
+    assert_eq!(s.http_bytes, Some(30_000_000));
+    assert_eq!(s.p2p_bytes, Some(60_000_000));
+    assert_eq!(s.p2p_uploaded_bytes, Some(60_000_000));
+    // Players: the lost viewer 5 adds 50 kB/s from 10 s to 78 s, so the peak is 5 × 0.4.
+    let p = s.players.as_ref().unwrap();
+    close(p.http_peak_mbps, 2.0);
+    close(p.http_at_mbps, 1.6);
+    assert_eq!(p.http_bytes, 50_000 * (150 + 148 + 146 + 144 + 68));
+    // Origin ground truth: 200 kB/s over 150 s.
+    assert_eq!(s.origin_bytes, Some(30_000_000));
+    close(s.origin_deviation_pct, (32.8 - 30.0) / 30.0 * 100.0);
+    close(s.exporter_origin_deviation_pct, 0.0);
+    // Windows stated.
+    assert_eq!(
+        (s.windows.steady_from_s, s.windows.steady_to_s),
+        (90.0, 120.0)
+    );
+    assert_eq!(s.windows.rate_window_s, 30.0);
+    // QoE: TTFF 1000..3000 ms; 2 stalls of 1 s in 584 + 69 s watched.
+    close(s.qoe.ttff_median_ms, 2000.0);
+    close(s.qoe.ttff_p95_ms, 2900.0);
+    assert_eq!(s.qoe.stalls, 2);
+    close(s.qoe.stalls_per_viewer_minute, 2.0 / (653.0 / 60.0));
+    close(s.qoe.stalled_time_share, 2.0 / 653.0);
+    let reasons: Vec<(&str, &str)> = s
+        .qoe
+        .failed
+        .iter()
+        .map(|f| (f.kind.as_str(), f.reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("failed", "session not created: Chrome failed to start"),
+            ("lost", "browser crashed (session deleted)")
+        ]
+    );
+    // Honesty: 95% busy from 100 to 120 s (22 of 152 s sampled) → saturated; the gap.
+    let cpu = s.honesty.cpu.as_ref().unwrap();
+    assert!(cpu.saturated);
+    close(Some(cpu.saturated_share), 22.0 / 152.0);
+    assert_eq!(s.honesty.scrape_gaps.len(), 1);
+    let gap = &s.honesty.scrape_gaps[0];
+    assert_eq!((gap.from_s, gap.to_s, gap.failed_reads), (60.0, 68.0, 3));
+    assert!(s
+        .honesty
+        .implications
+        .iter()
+        .any(|l| l.contains("share one network address")));
+    assert!(s
+        .honesty
+        .implications
+        .iter()
+        .any(|l| l.contains("not throttled")));
+    assert_eq!(
+        s.honesty.rerun_command,
+        "viewerfleet run scenarios/local/live-normal.yaml --out runs/run-steady"
+    );
+}
+
+#[test]
+fn copied_run_folder_rebuilds_identical_files() {
+    let (_a, first) = copy_of("run-steady");
+    report::write_report(&first).unwrap();
+    let (_b, second) = copy_of("run-steady");
+    // The copy lives under another parent: nothing in the output may depend on where.
+    let moved = second.with_file_name("elsewhere");
+    std::fs::rename(&second, &moved).unwrap();
+    report::write_report(&moved).unwrap();
+    for name in [
+        "report.json",
+        "report.md",
+        "report.html",
+        "timeseries.csv",
+        "viewers.csv",
+        "host.csv",
+    ] {
+        let a = std::fs::read(first.join(name)).unwrap();
+        let b = std::fs::read(moved.join(name)).unwrap();
+        assert!(a == b, "{name} differs between the run folder and its copy");
+    }
+    // Rebuilding in place is stable too.
+    let before = std::fs::read(first.join("report.json")).unwrap();
+    report::write_report(&first).unwrap();
+    assert_eq!(before, std::fs::read(first.join("report.json")).unwrap());
+}
+
+#[test]
+fn killed_run_says_partial_and_moves_its_window() {
+    let (_tmp, dir) = copy_of("run-killed");
+    let s = report::write_report(&dir).unwrap();
+    assert!(s.partial);
+    assert!(s
+        .partial_reason
+        .as_deref()
+        .unwrap()
+        .contains("did not finish"));
+    assert!(s.windows.steady_clipped);
+    // T was never reached: target ready (0.5 s) + measure_at (120 s).
+    assert_eq!(s.windows.measure_point_s, 120.5);
+    assert_eq!(
+        (s.windows.steady_from_s, s.windows.steady_to_s),
+        (40.0, 70.0)
+    );
+    // Exporter over 40–70 s still holds two 15 s steps of 4 viewers.
+    close(s.http_at_mbps, 1.6);
+    // Players: all five started viewers active in 40–70 s.
+    close(s.players.as_ref().unwrap().http_at_mbps, 2.0);
+    assert_eq!(s.honesty.truncated_files, ["raw/viewer_samples.jsonl"]);
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("**PARTIAL RUN**"), "{md}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("PARTIAL RUN"));
+}
+
+#[test]
+fn report_command_prints_the_table_and_writes_files() {
+    let (_tmp, dir) = copy_of("run-steady");
+    let out = Command::cargo_bin("viewerfleet")
+        .unwrap()
+        .args(["report"])
+        .arg(&dir)
+        .assert()
+        .success();
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        stdout.contains("exporter") && stdout.contains("33.3%"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("report.html"));
+    for f in [
+        "report.json",
+        "report.md",
+        "report.html",
+        "timeseries.csv",
+        "viewers.csv",
+    ] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    let ts = std::fs::read_to_string(dir.join("timeseries.csv")).unwrap();
+    assert!(ts.starts_with("t_s,exporter_http_mbps,"));
+    assert!(
+        ts.lines().any(|l| l.starts_with("120,1.6,3.2,3.2,")),
+        "{ts}"
+    );
+}
+
+#[test]
+fn report_on_a_folder_without_manifest_names_the_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    Command::cargo_bin("viewerfleet")
+        .unwrap()
+        .args(["report"])
+        .arg(tmp.path())
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("no manifest.json"));
+}
+
+#[test]
+fn compare_puts_runs_side_by_side_and_lists_unreadable_ones() {
+    let (_a, steady) = copy_of("run-steady");
+    let (_b, killed) = copy_of("run-killed");
+    let out = tempfile::tempdir().unwrap();
+    let missing = out.path().join("no-such-run");
+    let assert = Command::cargo_bin("viewerfleet")
+        .unwrap()
+        .arg("compare")
+        .args([&steady, &killed, &missing])
+        .arg("--out")
+        .arg(out.path())
+        .assert()
+        .code(1);
+    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    assert!(
+        stdout.contains("run-steady") && stdout.contains("run-killed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("PARTIAL"));
+    assert!(stdout.contains("FAILED no-such-run"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("compare.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["groups"].as_array().unwrap().len(), 2);
+    assert_eq!(json["groups"][0]["runs"][0]["http_at_mbps"], 1.6);
+    assert_eq!(json["failed_runs"][0]["name"], "no-such-run");
+    for f in ["compare.md", "compare.html", "compare.csv"] {
+        assert!(out.path().join(f).exists(), "{f} missing");
+    }
+}
+
+#[test]
+fn compare_group_gives_mean_and_confidence_interval() {
+    let (_a, one) = copy_of("run-steady");
+    let (_b, killed) = copy_of("run-killed");
+    let cmp = report::compare::compare_dirs(&[one, killed], true);
+    assert_eq!(cmp.groups.len(), 1, "same scenario → one group");
+    let g = &cmp.groups[0];
+    // Players' HTTP at T: 1.6 (steady) and 2.0 (killed); exporter source for both → 1.6, 1.6.
+    let http = g.stats.http_at_mbps.unwrap();
+    assert_eq!(http.n, 2);
+    assert!((http.mean - 1.6).abs() < 1e-9);
+    let started = g.stats.viewers_started.unwrap();
+    assert_eq!(started.mean, 5.0);
+    assert_eq!(g.stats.partial_runs, 1);
+    let text = report::comparison_text(&cmp);
+    assert!(text.contains("±"), "{text}");
+}
+
+/// Golden files: the steady fixture's report.json and report.md as committed. An intended
+/// change of the output is accepted with `VIEWERFLEET_UPDATE_GOLDEN=1 cargo test --test
+/// report_fixtures` and reviewed in the diff.
+#[test]
+fn steady_run_matches_its_golden_report() {
+    let (_tmp, dir) = copy_of("run-steady");
+    report::write_report(&dir).unwrap();
+    let golden = fixture("golden");
+    for name in ["report.json", "report.md"] {
+        let got = std::fs::read_to_string(dir.join(name)).unwrap();
+        let path = golden.join(format!("run-steady.{name}"));
+        if std::env::var_os("VIEWERFLEET_UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(&golden).unwrap();
+            std::fs::write(&path, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            got == want,
+            "{name} differs from {}; if intended, rerun with VIEWERFLEET_UPDATE_GOLDEN=1\n{got}",
+            path.display()
+        );
+    }
+}

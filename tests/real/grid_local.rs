@@ -1,0 +1,156 @@
+//! A real Selenium Grid 4 on this machine (hub + 2 nodes from the server jar, each browser
+//! in its node's viewer slot) and viewers created through the hub URL only: they play, they
+//! are spread over both nodes according to the Grid's own `/status`, each reached the page
+//! from its own address in its node's range, and everything is gone afterwards.
+//! Needs root (namespaces), java, `cd grid && npm ci --ignore-scripts`.
+
+use crate::support::grid as grid_support;
+
+use axum::extract::ConnectInfo;
+use axum::{routing::get, Router};
+use grid_support::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use viewerfleet::fleet::grid::GridFleet;
+use viewerfleet::fleet::Fleet;
+use viewerfleet::model::scenario::fleet::GridFleetPlan;
+use viewerfleet::model::scenario::ViewerPlan;
+use viewerfleet::viewer::{Viewer, ViewerTimeouts};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_released() {
+    let grid = GridGuard::up("spread", 2, 3, true).await;
+    let st = grid.state.clone();
+
+    // The page is served inside the target's namespace, where every slot reaches it.
+    let dir = tempfile::tempdir().unwrap();
+    let clip = make_clip(dir.path());
+    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let seen_by_page = seen.clone();
+    let app = Router::new()
+        .route(
+            "/",
+            get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>| {
+                let seen = seen_by_page.clone();
+                async move {
+                    seen.lock().unwrap().insert(peer.ip().to_string());
+                    axum::response::Html(CLIP_PAGE)
+                }
+            }),
+        )
+        .route(
+            "/clip.mp4",
+            get(move || {
+                let clip = clip.clone();
+                async move { ([("content-type", "video/mp4")], clip) }
+            }),
+        );
+    let listen: SocketAddr = format!("[{}]:{}", st.target_address, st.target_port)
+        .parse()
+        .unwrap();
+    let std_listener = viewerfleet::netns::bind_tcp_in_netns(&st.target_namespace, listen).unwrap();
+    let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+
+    let fleet = GridFleet::start(&GridFleetPlan::with_url(&st.hub_url).unwrap())
+        .await
+        .unwrap();
+    let target = ClipTarget {
+        base: st.target_origin(),
+    };
+    let mut viewers = Vec::new();
+    for index in 0..4 {
+        let plan = ViewerPlan {
+            index,
+            start_after: Duration::ZERO,
+            p2p: true,
+            network: None,
+        };
+        let mut slot = fleet.open_viewer(&plan).await.unwrap();
+        assert_eq!(slot.webdriver_url, st.hub_url, "only the hub URL is used");
+        let viewer = Viewer::create(&slot, ViewerTimeouts::default())
+            .await
+            .expect("session through the hub");
+        let id = viewer.session_id.clone().unwrap();
+        fleet.session_placed(&mut slot, &id).await;
+        viewer.open(&target, true).await.unwrap();
+        viewers.push((viewer, slot, id));
+    }
+    for (viewer, _, _) in &viewers {
+        let ttff = viewer
+            .wait_first_frame(&target, Duration::from_millis(200))
+            .await
+            .expect("plays through the Grid");
+        assert!(ttff > 0.0);
+    }
+
+    // Spread, by the Grid's own account.
+    let status = fleet.status().await.unwrap();
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for (node, sessions) in status.sessions_by_node() {
+        for (_, slot, id) in &viewers {
+            if sessions.contains(id) {
+                *per_node.entry(node.clone()).or_default() += 1;
+                assert_eq!(slot.node, node, "the fleet recorded the node /status names");
+            }
+        }
+    }
+    assert_eq!(per_node.values().sum::<usize>(), 4, "{per_node:?}");
+    assert_eq!(per_node.len(), 2, "sessions on both nodes: {per_node:?}");
+    let node_urls: BTreeSet<String> = st.nodes.iter().map(|n| n.url.clone()).collect();
+    assert_eq!(per_node.keys().cloned().collect::<BTreeSet<_>>(), node_urls);
+
+    // Each browser came from its own slot address, inside the range of some node.
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "distinct viewer addresses: {seen:?}");
+    for addr in &seen {
+        let owned = st.nodes.iter().any(|n| {
+            (n.first_slot..n.first_slot + n.slots).any(|i| {
+                viewerfleet::grid::local_state::LocalGridState::slot_address(&st.prefix, i)
+                    .as_deref()
+                    == Some(addr.as_str())
+            })
+        });
+        assert!(owned, "{addr} is not a slot address of any node");
+    }
+
+    // The description is honest about where addresses come from.
+    let yaml = format!(
+        "name: t\ntarget: {{kind: peertube, video: vod, url: '{}/w/x'}}\nviewers: {{count: 4}}\nduration: 30s\nfleet: {{kind: grid, url: '{}'}}\n",
+        st.target_origin(),
+        st.hub_url
+    );
+    let plan = viewerfleet::model::scenario::parse(&yaml, "t.yaml", &Default::default()).unwrap();
+    let description = fleet.description(&plan);
+    assert!(description.own_address_per_viewer);
+    assert!(!description.p2p_shaped);
+
+    for (viewer, slot, id) in viewers {
+        viewer.close().await;
+        fleet.session_closed(&id);
+        fleet.close_viewer(&slot).await;
+    }
+    fleet.shutdown().await.unwrap();
+    wait_for(
+        "sessions gone from /status",
+        Duration::from_secs(30),
+        || async {
+            fleet
+                .status()
+                .await
+                .map(|s| s.sessions_by_node().iter().all(|(_, v)| v.is_empty()))
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    server.abort();
+    grid.down_and_check().await;
+}

@@ -1,0 +1,22 @@
+//! The real tier: real Chromium and ChromeDriver, a real Selenium Grid 4, network
+//! namespaces and tc (as root), ffmpeg and WebRTC. Few viewers, short runs; `make test`
+//! runs it after the fast tier, one test at a time (`--test-threads=1`): the tests share
+//! the machine's two cores, and several create system-wide resources.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod calibrate_local;
+mod cloud_grid;
+mod grid_bench;
+mod grid_local;
+mod grid_node_loss;
+mod grid_refsite;
+mod ladder_local;
+mod netns_gc;
+mod netns_run;
+mod netns_shaping;
+mod refsite_browsers;
+mod report_html_chromium;
+mod run_local;
+mod viewer_local;

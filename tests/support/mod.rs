@@ -1,0 +1,7 @@
+//! Helpers shared by the test tiers; each tier includes the ones it needs.
+
+#![allow(dead_code)]
+
+pub mod clip;
+pub mod fixtures;
+pub mod grid;
