@@ -71,23 +71,10 @@ pub async fn run_scenario(
         metrics_listen: options.metrics_listen,
         metrics: crate::metrics::controller::ControllerMetrics::new(),
         keep: options.keep,
+        write_report: options.write_report,
     };
     tracing::info!("run {}: {}", plan.name, plan.summary_line());
-    let mut outcome = run::execute(plan, ctx).await?;
-    if options.write_report {
-        // The report is rebuilt from raw data; a failure here loses nothing.
-        match crate::report::write_report(&outcome.run_dir) {
-            Ok(_) => outcome.summary.push_str(&format!(
-                "\nreport: {}",
-                outcome.run_dir.join("report.html").display()
-            )),
-            Err(err) => tracing::error!(
-                "building the report failed ({err:#}); run `viewerfleet report {}` to retry",
-                outcome.run_dir.display()
-            ),
-        }
-    }
-    Ok(outcome)
+    run::execute(plan, ctx).await
 }
 
 /// The command that re-runs this run, as written into the manifest.

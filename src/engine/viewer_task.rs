@@ -283,6 +283,9 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
         resolution: s.resolution,
         dropped_frames: s.dropped_frames,
         errors: s.errors,
+        http: s.http,
+        rtc: s.rtc,
+        engine: s.engine,
     }
 }
 

@@ -19,6 +19,7 @@ mod model;
 mod prose;
 mod qoe;
 mod rates;
+mod reconcile;
 pub mod render;
 mod stats;
 mod svg;

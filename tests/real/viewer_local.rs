@@ -51,7 +51,10 @@ async fn a_real_viewer_plays_and_is_released() {
         stats.http_bytes > 10_000,
         "resource timing counted the clip: {stats:?}"
     );
-    assert_eq!(stats.http_source, "resource-timing");
+    assert_eq!(
+        stats.http_source,
+        Some(viewerfleet::model::kinds::HttpByteSource::ResourceTiming)
+    );
     let session = viewer.session_id.clone().unwrap();
     viewer.close().await;
     fleet.close_viewer(&slot).await;
