@@ -20,7 +20,7 @@ pub(super) fn hcloud_spec(plan: &Plan) -> Option<HcloudFleetSpec> {
 pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let overrides = Overrides {
         viewers: args.viewers,
-        duration: None,
+        ..Default::default()
     };
     let calibrated = match &args.calibration {
         Some(path) => {

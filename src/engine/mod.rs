@@ -86,11 +86,6 @@ fn rerun_command(scenario: &Path, out: &Path, overrides: &Overrides) -> Vec<Stri
         "--out".to_string(),
         format!("{}-rerun", out.display()),
     ];
-    if let Some(v) = overrides.viewers {
-        cmd.extend(["--viewers".to_string(), v.to_string()]);
-    }
-    if let Some(d) = &overrides.duration {
-        cmd.extend(["--duration".to_string(), d.clone()]);
-    }
+    cmd.extend(overrides.flags());
     cmd
 }

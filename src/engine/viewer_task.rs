@@ -8,7 +8,7 @@ use crate::model::rawdata::{ViewerEvent, ViewerEventKind, ViewerSample};
 use crate::model::scenario::ViewerPlan;
 use crate::target::PlayerStats;
 use crate::viewer::ViewerSlot;
-use crate::viewer::{self, Viewer, ViewerError};
+use crate::viewer::{Viewer, ViewerError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -170,10 +170,8 @@ async fn drive(
         Drive::Failed(err.to_string())
     };
     if let Some(profile) = &vp.network {
-        if viewer::wants_cdp(profile, slot) {
-            if let Err(err) = viewer.throttle_http(profile).await {
-                return failed(err);
-            }
+        if let Err(err) = viewer.throttle(profile, slot).await {
+            return failed(err);
         }
     }
     if let Err(err) = viewer.open(target, vp.p2p).await {

@@ -22,7 +22,7 @@ use crate::model::kinds::FleetKind;
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::{GridFleetPlan, GridHubs};
 use crate::model::scenario::{Plan, ViewerPlan};
-use crate::viewer::ViewerSlot;
+use crate::viewer::{SlotShaping, ViewerSlot};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -182,7 +182,15 @@ impl GridFleet {
 #[async_trait::async_trait]
 impl Fleet for GridFleet {
     fn description(&self, plan: &Plan) -> FleetDescription {
-        let cdp = plan.network.is_some();
+        let slots = self
+            .local
+            .as_ref()
+            .is_some_and(|l| !l.name_prefix.is_empty());
+        let t = super::throttling(
+            plan,
+            slots.then_some("tc on each viewer slot, as set by `grid up --down-kbit/--up-kbit`"),
+        );
+        let cdp = t.http;
         let mut notes = vec![format!(
             "Viewers were created through Selenium Grid 4 at {}; which node ran each viewer is in the raw viewer events.",
             self.hubs.join(", ")
@@ -220,8 +228,9 @@ impl Fleet for GridFleet {
             kind: FleetKind::Grid,
             own_address_per_viewer: own,
             http_shaped: cdp,
-            p2p_shaped,
-            shaping,
+            p2p_shaped: p2p_shaped || t.p2p,
+            shaping: if t.mode.is_some() { t.text } else { shaping },
+            throttling: t.mode,
             notes,
         }
     }
@@ -258,7 +267,7 @@ impl Fleet for GridFleet {
             extra_args,
             node: "grid".into(),
             address: None,
-            tc_shaped: false,
+            shaping: SlotShaping::NONE,
         })
     }
 

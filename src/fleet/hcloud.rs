@@ -6,7 +6,7 @@ use crate::cloud::up::CloudFleet;
 use crate::model::kinds::FleetKind;
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::{Plan, ViewerPlan};
-use crate::viewer::ViewerSlot;
+use crate::viewer::{SlotShaping, ViewerSlot};
 
 /// The run's cloud fleet, as the engine sees it.
 #[derive(Debug)]
@@ -55,11 +55,14 @@ impl Fleet for HcloudFleet {
             own_address_per_viewer: self.cloud.tc_slots,
             http_shaped: self.cloud.shaped,
             p2p_shaped: self.cloud.shaped && self.cloud.tc_slots,
-            shaping: if self.cloud.tc_slots {
-                "tc on each viewer slot (viewer-slots.sh) and CDP".into()
-            } else {
-                "CDP network conditions (HTTP only)".into()
-            },
+            shaping: super::throttling(
+                _plan,
+                self.cloud
+                    .tc_slots
+                    .then_some("tc on each viewer slot (viewer-slots.sh)"),
+            )
+            .text,
+            throttling: super::throttling(_plan, None).mode,
             notes,
         }
     }
@@ -95,7 +98,11 @@ impl Fleet for HcloudFleet {
             extra_args: Vec::new(),
             node: format!("{} (via hub)", node.name),
             address: None,
-            tc_shaped: self.cloud.tc_slots && self.cloud.shaped,
+            // Whether the node's slots shape is known only to the node (its Grid stereotype).
+            shaping: SlotShaping {
+                rates: self.cloud.tc_slots && self.cloud.shaped,
+                latency: false,
+            },
         })
     }
 

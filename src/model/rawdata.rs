@@ -17,7 +17,7 @@
 //! ```
 //! Times (`t`) are seconds since the run's start (`manifest.started_at_unix_ms`).
 
-use crate::model::kinds::{named_enum, FleetKind, Latency, TargetKind, VideoKind};
+use crate::model::kinds::{named_enum, FleetKind, Latency, TargetKind, Throttling, VideoKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -148,6 +148,8 @@ pub struct HttpOutcomes {
     pub waiting_requests: u32,
     /// Segment requests that ended without their last byte.
     pub aborts: u32,
+    /// Of those, requests aborted before their headers arrived (size unknown to the page).
+    pub aborted_waiting: u32,
 }
 
 /// WebRTC's own count: data-channel bytes summed over the page's peer connections.
@@ -254,6 +256,7 @@ impl Manifest {
                 http_shaped: false,
                 p2p_shaped: false,
                 shaping: String::new(),
+                throttling: None,
                 notes: Vec::new(),
             },
             target: TargetDescription {
@@ -289,8 +292,11 @@ pub struct FleetDescription {
     pub http_shaped: bool,
     /// P2P (WebRTC) is shaped: only a per-viewer interface qdisc does that.
     pub p2p_shaped: bool,
-    /// How shaping is applied, e.g. "CDP network conditions" or "tc tbf on each slot's veth".
+    /// How shaping is applied, in words naming the mode and its mechanism.
     pub shaping: String,
+    /// The throttling mode of the run's network profile (absent in older manifests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttling: Option<Throttling>,
     /// Further caveats, one sentence each.
     #[serde(default)]
     pub notes: Vec<String>,

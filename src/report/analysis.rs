@@ -69,10 +69,10 @@ pub fn build(run: &RunData) -> RunReport {
             .map(|t| table::source_table(t, steady, windows.rate_window_s)),
         origin: origin_table(&exp, &windows, steady, data_end),
     };
-    let http_reconciliation = match (&tables.players, &ply.traffic) {
-        (Some(p), Some(t)) => reconcile::http(run, &exp, p.http_bytes, t.data_to_s),
-        _ => None,
-    };
+    let http_reconciliation = tables
+        .players
+        .as_ref()
+        .and_then(|p| reconcile::http(run, &exp, p.http_bytes));
     let p2p_reconciliation = tables
         .players
         .as_ref()
@@ -635,6 +635,7 @@ mod tests {
                     in_flight_bytes: if last { 500_000 } else { 300_000 },
                     waiting_requests: if last { 1 } else { 0 },
                     aborts: (4.0 * f) as u32,
+                    aborted_waiting: 0,
                 };
                 viewers.push(ViewerSample {
                     t,

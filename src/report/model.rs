@@ -149,7 +149,10 @@ pub struct HttpReconciliation {
     pub in_flight_bytes: u64,
     /// Requests without headers yet at the last sample.
     pub waiting_requests: u64,
-    /// Their likely size: waiting requests × the mean completed response (an estimate).
+    /// Requests aborted before their headers arrived.
+    pub aborted_waiting: u64,
+    /// The likely size of both: their count × the mean completed response (an estimate;
+    /// the origin may have sent all of it while the browser held the headers).
     pub waiting_estimate_bytes: u64,
     /// Origin − (completed + aborted + in flight + waiting estimate).
     pub rest_bytes: i64,

@@ -70,16 +70,20 @@ fn last_sum<T>(
         .fold(0u64, u64::saturating_add)
 }
 
-/// The origin against the players, at the players' last sample. `None` without an origin
-/// (a platform other than refsite) or without the pages' own request figures.
-pub fn http(
-    run: &RunData,
-    exp: &ExporterTraffic,
-    players_http: u64,
-    at_s: f64,
-) -> Option<HttpReconciliation> {
+/// The origin against the players, at the players' last samples (the origin's bytes up to
+/// the mean time of each viewer's last sample: viewers sample on their own clocks). `None`
+/// without an origin (a platform other than refsite) or without the pages' own figures.
+pub fn http(run: &RunData, exp: &ExporterTraffic, players_http: u64) -> Option<HttpReconciliation> {
     let (origin_bins, _) = exp.origin_segments.as_ref()?;
     let viewers = by_viewer(run);
+    let last: Vec<f64> = viewers
+        .values()
+        .filter_map(|s| s.iter().rev().find(|s| s.http.is_some()).map(|s| s.t))
+        .collect();
+    if last.is_empty() {
+        return None;
+    }
+    let at_s = last.iter().sum::<f64>() / last.len() as f64;
     let http = |s: &ViewerSample| -> Option<HttpOutcomes> { s.http };
     let aborted = swarm_sum(&viewers, http, |h| h.aborted_announced_bytes)?;
     let origin = origin_bins.sum_between(0.0, at_s).round().max(0.0) as u64;
@@ -87,9 +91,10 @@ pub fn http(
     let completed = swarm_sum(&viewers, http, |h| h.completed_bytes).unwrap_or(0);
     let responses = swarm_sum(&viewers, http, |h| h.responses as u64).unwrap_or(0);
     let waiting = last_sum(&viewers, http, |h| h.waiting_requests as u64);
-    let waiting_estimate = completed
-        .checked_div(responses)
-        .map_or(0, |mean| waiting.saturating_mul(mean));
+    let aborted_waiting = swarm_sum(&viewers, http, |h| h.aborted_waiting as u64).unwrap_or(0);
+    let waiting_estimate = completed.checked_div(responses).map_or(0, |mean| {
+        waiting.saturating_add(aborted_waiting).saturating_mul(mean)
+    });
     let explained = completed
         .saturating_add(aborted)
         .saturating_add(in_flight)
@@ -112,6 +117,7 @@ pub fn http(
         aborts: swarm_sum(&viewers, http, |h| h.aborts as u64).unwrap_or(0),
         in_flight_bytes: in_flight,
         waiting_requests: waiting,
+        aborted_waiting,
         waiting_estimate_bytes: waiting_estimate,
         rest_bytes: rest,
         rest_share: (origin > 0).then(|| rest as f64 / origin as f64),
@@ -160,8 +166,9 @@ pub fn http_lines(r: &HttpReconciliation) -> Vec<String> {
     let mut lines = vec![format!(
         "Up to {:.0} s the origin sent {} of media segments. The pages read {}{} of responses \
          to the end (their players counted {}); they aborted {} segment requests announcing \
-         {}{} ({} of it had reached the page); {}{} were still in flight, and {} requests \
-         were waiting for their headers (≈ {} at the mean response size, an estimate).",
+         {}{} ({} of it had reached the page); {}{} were still in flight; {} requests were \
+         waiting for their headers and {} were aborted while waiting (≈ {} at the mean \
+         response size, an estimate).",
         r.at_s,
         mb(r.origin_segment_bytes),
         mb(r.completed_bytes),
@@ -174,6 +181,7 @@ pub fn http_lines(r: &HttpReconciliation) -> Vec<String> {
         mb(r.in_flight_bytes),
         pct(r.in_flight_bytes),
         r.waiting_requests,
+        r.aborted_waiting,
         mb(r.waiting_estimate_bytes),
     )];
     if let Some(share) = r.rest_share {
@@ -215,24 +223,28 @@ pub fn p2p_lines(r: &P2pReconciliation) -> Vec<String> {
         mb(r.downloaded_bytes)
     )];
     if let Some(share) = r.undelivered_share {
+        let events = match (r.p2p_timeouts, r.peer_closes) {
+            (Some(t), Some(c)) if r.undelivered_bytes > 0 => format!(
+                "; the engines saw {t} P2P segment timeouts and closed {c} peer connections, \
+                 discarding chunks they had already counted as uploaded"
+            ),
+            (Some(t), Some(c)) => format!(
+                " (within what the sampling moments explain; {t} P2P segment timeouts, {c} peer \
+                 connections closed)"
+            ),
+            _ => String::new(),
+        };
         lines.push(format!(
-            "Sent but never delivered: {:.2} MB ({:.1}% of the uploads){}.",
+            "Sent but never delivered: {:.2} MB ({:.1}% of the uploads){events}.",
             r.undelivered_bytes as f64 / 1e6,
             share * 100.0,
-            match (r.p2p_timeouts, r.peer_closes) {
-                (Some(t), Some(c)) => format!(
-                    "; the engines saw {t} P2P segment timeouts and closed {c} peer connections, \
-                     discarding chunks they had already counted as uploaded"
-                ),
-                _ => String::new(),
-            }
         ));
     }
     if let Some(received) = r.rtc_received_bytes {
         let vs = if r.downloaded_bytes > 0 {
             format!(
-                " ({:+.1}% against the engines' downloads: WebRTC also counts the engine's \
-                 own commands)",
+                " ({:+.1}% against the engines' downloads; WebRTC also counts the engines' \
+                 commands, and the two are read at slightly different moments)",
                 (received as f64 - r.downloaded_bytes as f64) * 100.0 / r.downloaded_bytes as f64
             )
         } else {

@@ -22,7 +22,7 @@
     http: 0, p2pDown: 0, p2pUp: 0, peers: 0, netinfo: false,
     firstFrameMs: null, stalls: 0, stalledMs: 0, waitingSince: null, errors: 0, lastError: null,
     rtBytes: 0, hooked: false,
-    seg: { completed: 0, responses: 0, abortedAnnounced: 0, abortedDelivered: 0, inFlight: 0, waiting: 0, aborts: 0 },
+    seg: { completed: 0, responses: 0, abortedAnnounced: 0, abortedDelivered: 0, inFlight: 0, waiting: 0, aborts: 0, abortedWaiting: 0 },
     rtc: { received: 0, sent: 0, connections: 0 },
     engine: { hooked: false, peerCloses: 0, peerErrors: 0, p2pTimeouts: 0, p2pFailures: 0 },
   };
@@ -77,7 +77,7 @@
         return new Response(countedBody(response.body, announced(response.headers)), {
           status: response.status, statusText: response.statusText, headers: response.headers,
         });
-      }, (err) => { seg.waiting -= 1; seg.aborts += 1; throw err; });
+      }, (err) => { seg.waiting -= 1; seg.aborts += 1; seg.abortedWaiting += 1; throw err; });
     };
   }
 
@@ -103,6 +103,7 @@
       this.addEventListener('load', () => { if (state !== 'done') { seg.completed += delivered; seg.responses += 1; settle('done'); } });
       const aborted = () => {
         if (state === 'done') return;
+        if (state === 'waiting') seg.abortedWaiting += 1;
         seg.abortedAnnounced += length; seg.abortedDelivered += delivered; seg.aborts += 1;
         settle('done');
       };

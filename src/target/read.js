@@ -17,7 +17,7 @@ return {
   http: {
     completed_bytes: s.completed, responses: s.responses, aborted_announced_bytes: s.abortedAnnounced,
     aborted_delivered_bytes: s.abortedDelivered, in_flight_bytes: Math.max(0, s.inFlight),
-    waiting_requests: Math.max(0, s.waiting), aborts: s.aborts,
+    waiting_requests: Math.max(0, s.waiting), aborts: s.aborts, aborted_waiting: s.abortedWaiting,
   },
   rtc: { received_bytes: vf.rtc.received, sent_bytes: vf.rtc.sent, connections: vf.rtc.connections },
   engine: e.hooked ? {

@@ -80,6 +80,35 @@ impl WebDriverCompatibleCommand for CdpCommand {
     }
 }
 
+/// URL patterns of the HTTP-only throttling rules: every scheme (http, https, ws, wss) on
+/// an explicit port, and on the default ones (a pattern with `:*` does not match a URL
+/// without a port). An empty pattern would also match WebRTC data channels.
+pub const HTTP_URL_PATTERNS: [&str; 2] = ["*://*:*/*", "*://*/*"];
+
+/// The CDP parameters that throttle HTTP(S) and WebSocket requests only
+/// (`Network.emulateNetworkConditionsByRule`, after `Network.enable`). `None` for a
+/// direction means not throttled.
+pub fn http_only_rules(
+    latency_ms: u32,
+    download_bytes_per_s: Option<u64>,
+    upload_bytes_per_s: Option<u64>,
+) -> serde_json::Value {
+    // -1: no limit in that direction (CDP's convention).
+    let throughput = |v: Option<u64>| v.map_or(-1i64, |b| b as i64);
+    let rules: Vec<serde_json::Value> = HTTP_URL_PATTERNS
+        .iter()
+        .map(|pattern| {
+            serde_json::json!({
+                "urlPattern": pattern,
+                "latency": latency_ms,
+                "downloadThroughput": throughput(download_bytes_per_s),
+                "uploadThroughput": throughput(upload_bytes_per_s),
+            })
+        })
+        .collect();
+    serde_json::json!({ "offline": false, "matchedNetworkConditions": rules })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +132,17 @@ mod tests {
         let body: serde_json::Value = serde_json::from_str(&body.unwrap()).unwrap();
         assert_eq!(body["network_conditions"]["download_throughput"], 250_000);
         assert_eq!(body["network_conditions"]["latency"], 500);
+    }
+
+    #[test]
+    fn http_only_rules_cover_explicit_and_default_ports_and_leave_the_rest() {
+        let rules = http_only_rules(500, Some(250_000), None);
+        let list = rules["matchedNetworkConditions"].as_array().unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0]["urlPattern"], "*://*:*/*");
+        assert_eq!(list[1]["urlPattern"], "*://*/*");
+        assert_eq!(list[0]["downloadThroughput"], 250_000);
+        assert_eq!(list[0]["uploadThroughput"], -1);
+        assert_eq!(list[1]["latency"], 500);
     }
 }

@@ -3,7 +3,7 @@
 use super::fleet::FleetPlan;
 use super::spec::{FailedThreshold, NetworkProfile, ScenarioSpec};
 use super::{Overrides, ScenarioError};
-use crate::model::kinds::{Latency, TargetKind, VideoKind};
+use crate::model::kinds::{Latency, TargetKind, Throttling, VideoKind};
 use std::time::Duration;
 
 /// A validated run: every default filled in, every value in range.
@@ -338,11 +338,28 @@ pub(super) fn build(
         .plan(viewers)
         .map_err(|(field, message)| err(&format!("fleet.{field}"), message))?;
 
+    if let Some(n) = &spec.viewers.network {
+        check_tc_fleet(n, "viewers.network", &fleet, &err)?;
+    }
+    if let Some((_, n)) = &alt_network {
+        check_tc_fleet(n, "viewers.alt_network.profile", &fleet, &err)?;
+    }
+
     let mut yaml = text.to_string();
     if overrides.viewers.is_some() || overrides.duration.is_some() {
         yaml.push_str(&format!(
             "\n# Overridden on the command line: viewers.count = {viewers}, duration = {}\n",
             humantime::format_duration(duration)
+        ));
+    }
+    if let Some(kind) = overrides.fleet {
+        yaml.push_str(&format!(
+            "# Overridden on the command line: fleet.kind = {kind}\n"
+        ));
+    }
+    if let Some(apply) = overrides.apply {
+        yaml.push_str(&format!(
+            "# Overridden on the command line: every network profile's apply = {apply}\n"
         ));
     }
 
@@ -361,8 +378,8 @@ pub(super) fn build(
         viewers,
         ramp,
         p2p_off_share,
-        network: spec.viewers.network,
-        alt_network,
+        network: spec.viewers.network.map(|n| with_throttling(n, &fleet)),
+        alt_network: alt_network.map(|(share, n)| (share, with_throttling(n, &fleet))),
         duration,
         sampling_interval,
         measure_at,
@@ -371,6 +388,37 @@ pub(super) fn build(
         fleet,
         yaml,
     })
+}
+
+/// `apply: tc` where the fleet gives viewers no interfaces of their own is refused before
+/// anything starts (Grids are checked per slot at run time: only their nodes know).
+fn check_tc_fleet(
+    network: &NetworkProfile,
+    field: &str,
+    fleet: &FleetPlan,
+    err: &dyn Fn(&str, String) -> ScenarioError,
+) -> Result<(), ScenarioError> {
+    if network.apply == Some(Throttling::Tc) && matches!(fleet, FleetPlan::Local(_)) {
+        return Err(err(
+            &format!("{field}.apply"),
+            "`tc` needs one network interface per viewer, which the local fleet does not \
+             have; use `fleet: kind: netns` (as root) or `apply: http-only`"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Fills in the fleet's default throttling: tc where every viewer has its own interface
+/// (netns), the 2023 conditions (HTTP only) elsewhere. A plan's profiles always say how.
+fn with_throttling(mut network: NetworkProfile, fleet: &FleetPlan) -> NetworkProfile {
+    if network.apply.is_none() {
+        network.apply = Some(match fleet {
+            FleetPlan::Netns(_) => Throttling::Tc,
+            _ => Throttling::HttpOnly,
+        });
+    }
+    network
 }
 
 fn check_network(

@@ -44,6 +44,7 @@ fn overrides_become_part_of_the_plan() {
     let over = Overrides {
         viewers: Some(3),
         duration: Some("20s".into()),
+        ..Default::default()
     };
     let plan = parse(GOOD, "s.yaml", &over).unwrap();
     assert_eq!(plan.viewers, 3);
