@@ -80,13 +80,16 @@ impl WebDriverCompatibleCommand for CdpCommand {
     }
 }
 
-/// URL patterns of the HTTP-only throttling rules: every scheme (http, https, ws, wss) on
-/// an explicit port, and on the default ones (a pattern with `:*` does not match a URL
-/// without a port). An empty pattern would also match WebRTC data channels.
-pub const HTTP_URL_PATTERNS: [&str; 2] = ["*://*:*/*", "*://*/*"];
+/// URL pattern of the HTTP-only throttling rule: every scheme (http, https, ws, wss), host,
+/// port (default ones included), path and query. Measured against Chromium 156: `*://*/*`
+/// matches default ports only, `*` nothing, and the empty pattern WebRTC data channels
+/// too; a pattern that matches nothing is accepted silently.
+pub const HTTP_URL_PATTERN: &str = "*://*:*";
 
 /// The CDP parameters that throttle HTTP(S) and WebSocket requests only
-/// (`Network.emulateNetworkConditionsByRule`, after `Network.enable`). `None` for a
+/// (`Network.emulateNetworkConditionsByRule`, after `Network.enable`, which the rule needs
+/// and which must stay enabled: `Network.disable` removes the throttling). Latency applies
+/// to every request; throughputs are shared by all of a page's requests. `None` for a
 /// direction means not throttled.
 pub fn http_only_rules(
     latency_ms: u32,
@@ -95,18 +98,12 @@ pub fn http_only_rules(
 ) -> serde_json::Value {
     // -1: no limit in that direction (CDP's convention).
     let throughput = |v: Option<u64>| v.map_or(-1i64, |b| b as i64);
-    let rules: Vec<serde_json::Value> = HTTP_URL_PATTERNS
-        .iter()
-        .map(|pattern| {
-            serde_json::json!({
-                "urlPattern": pattern,
-                "latency": latency_ms,
-                "downloadThroughput": throughput(download_bytes_per_s),
-                "uploadThroughput": throughput(upload_bytes_per_s),
-            })
-        })
-        .collect();
-    serde_json::json!({ "offline": false, "matchedNetworkConditions": rules })
+    serde_json::json!({ "offline": false, "matchedNetworkConditions": [{
+        "urlPattern": HTTP_URL_PATTERN,
+        "latency": latency_ms,
+        "downloadThroughput": throughput(download_bytes_per_s),
+        "uploadThroughput": throughput(upload_bytes_per_s),
+    }]})
 }
 
 #[cfg(test)]
@@ -135,14 +132,14 @@ mod tests {
     }
 
     #[test]
-    fn http_only_rules_cover_explicit_and_default_ports_and_leave_the_rest() {
+    fn http_only_rule_covers_every_url_and_leaves_an_unset_direction_free() {
         let rules = http_only_rules(500, Some(250_000), None);
         let list = rules["matchedNetworkConditions"].as_array().unwrap();
-        assert_eq!(list.len(), 2);
-        assert_eq!(list[0]["urlPattern"], "*://*:*/*");
-        assert_eq!(list[1]["urlPattern"], "*://*/*");
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0]["urlPattern"], "*://*:*");
         assert_eq!(list[0]["downloadThroughput"], 250_000);
         assert_eq!(list[0]["uploadThroughput"], -1);
-        assert_eq!(list[1]["latency"], 500);
+        assert_eq!(list[0]["latency"], 500);
+        assert_eq!(rules["offline"], false);
     }
 }
