@@ -245,6 +245,34 @@ impl Viewer {
         Ok(opened)
     }
 
+    /// Installs a script that runs before any page script on every page this viewer opens
+    /// (CDP `Page.addScriptToEvaluateOnNewDocument`).
+    pub async fn add_init_script(&self, source: &str) -> Result<(), ViewerError> {
+        let cmd = CdpCommand::new(
+            "Page.addScriptToEvaluateOnNewDocument",
+            serde_json::json!({ "source": source }),
+        );
+        self.call("installing a page script", self.client.issue_cmd(cmd))
+            .await
+            .map(|_| ())
+    }
+
+    /// Opens any page (not a target's viewer page: measurement pages, checks).
+    pub async fn goto(&self, url: &str) -> Result<(), ViewerError> {
+        self.call("opening a page", self.client.goto(url)).await
+    }
+
+    /// Runs an async script in the page (WebDriver's execute/async: the script calls its
+    /// last argument with the result).
+    pub async fn execute_async(
+        &self,
+        script: &str,
+        args: Vec<serde_json::Value>,
+    ) -> Result<serde_json::Value, ViewerError> {
+        self.call("running a page script", self.client.execute_async(script, args))
+            .await
+    }
+
     /// Reads the player's stats once.
     pub async fn read(&self, target: &dyn Target) -> Result<PlayerStats, ViewerError> {
         let value = self
