@@ -9,6 +9,11 @@
 //! sessions that outlive the run, and records every session id in a journal so `gc` can
 //! delete sessions left by a crashed controller.
 //!
+//! What the run's manifest says about addresses and shaping comes from the nodes: each node
+//! set up with `grid/` reports its viewer slots in its stereotype (`"viewerfleet:slots"`,
+//! see `grid::NodeSlots`), read from `/status` at the start (`describe_nodes`). A provider
+//! that makes the Grid (e.g. `hcloud`) takes this description and sets its own kind.
+//!
 //! Inventory files (`inventory:`): JSON or YAML, either a plain list of hub URLs or the
 //! object printed by `terraform output -json` with a `hub_urls` (list) or `hub_url`
 //! (string) output, e.g. `{"hub_urls": {"value": ["http://10.0.0.2:4444"]}}`. Viewers are
