@@ -138,10 +138,13 @@ node_provision() {
   on_node install -m 0644 "$S/node.env" /etc/viewerfleet/node.env
   on_node sh -c "printf 'nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch .\n' >/etc/resolv.conf"
 }
-# "Power off": every process started inside the node (same mount namespace) killed, its
-# mount namespace and network namespace gone, the uplink with them.
+# "Power off": every process started inside the node killed (those in its slots, which
+# `ip netns exec` gave mount namespaces of their own, then those in the node's mount
+# namespace), its mount namespace and network namespace gone, the uplink with them.
 node_halt() {
   if [ -e "$S/mnt/node" ] && mountpoint -q "$S/mnt/node" 2>/dev/null; then
+    on_node sh -c 'for n in $(ip netns list | cut -d" " -f1); do ip netns pids "$n"; done' 2>/dev/null \
+      | xargs -r kill -9 2>/dev/null
     ino=$(stat -L -c %i "$S/mnt/node")
     for p in /proc/[0-9]*; do
       [ "$(stat -L -c %i "$p/ns/mnt" 2>/dev/null)" = "$ino" ] && kill -9 "${p#/proc/}" 2>/dev/null
@@ -785,10 +788,10 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
         sources.push(page.client);
     }
     // Download: TCP goodput of a 2000 kbit/s link (tbf counts IP bytes: ≈ 1930).
-    // Upload: never above the slot's 300 kbit/s; TCP against a 300 ms tail-drop queue
-    // loses segments in slow start and can wait out an RTO (measured: 194–354 kbit/s over
-    // the body as it reached the remote's socket, ≈ 290 without a stall), so the lower
-    // bound is loose. Unshaped, either would be hundreds of Mbit/s.
+    // Upload: never above the slot's 300 kbit/s. TCP against the slot's 300 ms tail-drop
+    // queue can lose its last segments and wait out a retransmission timeout (~1 s): then
+    // the 75 kB arrive at ≈ 197 kbit/s instead of ≈ 288 (measured: half of the uploads),
+    // so the lower bound is loose. Unshaped, either would be hundreds of Mbit/s.
     for (k, down, up) in &rates {
         assert!(
             (1700.0..=2200.0).contains(down),
