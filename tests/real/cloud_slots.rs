@@ -26,10 +26,11 @@
 //! `slots-down` removes them and the node reports no slots; and on an on-link, IPv6-only
 //! provider (NDP proxy) each slot is still reached from outside with its own address.
 //!
-//! Needs root, iproute2, util-linux (nsenter, unshare), python3, nftables (NAT44) and
-//! Chromium. Everything it makes is named `vft<pid>-*` and is released on every path
-//! (`Emulation`'s drop): the processes started inside the node, its mount namespace, the
-//! three namespaces, the state folder and the owner record that keeps `gc --local` away.
+//! Needs root (without it the test says SKIP and passes), iproute2, util-linux (nsenter,
+//! unshare), python3, nftables (NAT44) and Chromium (`make deps` installs them). Everything
+//! it makes is named `vft<pid>-*` and is released on every path (`Emulation`'s drop): the
+//! processes started inside the node and its slots, its mount namespace, the three
+//! namespaces, the state folder and the owner record that keeps `gc --local` away.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -517,12 +518,21 @@ fn node_env(down: u32, up: u32) -> String {
     )
 }
 
-/// Why this test cannot run here, if it cannot.
-fn missing() -> Option<String> {
+/// Without root the test cannot run: it says so and passes. Missing tools are a setup
+/// error (`make deps` installs them): it fails naming the package.
+fn can_run() -> bool {
     if !nix::unistd::geteuid().is_root() {
-        return Some("needs root (network and mount namespaces, tc)".into());
+        eprintln!("SKIP cloud_slots: needs root (network and mount namespaces, tc)");
+        return false;
     }
-    for tool in ["ip", "tc", "nsenter", "unshare", "flock", "nft"] {
+    for (tool, package) in [
+        ("ip", "iproute2"),
+        ("tc", "iproute2"),
+        ("nsenter", "util-linux"),
+        ("unshare", "util-linux"),
+        ("flock", "util-linux"),
+        ("nft", "nftables"),
+    ] {
         let found = Command::new("sh")
             .args([
                 "-c",
@@ -530,16 +540,18 @@ fn missing() -> Option<String> {
             ])
             .output()
             .is_ok_and(|o| o.status.success());
-        if !found {
-            return Some(format!("needs `{tool}` (iproute2, util-linux, nftables)"));
-        }
+        assert!(
+            found,
+            "cloud_slots needs `{tool}`: apt-get install {package} (or make deps)"
+        );
     }
-    for file in ["/usr/bin/python3", CHROMIUM] {
-        if !Path::new(file).exists() {
-            return Some(format!("needs {file}"));
-        }
+    for (file, package) in [("/usr/bin/python3", "python3"), (CHROMIUM, "chromium")] {
+        assert!(
+            Path::new(file).exists(),
+            "cloud_slots needs {file}: apt-get install {package} (or make deps)"
+        );
     }
-    None
+    true
 }
 
 /// The node's grid.toml stereotype: its binary and its slot report.
@@ -597,8 +609,7 @@ fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
 
 #[test]
 fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
-    if let Some(why) = missing() {
-        eprintln!("SKIP cloud_slots: {why}");
+    if !can_run() {
         return;
     }
     let started = Instant::now();
