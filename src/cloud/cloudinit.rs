@@ -1,21 +1,36 @@
 //! Cloud-init user data for the hub and the viewer nodes, built from the files in `grid/`
 //! (the same ones terraform/ uses): `node.env` with this server's settings, the Grid TOML
-//! templates, `node-bootstrap.sh`, and — when given — the viewer-slot script, all delivered
-//! with `write_files` and run once from `runcmd`.
+//! templates, `node-bootstrap.sh`, and — when a slot script is given — the viewer slots
+//! (`viewer-slots.sh`, the Chromium wrapper `slot-chromium.sh` the node's stereotype runs,
+//! and `viewerfleet-slots.service`, which rebuilds them at every boot), all delivered with
+//! `write_files` and run once from `runcmd`.
+//!
+//! Hetzner takes at most 32 KiB of user data. The scripts are sent gzip-compressed and
+//! base64-encoded (`encoding: gz+b64`, which cloud-init decodes; Terraform's `base64gzip`
+//! does the same), about a third of their size; `node.env` stays plain text.
 
 use super::CloudError;
+use base64::Engine as _;
 use serde_json::json;
+use std::io::{Read as _, Write as _};
 
 const TEMPLATE: &str = include_str!("../../grid/cloud-init.yaml.tftpl");
 const BOOTSTRAP: &str = include_str!("../../grid/node-bootstrap.sh");
 const HUB_TOML: &str = include_str!("../../grid/hub.toml");
 const NODE_TOML: &str = include_str!("../../grid/node.toml");
+/// The node's Chromium wrapper: every browser in a free viewer slot.
+const SLOT_WRAPPER: &str = include_str!("../../grid/slot-chromium.sh");
+/// The unit that brings the slots up at every boot, before the Grid.
+const SLOTS_UNIT: &str = include_str!("../../grid/viewerfleet-slots.service");
 
 /// Hetzner's limit for `user_data`.
 pub const USER_DATA_LIMIT: usize = 32 * 1024;
 
 /// Where the files land on the server.
 pub const LIB_DIR: &str = "/usr/local/lib/viewerfleet";
+
+/// The `write_files` encoding of compressed files.
+pub const COMPRESSED: &str = "gz+b64";
 
 /// Per-viewer link shaping on a node (applied by the viewer-slot script).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -38,7 +53,8 @@ pub enum Role {
 }
 
 /// Builds `#cloud-config` user data for `role`. `viewer_slots_script` is the text of
-/// `grid/viewer-slots.sh` (installed next to the bootstrap, which runs it when present).
+/// `grid/viewer-slots.sh`; with it a node also gets the slot wrapper and the slots' unit,
+/// and the bootstrap runs every browser in its own slot.
 pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<String, CloudError> {
     let mut env = vec![format!(
         "ROLE={}",
@@ -69,38 +85,174 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
             }
         }
     }
-    let file = |path: &str, perm: &str, content: &str| json!({"path": path, "owner": "root:root", "permissions": perm, "content": content});
+    let lib = |name: &str| format!("{LIB_DIR}/{name}");
     let mut files = vec![
-        file(
+        plain_file(
             "/etc/viewerfleet/node.env",
             "0644",
             &(env.join("\n") + "\n"),
         ),
-        file(&format!("{LIB_DIR}/node-bootstrap.sh"), "0755", BOOTSTRAP),
+        compressed_file(&lib("node-bootstrap.sh"), "0755", BOOTSTRAP)?,
     ];
     match role {
-        Role::Hub => files.push(file(&format!("{LIB_DIR}/hub.toml"), "0644", HUB_TOML)),
+        Role::Hub => files.push(compressed_file(&lib("hub.toml"), "0644", HUB_TOML)?),
         Role::Node { .. } => {
-            files.push(file(&format!("{LIB_DIR}/node.toml"), "0644", NODE_TOML));
+            files.push(compressed_file(&lib("node.toml"), "0644", NODE_TOML)?);
             if let Some(script) = viewer_slots_script {
-                files.push(file(&format!("{LIB_DIR}/viewer-slots.sh"), "0755", script));
+                files.push(compressed_file(&lib("viewer-slots.sh"), "0755", script)?);
+                files.push(compressed_file(
+                    &lib("slot-chromium.sh"),
+                    "0755",
+                    SLOT_WRAPPER,
+                )?);
+                files.push(compressed_file(
+                    &lib("viewerfleet-slots.service"),
+                    "0644",
+                    SLOTS_UNIT,
+                )?);
             }
         }
     }
     let config = json!({
         "write_files": files,
-        "runcmd": [[format!("{LIB_DIR}/node-bootstrap.sh")]],
+        "runcmd": [[lib("node-bootstrap.sh")]],
     });
-    let yaml = yaml_serde::to_string(&config).map_err(|e| CloudError::Invalid {
-        field: "user_data".into(),
-        message: format!("cannot encode cloud-init YAML: {e}"),
-    })?;
+    let yaml = yaml_serde::to_string(&config)
+        .map_err(|e| invalid(format!("cannot encode cloud-init YAML: {e}")))?;
     let text = TEMPLATE.replace("${cloud_config}", yaml.trim_end());
     if text.len() > USER_DATA_LIMIT {
-        return Err(CloudError::Invalid {
-            field: "user_data".into(),
-            message: format!("cloud-init user data is {} bytes, above Hetzner's 32 KiB; shorten grid/viewer-slots.sh", text.len()),
-        });
+        return Err(invalid(format!(
+            "cloud-init user data is {} bytes, above Hetzner's 32 KiB ({USER_DATA_LIMIT} bytes); shorten the scripts in grid/ (they are sent gzip-compressed)",
+            text.len()
+        )));
     }
     Ok(text)
+}
+
+/// The files a user data delivers, decoded as cloud-init writes them: `(path, content)`.
+pub fn delivered_files(user_data: &str) -> Result<Vec<(String, String)>, CloudError> {
+    let parsed: serde_json::Value = yaml_serde::from_str(user_data)
+        .map_err(|e| invalid(format!("user data is not YAML: {e}")))?;
+    let files = parsed["write_files"]
+        .as_array()
+        .ok_or_else(|| invalid("user data has no write_files list".into()))?;
+    files
+        .iter()
+        .map(|f| {
+            let path = f["path"].as_str().unwrap_or_default().to_string();
+            let content = f["content"].as_str().unwrap_or_default();
+            let text = match f["encoding"].as_str() {
+                None | Some("text/plain") => content.to_string(),
+                Some(COMPRESSED) => gunzip_base64(content)
+                    .map_err(|e| invalid(format!("{path}: cannot decode {COMPRESSED}: {e}")))?,
+                Some(other) => return Err(invalid(format!("{path}: unexpected encoding {other}"))),
+            };
+            Ok((path, text))
+        })
+        .collect()
+}
+
+fn invalid(message: String) -> CloudError {
+    CloudError::Invalid {
+        field: "user_data".into(),
+        message,
+    }
+}
+
+fn plain_file(path: &str, perm: &str, content: &str) -> serde_json::Value {
+    json!({"path": path, "owner": "root:root", "permissions": perm, "content": content})
+}
+
+fn compressed_file(path: &str, perm: &str, content: &str) -> Result<serde_json::Value, CloudError> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(content.as_bytes())
+        .and_then(|()| gz.finish())
+        .map(|bytes| {
+            json!({
+                "path": path,
+                "owner": "root:root",
+                "permissions": perm,
+                "encoding": COMPRESSED,
+                "content": base64::engine::general_purpose::STANDARD.encode(bytes),
+            })
+        })
+        .map_err(|e| invalid(format!("cannot compress {path}: {e}")))
+}
+
+fn gunzip_base64(content: &str) -> Result<String, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(content.trim())
+        .map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(bytes.as_slice())
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node() -> Role {
+        Role::Node {
+            hub_addr: "[2001:db8::1]".into(),
+            max_sessions: 74,
+            shaping: SlotShaping {
+                down_kbit: Some(2000),
+                up_kbit: Some(300),
+                delay_ms: Some(500),
+            },
+        }
+    }
+
+    #[test]
+    fn a_node_gets_the_slot_files_and_they_decode_to_the_shipped_text() {
+        let script = include_str!("../../grid/viewer-slots.sh");
+        let text = user_data(&node(), Some(script)).unwrap();
+        let files = delivered_files(&text).unwrap();
+        let get = |name: &str| {
+            files
+                .iter()
+                .find(|(p, _)| p == &format!("{LIB_DIR}/{name}"))
+                .map(|(_, c)| c.as_str())
+                .unwrap_or_else(|| panic!("{name} not delivered"))
+        };
+        assert_eq!(get("viewer-slots.sh"), script);
+        assert_eq!(get("slot-chromium.sh"), SLOT_WRAPPER);
+        assert_eq!(get("viewerfleet-slots.service"), SLOTS_UNIT);
+        assert_eq!(get("node-bootstrap.sh"), BOOTSTRAP);
+        assert_eq!(get("node.toml"), NODE_TOML);
+        let env = &files[0];
+        assert_eq!(env.0, "/etc/viewerfleet/node.env");
+        assert!(env.1.contains("MAX_SESSIONS=74\n") && env.1.contains("SLOT_UP_KBIT=300\n"));
+        // Without a slot script: none of the slot files, the bootstrap runs without slots.
+        let bare = delivered_files(&user_data(&node(), None).unwrap()).unwrap();
+        assert!(!bare.iter().any(|(p, _)| p.contains("slot")), "{bare:?}");
+    }
+
+    #[test]
+    fn the_largest_user_data_stays_well_under_hetzners_limit() {
+        let script = include_str!("../../grid/viewer-slots.sh");
+        let node = user_data(&node(), Some(script)).unwrap();
+        let hub = user_data(&Role::Hub, None).unwrap();
+        let plain: usize = delivered_files(&node)
+            .unwrap()
+            .iter()
+            .map(|(_, c)| c.len())
+            .sum();
+        // A quarter of the limit left for the scripts to grow (uncompressed they are
+        // ~30 KB, 92% of it; compressed ~17.5 KB).
+        assert!(
+            node.len() < USER_DATA_LIMIT * 3 / 4,
+            "node user data {} bytes (files {plain} bytes uncompressed)",
+            node.len()
+        );
+        assert!(hub.len() < node.len());
+        assert!(
+            plain * 2 > node.len() * 3,
+            "compression works: {plain} → {}",
+            node.len()
+        );
+    }
 }

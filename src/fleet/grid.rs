@@ -9,6 +9,11 @@
 //! sessions that outlive the run, and records every session id in a journal so `gc` can
 //! delete sessions left by a crashed controller.
 //!
+//! What the run's manifest says about addresses and shaping comes from the nodes: each node
+//! set up with `grid/` reports its viewer slots in its stereotype (`"viewerfleet:slots"`,
+//! see `grid::NodeSlots`), read from `/status` at the start (`describe_nodes`). A provider
+//! that makes the Grid (e.g. `hcloud`) takes this description and sets its own kind.
+//!
 //! Inventory files (`inventory:`): JSON or YAML, either a plain list of hub URLs or the
 //! object printed by `terraform output -json` with a `hub_urls` (list) or `hub_url`
 //! (string) output, e.g. `{"hub_urls": {"value": ["http://10.0.0.2:4444"]}}`. Viewers are
@@ -17,11 +22,11 @@
 use super::{Fleet, StartPolicy, TargetPlacement};
 use crate::grid::local_state::{self as localstate, LocalGridState};
 use crate::grid::placement::PlacementCache;
-use crate::grid::{grid_status, GridStatus};
-use crate::model::kinds::FleetKind;
+use crate::grid::{grid_status, GridStatus, NodeSlots};
+use crate::model::kinds::{FleetKind, Throttling};
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::{GridFleetPlan, GridHubs};
-use crate::model::scenario::{Plan, ViewerPlan};
+use crate::model::scenario::{NetworkProfile, Plan, ViewerPlan};
 use crate::viewer::{SlotShaping, ViewerSlot};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -122,6 +127,9 @@ pub struct GridFleet {
     refused: AtomicUsize,
     /// Node of each new session, from as few `/status` requests as the ramp allows.
     placement: PlacementCache,
+    /// Every node registered when the run started, with what it reports about its viewer
+    /// slots (`None`: it reports nothing).
+    nodes: Vec<(String, Option<NodeSlots>)>,
 }
 
 impl GridFleet {
@@ -132,6 +140,7 @@ impl GridFleet {
             GridHubs::Inventory(path) => crate::model::scenario::fleet::grid::read_inventory(path)?,
         };
         let client = reqwest::Client::new();
+        let mut nodes = Vec::new();
         for hub in &hubs {
             let status = grid_status(&client, hub).await.map_err(|e| {
                 anyhow::anyhow!("the Grid at {hub} does not answer /status: {e:#}; is the hub up (e.g. `viewerfleet grid up --local`)?")
@@ -139,6 +148,7 @@ impl GridFleet {
             if status.nodes.is_empty() {
                 anyhow::bail!("the Grid at {hub} has no node registered; start nodes first (they register with the hub's event bus)");
             }
+            nodes.extend(status.slots_by_node());
         }
         let local = hubs
             .first()
@@ -156,7 +166,13 @@ impl GridFleet {
             local,
             client,
             sessions: Mutex::new(HashMap::new()),
+            nodes,
         })
+    }
+
+    /// The nodes registered when the run started, with their slot reports.
+    pub fn nodes(&self) -> &[(String, Option<NodeSlots>)] {
+        &self.nodes
     }
 
     /// `/status` of the first hub.
@@ -182,57 +198,20 @@ impl GridFleet {
 #[async_trait::async_trait]
 impl Fleet for GridFleet {
     fn description(&self, plan: &Plan) -> FleetDescription {
-        let slots = self
-            .local
-            .as_ref()
-            .is_some_and(|l| !l.name_prefix.is_empty());
-        let t = super::throttling(
-            plan,
-            slots.then_some("tc on each viewer slot, as set by `grid up --down-kbit/--up-kbit`"),
-        );
-        let cdp = t.http;
         let mut notes = vec![format!(
             "Viewers were created through Selenium Grid 4 at {}; which node ran each viewer is in the raw viewer events.",
             self.hubs.join(", ")
         )];
-        let (own, p2p_shaped, shaping) = match &self.local {
-            Some(local) if !local.name_prefix.is_empty() => {
-                notes.push(format!(
-                    "Local Grid on this machine: hub and node processes on loopback; every browser runs in one of its node's viewer slots (own network namespace and IPv6 address from {}; node n owns slots {}n00..). All nodes share this machine's CPU cores.",
-                    local.prefix, local.name_prefix
-                ));
-                (
-                    true,
-                    false,
-                    if cdp {
-                        "CDP network conditions (HTTP only); slot tc shaping as set by `grid up --down-kbit/--up-kbit`".to_string()
-                    } else {
-                        "slot tc shaping as set by `grid up --down-kbit/--up-kbit` (none by default)".to_string()
-                    },
-                )
-            }
-            _ => {
-                notes.push("Addresses and shaping below the browser depend on how the Grid's nodes were set up (viewer slots of grid/viewer-slots.sh give each browser its own address and tc shaping); viewerfleet cannot see that from the hub.".into());
-                (
-                    false,
-                    false,
-                    if cdp {
-                        "CDP network conditions (HTTP only)".to_string()
-                    } else {
-                        "none applied by viewerfleet".to_string()
-                    },
-                )
-            }
-        };
-        FleetDescription {
-            kind: FleetKind::Grid,
-            own_address_per_viewer: own,
-            http_shaped: cdp,
-            p2p_shaped: p2p_shaped || t.p2p,
-            shaping: if t.mode.is_some() { t.text } else { shaping },
-            throttling: t.mode,
-            notes,
+        if let Some(local) = self.local.as_ref().filter(|l| !l.name_prefix.is_empty()) {
+            notes.push(format!(
+                "Local Grid on this machine: hub and node processes on loopback, browsers in their node's viewer slots (namespaces {}n00.. in {}); all nodes share this machine's CPU cores.",
+                local.name_prefix, local.prefix
+            ));
         }
+        let mut description = describe_nodes(&self.nodes, plan);
+        notes.append(&mut description.notes);
+        description.notes = notes;
+        description
     }
 
     fn target_placement(&self) -> TargetPlacement {
@@ -267,7 +246,15 @@ impl Fleet for GridFleet {
             extra_args,
             node: "grid".into(),
             address: None,
-            shaping: SlotShaping::NONE,
+            // Wherever the Grid puts it, tc gives it this profile (then the browser only
+            // adds what tc could not: latency without netem).
+            shaping: SlotShaping {
+                rates: nodes_shape(&self.nodes)
+                    && viewer.network.as_ref().is_none_or(|p| {
+                        p.apply == Some(Throttling::Tc) || tc_matches(&self.nodes, p)
+                    }),
+                latency: nodes_delay(&self.nodes),
+            },
         })
     }
 
@@ -286,6 +273,16 @@ impl Fleet for GridFleet {
             })
             .await
         {
+            // A node that joined after the start and does not shape its slots: a `tc`
+            // profile cannot be applied there (the viewer says so and fails).
+            if self
+                .placement
+                .slots_of(&hub, &node)
+                .await
+                .is_some_and(|r| !r.as_ref().is_some_and(NodeSlots::rate_shaped))
+            {
+                slot.shaping = SlotShaping::NONE;
+            }
             slot.node = node;
         }
     }
@@ -361,6 +358,148 @@ impl Fleet for GridFleet {
     }
 }
 
+/// Every node reports slots tc-shaped at exactly `profile`'s rates.
+/// Every node runs its browsers in rate-limited slots.
+fn nodes_shape(nodes: &[(String, Option<NodeSlots>)]) -> bool {
+    !nodes.is_empty()
+        && nodes
+            .iter()
+            .all(|(_, r)| r.as_ref().is_some_and(NodeSlots::rate_shaped))
+}
+
+/// Every node's slots add latency (netem).
+fn nodes_delay(nodes: &[(String, Option<NodeSlots>)]) -> bool {
+    !nodes.is_empty()
+        && nodes
+            .iter()
+            .all(|(_, r)| r.as_ref().is_some_and(|r| r.delay.starts_with("netem")))
+}
+
+fn tc_matches(nodes: &[(String, Option<NodeSlots>)], profile: &NetworkProfile) -> bool {
+    let limited = profile.download_kbps.is_some() || profile.upload_kbps.is_some();
+    limited
+        && !nodes.is_empty()
+        && nodes.iter().all(|(_, r)| {
+            r.as_ref().is_some_and(|r| {
+                r.rate_shaped()
+                    && r.down_kbit == profile.download_kbps.unwrap_or(0)
+                    && r.up_kbit == profile.upload_kbps.unwrap_or(0)
+            })
+        })
+}
+
+/// What a Grid's nodes imply for the measurements, from what each node reports about its
+/// viewer slots (`"viewerfleet:slots"` in its stereotype, as the hub's `/status` shows it):
+/// own addresses only if every node runs its browsers in slots, P2P shaped only if every
+/// node's slots are rate-limited with tc. A node that reports nothing (a Grid not set up
+/// with `grid/`) counts as neither. `kind` is `grid`; a provider that made the Grid (e.g.
+/// `hcloud`) sets its own kind and adds its notes.
+pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> FleetDescription {
+    let total = nodes.len();
+    let reports: Vec<&NodeSlots> = nodes.iter().filter_map(|(_, r)| r.as_ref()).collect();
+    let with_slots = reports.iter().filter(|r| r.own_addresses()).count();
+    let shaped: Vec<&&NodeSlots> = reports.iter().filter(|r| r.rate_shaped()).collect();
+    let own = total > 0 && with_slots == total;
+    let p2p_shaped = total > 0 && shaped.len() == total;
+
+    let profiles: Vec<&NetworkProfile> = plan
+        .network
+        .iter()
+        .chain(plan.alt_network.iter().map(|(_, p)| p))
+        .collect();
+    let limits = |p: &NetworkProfile| p.download_kbps.is_some() || p.upload_kbps.is_some();
+    // The browser throttles unless the profile says tc, or leaves it to the fleet and tc
+    // already gives it exactly its profile (see `open_viewer`).
+    let cdp = profiles.iter().any(|p| {
+        limits(p)
+            && match p.apply {
+                Some(Throttling::HttpOnly | Throttling::CdpAll) => true,
+                Some(Throttling::Tc) => false,
+                None => !tc_matches(nodes, p),
+            }
+    });
+
+    let mut notes = Vec::new();
+    // Nodes grouped by what they report.
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for (uri, report) in nodes {
+        let what = match report {
+            Some(r) => r.describe(),
+            None => "no slot report (not set up with viewerfleet's grid/ files): addresses and shaping below the browser are unknown".to_string(),
+        };
+        match groups.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, uris)) => uris.push(uri),
+            None => groups.push((what, vec![uri])),
+        }
+    }
+    for (what, uris) in &groups {
+        let shown: Vec<&str> = uris.iter().take(3).copied().collect();
+        let more = if uris.len() > 3 {
+            format!(" and {} more", uris.len() - 3)
+        } else {
+            String::new()
+        };
+        notes.push(format!(
+            "{} of {total} node(s) ({}{more}) at the start of the run: {what}.",
+            uris.len(),
+            shown.join(", ")
+        ));
+    }
+    if !own && total > 0 {
+        notes.push(format!(
+            "Not every viewer had its own address: {} of {total} node(s) ran their browsers in viewer slots; the others' viewers share their node's address (platforms that count or rate-limit per address see fewer clients).",
+            with_slots
+        ));
+    }
+    for p in profiles.iter().filter(|p| limits(p)) {
+        let asked = format!(
+            "{}/{} kbit/s",
+            p.download_kbps.map_or("-".into(), |k| k.to_string()),
+            p.upload_kbps.map_or("-".into(), |k| k.to_string())
+        );
+        if p.apply == Some(Throttling::Tc) && !p2p_shaped {
+            notes.push(format!("The scenario asks for tc shaping ({asked}) but not every node's slots are rate-limited: viewers placed on those nodes failed."));
+        } else if !shaped.is_empty() && !tc_matches(nodes, p) {
+            notes.push(format!("The nodes' slot rates differ from the scenario's profile ({asked}): tc limits each browser to its node's slot rate{}.", if cdp { ", and the browser throttles to the profile on top" } else { "" }));
+        }
+        if p.latency_ms.is_some() && shaped.iter().any(|r| !r.delay.starts_with("netem")) {
+            notes.push("latency_ms was not applied by tc on every node (no netem there, or no delay asked of the slots); the browser adds it to HTTP and WebSocket requests only.".into());
+        }
+    }
+
+    let rates: Vec<(u32, u32)> = {
+        let mut r: Vec<(u32, u32)> = shaped.iter().map(|r| (r.down_kbit, r.up_kbit)).collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    };
+    let tc = match (shaped.len(), rates.as_slice()) {
+        (0, _) => None,
+        (n, [(d, u)]) if n == total => Some(format!(
+            "tc on each node's viewer slots ({d}/{u} kbit/s down/up, as the nodes report them; WebRTC included)"
+        )),
+        (n, _) => Some(format!(
+            "tc on the viewer slots of {n} of {total} node(s) (rates as each node reports them)"
+        )),
+    };
+    let browser = super::throttling(plan, tc.as_deref().filter(|_| !cdp));
+    let shaping = match (&tc, cdp) {
+        (Some(tc), true) => format!("{tc} plus, in the browser, {}", browser.text),
+        (Some(tc), false) => tc.clone(),
+        (None, true) => browser.text.clone(),
+        (None, false) => "none applied by viewerfleet".into(),
+    };
+    FleetDescription {
+        kind: FleetKind::Grid,
+        own_address_per_viewer: own,
+        http_shaped: cdp || p2p_shaped,
+        p2p_shaped: p2p_shaped || browser.mode == Some(Throttling::CdpAll),
+        shaping,
+        throttling: browser.mode,
+        notes,
+    }
+}
+
 /// `gc`: deletes Grid sessions recorded by controllers that are no longer running.
 pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
     let mut lines = Vec::new();
@@ -407,4 +546,168 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(network: &str) -> Plan {
+        let yaml = format!(
+            "name: t\ntarget: {{kind: refsite, video: live}}\nviewers:\n  count: 4\n{network}duration: 30s\nfleet: {{kind: grid, url: 'http://127.0.0.1:4444/'}}\n"
+        );
+        crate::model::scenario::parse(&yaml, "t.yaml", &Default::default()).unwrap()
+    }
+
+    fn slots(down: u32, up: u32) -> Option<NodeSlots> {
+        Some(NodeSlots {
+            count: 3,
+            prefix: "2001:db8:c17:0:1::/80".into(),
+            down_kbit: down,
+            up_kbit: up,
+            delay: "none".into(),
+            ..Default::default()
+        })
+    }
+
+    fn nodes(reports: &[Option<NodeSlots>]) -> Vec<(String, Option<NodeSlots>)> {
+        reports
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (format!("http://[2001:db8:{i}::1]:5555"), r.clone()))
+            .collect()
+    }
+
+    const SEED: &str = "  network: {download_kbps: 2000, upload_kbps: 300}\n";
+
+    #[test]
+    fn nodes_with_shaped_slots_give_own_addresses_and_shaped_p2p() {
+        let d = describe_nodes(&nodes(&[slots(2000, 300), slots(2000, 300)]), &plan(SEED));
+        assert!(
+            d.own_address_per_viewer && d.p2p_shaped && d.http_shaped,
+            "{d:?}"
+        );
+        assert_eq!(
+            d.shaping,
+            "tc on each node's viewer slots (2000/300 kbit/s down/up, as the nodes report them; WebRTC included)"
+        );
+        assert!(d.notes[0].starts_with("2 of 2 node(s)"), "{:?}", d.notes);
+        assert!(d.notes[0].contains("3 viewer slots in 2001:db8:c17:0:1::/80"));
+        // tc gives the profile exactly: CDP is not added by default.
+        assert!(tc_matches(
+            &nodes(&[slots(2000, 300)]),
+            &plan(SEED).network.unwrap()
+        ));
+    }
+
+    #[test]
+    fn a_foreign_grid_is_unknown_and_only_cdp_shaped() {
+        let d = describe_nodes(&nodes(&[None]), &plan(SEED));
+        assert!(!d.own_address_per_viewer && !d.p2p_shaped && d.http_shaped);
+        assert!(d.shaping.starts_with("http-only: "), "{}", d.shaping);
+        assert!(
+            d.notes.iter().any(|n| n.contains("unknown")),
+            "{:?}",
+            d.notes
+        );
+        let d = describe_nodes(&nodes(&[None]), &plan(""));
+        assert!(!d.http_shaped);
+        assert_eq!(d.shaping, "none applied by viewerfleet");
+    }
+
+    #[test]
+    fn a_node_without_slots_makes_the_claims_false_and_says_why() {
+        let none = Some(NodeSlots {
+            reason: "VIEWER_SLOTS=off in /etc/viewerfleet/node.env".into(),
+            ..Default::default()
+        });
+        let d = describe_nodes(&nodes(&[slots(2000, 300), none]), &plan(SEED));
+        assert!(!d.own_address_per_viewer && !d.p2p_shaped, "{d:?}");
+        assert!(
+            d.shaping
+                .starts_with("tc on the viewer slots of 1 of 2 node(s)"),
+            "{}",
+            d.shaping
+        );
+        assert!(
+            d.shaping.contains("plus, in the browser, http-only: "),
+            "{}",
+            d.shaping
+        );
+        let text = d.notes.join("\n");
+        assert!(text.contains("no viewer slots (VIEWER_SLOTS=off"), "{text}");
+        assert!(
+            text.contains("1 of 2 node(s) ran their browsers in viewer slots"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unshaped_slots_give_addresses_but_not_shaped_p2p() {
+        let d = describe_nodes(&nodes(&[slots(0, 0)]), &plan(""));
+        assert!(
+            d.own_address_per_viewer && !d.p2p_shaped && !d.http_shaped,
+            "{d:?}"
+        );
+        let d = describe_nodes(
+            &nodes(&[slots(0, 0)]),
+            &plan("  network: {download_kbps: 2000, upload_kbps: 300, apply: tc}\n"),
+        );
+        assert!(!d.p2p_shaped);
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.contains("viewers placed on those nodes failed")),
+            "{:?}",
+            d.notes
+        );
+    }
+
+    #[test]
+    fn slot_rates_other_than_the_profile_are_named_and_cdp_added() {
+        let d = describe_nodes(&nodes(&[slots(5000, 1000)]), &plan(SEED));
+        assert!(
+            d.p2p_shaped && d.shaping.contains("plus, in the browser, http-only"),
+            "{d:?}"
+        );
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.contains("differ from the scenario's profile (2000/300 kbit/s)")),
+            "{:?}",
+            d.notes
+        );
+        assert!(!tc_matches(
+            &nodes(&[slots(5000, 1000)]),
+            &plan(SEED).network.unwrap()
+        ));
+    }
+
+    #[test]
+    fn slot_reports_parse_from_a_status_stereotype() {
+        let body = serde_json::json!({"ready": true, "nodes": [
+            {"uri": "http://[2001:db8::1]:5555", "availability": "UP", "maxSessions": 3,
+             "slots": [{"session": null, "stereotype": {"browserName": "chrome",
+                "viewerfleet:slots": {"count": 3, "prefix": "2001:db8:0:0:1::/80",
+                  "down_kbit": 2000, "up_kbit": 300, "delay": "none", "ipv4": false}}}]},
+            {"uri": "http://[2001:db8::2]:5555", "availability": "UP", "maxSessions": 3,
+             "slots": [{"session": null, "stereotype": {"browserName": "chrome"}}]},
+            {"uri": "http://[2001:db8::3]:5555", "availability": "UP", "maxSessions": 3,
+             "slots": [{"session": null, "stereotype": {"viewerfleet:slots": "garbage"}}]}]});
+        let status: GridStatus = serde_json::from_value(body).unwrap();
+        let by_node = status.slots_by_node();
+        assert_eq!(
+            by_node[0].1,
+            slots(2000, 300).map(|s| NodeSlots {
+                prefix: "2001:db8:0:0:1::/80".into(),
+                ..s
+            })
+        );
+        assert_eq!(by_node[1].1, None);
+        let bad = by_node[2].1.as_ref().unwrap();
+        assert!(
+            !bad.own_addresses() && bad.reason.contains("unreadable"),
+            "{bad:?}"
+        );
+    }
 }

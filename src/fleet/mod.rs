@@ -39,8 +39,16 @@ pub fn throttling(plan: &Plan, tc_text: Option<&str>) -> ThrottlingSummary {
         .chain(plan.alt_network.iter().map(|(_, p)| p))
         .filter(|p| p.download_kbps.is_some() || p.upload_kbps.is_some() || p.latency_ms.is_some())
         .collect();
-    let mode = profiles.first().and_then(|p| p.apply);
-    let mixed = profiles.iter().any(|p| p.apply != mode);
+    // Unset on a fleet whose slots shape (a Grid's fleet-best): tc; else the 2023 conditions.
+    let effective = |p: &&NetworkProfile| {
+        p.apply.unwrap_or(if tc_text.is_some() {
+            Throttling::Tc
+        } else {
+            Throttling::HttpOnly
+        })
+    };
+    let mode = profiles.first().map(effective);
+    let mixed = profiles.iter().any(|p| Some(effective(p)) != mode);
     let (http, p2p, text) = match (mode, tc_text) {
         (None, _) => (false, false, "none".to_string()),
         (Some(Throttling::HttpOnly), _) => (

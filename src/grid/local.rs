@@ -16,7 +16,8 @@
 //! every error path release it: process groups, slots, files.
 
 use super::local_state::{self, LocalGridState, NodeState};
-use crate::netns::{check_host, Shaping, SlotNetwork, SystemHostEnv};
+use super::NodeSlots;
+use crate::netns::{check_host, Shaping, SlotInfo, SlotNetwork, SystemHostEnv};
 use crate::sys::process;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -93,7 +94,7 @@ pub enum LocalGridError {
         "`java` not found on PATH; install Java 17 (apt-get install -y openjdk-17-jre-headless)"
     )]
     NoJava,
-    #[error("{file} has placeholder {placeholder} that the local Grid does not fill; the local Grid fills @NODE_HOST@, @HUB_ADDR@, @MAX_SESSIONS@, @CHROME_BINARY@")]
+    #[error("{file} has placeholder {placeholder} that the local Grid does not fill; the local Grid fills @NODE_HOST@, @HUB_ADDR@, @MAX_SESSIONS@, @CHROME_BINARY@, @VIEWERFLEET_SLOTS@")]
     Placeholder { file: PathBuf, placeholder: String },
 }
 
@@ -122,19 +123,26 @@ fn resolve_jar(opts: &LocalGridOptions) -> PathBuf {
         })
 }
 
-/// Fills the node template's placeholders the way `node-bootstrap.sh` does.
+/// Fills the node template's placeholders the way `node-bootstrap.sh` does, `slots` being
+/// the node's slot report (`"viewerfleet:slots"` of its stereotype).
 pub fn render_node_toml(
     template: &str,
     file: &Path,
     hub_addr: &str,
     max_sessions: u32,
     chrome_binary: &Path,
+    slots: &NodeSlots,
 ) -> Result<String, LocalGridError> {
+    // The stereotype is a TOML literal string: no single quote may appear in it.
+    let report = serde_json::to_string(slots)
+        .expect("a slot report serialises")
+        .replace('\'', "\\u0027");
     let text = template
         .replace("@NODE_HOST@", "127.0.0.1")
         .replace("@HUB_ADDR@", hub_addr)
         .replace("@MAX_SESSIONS@", &max_sessions.to_string())
-        .replace("@CHROME_BINARY@", &chrome_binary.to_string_lossy());
+        .replace("@CHROME_BINARY@", &chrome_binary.to_string_lossy())
+        .replace("@VIEWERFLEET_SLOTS@", &report);
     for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
         let mut rest = line;
         while let Some(start) = rest.find('@') {
@@ -153,38 +161,44 @@ pub fn render_node_toml(
     Ok(text)
 }
 
-/// The Chromium wrapper of one node: takes the first free slot of the node (a slot is busy
-/// while the PID recorded for it is alive; the PID survives `exec`), then execs Chromium
-/// inside that slot's namespace. Waits up to 20 s for a slot freed by a closing browser.
-pub fn node_wrapper_script(ip: &Path, slot_dir: &Path, namespaces: &[String]) -> String {
+/// The Chromium wrapper of every Grid node, local or cloud (`grid/slot-chromium.sh`): takes
+/// a free viewer slot under a lock and execs Chromium inside it (see the script).
+pub const SLOT_WRAPPER: &str = include_str!("../../grid/slot-chromium.sh");
+
+/// `slots.conf` for the wrapper of one local node (read from next to the wrapper): its
+/// slots, the real Chromium, where it keeps its lock and records, and `ip`.
+pub fn wrapper_conf(ip: &Path, slot_dir: &Path, namespaces: &[String]) -> String {
     let q = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-    let list = namespaces.join(" ");
     format!(
-        r#"#!/bin/sh
-# viewerfleet local Grid: run Chromium in a free viewer slot of this node.
-dir={dir}
-exec 9>"$dir/.lock"
-i=0
-while [ $i -lt 200 ]; do
-  flock 9
-  for ns in {list}; do
-    pid=$(cat "$dir/$ns.pid" 2>/dev/null || true)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then continue; fi
-    echo $$ > "$dir/$ns.pid"
-    exec 9>&-
-    exec {ip} netns exec "$ns" {chromium} "$@"
-  done
-  flock -u 9
-  i=$((i+1))
-  sleep 0.1
-done
-echo "viewerfleet: every viewer slot of this node is busy" >&2
-exit 1
-"#,
-        dir = q(&slot_dir.to_string_lossy()),
-        ip = q(&ip.to_string_lossy()),
-        chromium = q(CHROMIUM),
+        "# viewerfleet local Grid: the viewer slots of this node (grid/slot-chromium.sh)\nSLOT_NAMESPACES={}\nCHROMIUM={}\nSLOT_DIR={}\nIP={}\n",
+        q(&namespaces.join(" ")),
+        q(CHROMIUM),
+        q(&slot_dir.to_string_lossy()),
+        q(&ip.to_string_lossy()),
     )
+}
+
+/// A node's slot report from what `viewer-slots.sh` says it applied.
+pub fn slots_report(prefix: &str, applied: &[SlotInfo]) -> NodeSlots {
+    let kbit = |how: &str| -> u32 {
+        let digits: String = how.chars().filter(char::is_ascii_digit).collect();
+        digits.parse().unwrap_or(0)
+    };
+    match applied.first() {
+        None => NodeSlots {
+            reason: "no viewer slots were made".into(),
+            ..Default::default()
+        },
+        Some(first) => NodeSlots {
+            count: applied.len() as u32,
+            prefix: prefix.to_string(),
+            down_kbit: kbit(&first.down),
+            up_kbit: kbit(&first.up),
+            delay: first.delay.clone(),
+            ipv4: false,
+            reason: String::new(),
+        },
+    }
 }
 
 /// Brings a local Grid up; on any error or cancellation releases what was made.
@@ -284,6 +298,7 @@ pub async fn up(
             st.target_address = target.address.to_string();
             local_state::save(&opts.state_file, &st)?;
         }
+        let mut reports = Vec::new();
         for n in (1..=opts.nodes).filter(|_| opts.slots_as_namespaces) {
             let first = n * 100;
             st.nodes.push(NodeState {
@@ -293,12 +308,13 @@ pub async fn up(
                 ..Default::default()
             });
             local_state::save(&opts.state_file, &st)?;
-            tokio::select! {
+            let applied = tokio::select! {
                 r = net.up(first, opts.slots, opts.shaping) => {
-                    r.with_context(|| format!("making the viewer slots of node {n}"))?;
+                    r.with_context(|| format!("making the viewer slots of node {n}"))?
                 }
                 _ = cancel.cancelled() => anyhow::bail!("interrupted"),
-            }
+            };
+            reports.push(slots_report(&st.prefix, &applied));
             st.nodes[(n - 1) as usize].slots_up = true;
             local_state::save(&opts.state_file, &st)?;
         }
@@ -307,19 +323,28 @@ pub async fn up(
             std::fs::create_dir_all(&node_dir)?;
             let namespaces: Vec<String> =
                 (0..opts.slots).map(|k| net.ns_name(n * 100 + k)).collect();
-            let wrapper = node_dir.join("chromium");
-            let script = if opts.slots_as_namespaces {
-                node_wrapper_script(&tools.ip, &node_dir, &namespaces)
+            let (wrapper, report) = if opts.slots_as_namespaces {
+                let wrapper = node_dir.join("slot-chromium.sh");
+                write_executable(&wrapper, SLOT_WRAPPER)?;
+                std::fs::write(
+                    node_dir.join("slots.conf"),
+                    wrapper_conf(&tools.ip, &node_dir, &namespaces),
+                )?;
+                (wrapper, reports[(n - 1) as usize].clone())
             } else {
-                format!("#!/bin/sh\nexec '{CHROMIUM}' \"$@\"\n")
+                let no_slots = NodeSlots {
+                    reason: "grid up --local without namespaces: the browsers share this machine's network".into(),
+                    ..Default::default()
+                };
+                (PathBuf::from(CHROMIUM), no_slots)
             };
-            write_executable(&wrapper, &script)?;
             let toml = render_node_toml(
                 &node_template,
                 &node_toml,
                 "127.0.0.1",
                 opts.slots,
                 &wrapper,
+                &report,
             )?;
             let rendered = node_dir.join("node.toml");
             std::fs::write(&rendered, toml)?;
@@ -549,45 +574,109 @@ mod tests {
 
     #[test]
     fn the_node_template_is_filled_and_unknown_placeholders_named() {
-        let template = "# fills @NAME@ placeholders\nhost = \"@NODE_HOST@\"\ngrid-url = \"http://@HUB_ADDR@:4444\"\nmax-sessions = @MAX_SESSIONS@\nstereotype = '{\"binary\": \"@CHROME_BINARY@\"}'\n";
+        let template = "# fills @NAME@ placeholders\nhost = \"@NODE_HOST@\"\ngrid-url = \"http://@HUB_ADDR@:4444\"\nmax-sessions = @MAX_SESSIONS@\nstereotype = '{\"binary\": \"@CHROME_BINARY@\", \"viewerfleet:slots\": @VIEWERFLEET_SLOTS@}'\n";
+        let slots = NodeSlots {
+            count: 3,
+            prefix: "fd00::/64".into(),
+            down_kbit: 2000,
+            reason: "it's".into(),
+            ..Default::default()
+        };
         let text = render_node_toml(
             template,
             Path::new("node.toml"),
             "127.0.0.1",
             3,
             Path::new("/x/chromium"),
+            &slots,
         )
         .unwrap();
         assert!(text.contains("max-sessions = 3"));
         assert!(text.contains("\"binary\": \"/x/chromium\""));
         assert!(!text.lines().skip(1).any(|l| l.contains('@')));
+        // The stereotype is a TOML literal string holding JSON with the report.
+        let line = text.lines().find(|l| l.starts_with("stereotype")).unwrap();
+        let json = line.split_once(" = '").unwrap().1.trim_end_matches('\'');
+        let value: serde_json::Value = serde_json::from_str(json).unwrap();
+        let back: NodeSlots = serde_json::from_value(value["viewerfleet:slots"].clone()).unwrap();
+        assert_eq!(back, slots);
         let err = render_node_toml(
             "a = \"@NEW_THING@\"",
             Path::new("node.toml"),
             "h",
             1,
             Path::new("/c"),
+            &NodeSlots::default(),
         )
         .unwrap_err();
         assert!(err.to_string().contains("@NEW_THING@"), "{err}");
     }
 
     #[test]
-    fn the_wrapper_is_valid_shell_and_names_its_slots() {
-        let text = node_wrapper_script(
+    fn the_shipped_node_template_renders_for_the_local_grid() {
+        let template = include_str!("../../grid/node.toml");
+        let text = render_node_toml(
+            template,
+            Path::new("grid/node.toml"),
+            "127.0.0.1",
+            2,
+            Path::new("/x/slot-chromium.sh"),
+            &NodeSlots::default(),
+        )
+        .unwrap();
+        assert!(
+            text.contains("\"viewerfleet:slots\": {\"count\":0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_wrapper_conf_is_sourced_by_the_shared_wrapper() {
+        let conf = wrapper_conf(
             Path::new("/usr/sbin/ip"),
-            Path::new("/run/x/node-1"),
+            Path::new("/run/x/node 1"),
             &["vfg1-100".into(), "vfg1-101".into()],
         );
-        assert!(text.contains("for ns in vfg1-100 vfg1-101"));
-        assert!(text.contains(
-            "exec '/usr/sbin/ip' netns exec \"$ns\" '/usr/lib/chromium/chromium' \"$@\""
-        ));
+        let out = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "eval \"$1\"; printf '%s|%s|%s|%s' \"$SLOT_NAMESPACES\" \"$CHROMIUM\" \"$SLOT_DIR\" \"$IP\"",
+                "sh",
+                &conf,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "vfg1-100 vfg1-101|/usr/lib/chromium/chromium|/run/x/node 1|/usr/sbin/ip"
+        );
         let status = std::process::Command::new("sh")
-            .args(["-n", "-c", &text])
+            .args(["-n", "-c", SLOT_WRAPPER])
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    #[test]
+    fn a_slot_report_says_what_the_script_applied() {
+        let slot = |i: u32, down: &str| SlotInfo {
+            index: i,
+            name: format!("vfg1-{i}"),
+            address: "fd00::2".parse().unwrap(),
+            host_veth: format!("vfg1-{i}h"),
+            down: down.into(),
+            up: "none".into(),
+            delay: "not-applied(netem-missing)".into(),
+        };
+        let r = slots_report(
+            "fd00::/64",
+            &[slot(100, "tbf:2000kbit"), slot(101, "tbf:2000kbit")],
+        );
+        assert_eq!((r.count, r.down_kbit, r.up_kbit), (2, 2000, 0));
+        assert!(r.rate_shaped() && r.own_addresses());
+        assert_eq!(r.delay, "not-applied(netem-missing)");
+        let none = slots_report("fd00::/64", &[]);
+        assert!(!none.own_addresses() && !none.reason.is_empty());
     }
 
     #[test]

@@ -35,6 +35,103 @@ pub struct GridNodeStatus {
 pub struct GridSlotStatus {
     #[serde(default)]
     pub session: Option<GridSessionStatus>,
+    /// The capabilities this slot offers, as the node's configuration declares them.
+    #[serde(default)]
+    pub stereotype: serde_json::Value,
+}
+
+/// The stereotype capability in which nodes set up by this project's `grid/` files (cloud
+/// bootstrap, Terraform, `grid up --local`) say what their viewer slots are.
+pub const SLOTS_CAPABILITY: &str = "viewerfleet:slots";
+
+/// What one node reports about its viewer slots (`"viewerfleet:slots"` of its stereotype).
+/// Written by `grid/node-bootstrap.sh` from the slots as `viewer-slots.sh` applied them, or
+/// by the local Grid from the same script's output.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
+pub struct NodeSlots {
+    /// Viewer slots up on the node; 0 when it has none (then `reason` says why).
+    #[serde(default)]
+    pub count: u32,
+    /// The slots' IPv6 prefix (each browser an address from it).
+    #[serde(default)]
+    pub prefix: String,
+    /// tc rate limits as applied; 0 = not limited.
+    #[serde(default)]
+    pub down_kbit: u32,
+    #[serde(default)]
+    pub up_kbit: u32,
+    /// Delay as applied, e.g. `none`, `netem:250ms`, `not-applied(netem-missing)`.
+    #[serde(default)]
+    pub delay: String,
+    /// The slots have IPv4 too (NAT44 through the node).
+    #[serde(default)]
+    pub ipv4: bool,
+    /// Why there are no slots.
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl NodeSlots {
+    /// Every browser of the node runs in a slot with its own address.
+    pub fn own_addresses(&self) -> bool {
+        self.count > 0
+    }
+
+    /// The slots' links are rate-limited with tc (which shapes WebRTC too).
+    pub fn rate_shaped(&self) -> bool {
+        self.own_addresses() && (self.down_kbit > 0 || self.up_kbit > 0)
+    }
+
+    /// One phrase for notes: `3 slots in 2001:db8::/80, tc 2000/300 kbit/s, delay none`.
+    pub fn describe(&self) -> String {
+        if !self.own_addresses() {
+            return format!(
+                "no viewer slots ({})",
+                if self.reason.is_empty() {
+                    "no reason given"
+                } else {
+                    &self.reason
+                }
+            );
+        }
+        let rate = |k: u32| {
+            if k == 0 {
+                "unlimited".to_string()
+            } else {
+                k.to_string()
+            }
+        };
+        format!(
+            "{} viewer slots in {}, tc {}/{} kbit/s down/up, delay {}{}",
+            self.count,
+            self.prefix,
+            rate(self.down_kbit),
+            rate(self.up_kbit),
+            if self.delay.is_empty() {
+                "none"
+            } else {
+                &self.delay
+            },
+            if self.ipv4 { ", IPv4 by NAT44" } else { "" }
+        )
+    }
+}
+
+impl GridNodeStatus {
+    /// The node's slot report, if it has one (nodes not set up by `grid/` have none: what
+    /// is below their browsers is unknown). A malformed report reads as no slots.
+    pub fn viewer_slots(&self) -> Option<NodeSlots> {
+        let value = self
+            .slots
+            .iter()
+            .find_map(|s| s.stereotype.get(SLOTS_CAPABILITY))?;
+        Some(
+            serde_json::from_value(value.clone()).unwrap_or_else(|e| NodeSlots {
+                reason: format!("unreadable {SLOTS_CAPABILITY} report {value}: {e}"),
+                ..Default::default()
+            }),
+        )
+    }
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -72,6 +169,14 @@ impl GridStatus {
             .filter_map(|s| s.session.as_ref())
             .filter(|s| s.capabilities.to_string().contains(tag))
             .map(|s| s.session_id.clone())
+            .collect()
+    }
+
+    /// Node URI → its slot report (`None`: the node does not report one).
+    pub fn slots_by_node(&self) -> Vec<(String, Option<NodeSlots>)> {
+        self.nodes
+            .iter()
+            .map(|n| (n.uri.clone(), n.viewer_slots()))
             .collect()
     }
 

@@ -7,7 +7,7 @@
 //! without asking again. During a fast ramp this turns thousands of requests into a few
 //! per second.
 
-use super::GridStatus;
+use super::{GridStatus, NodeSlots};
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::Instant;
@@ -18,6 +18,8 @@ struct Snapshot {
     /// When the request that produced it was sent.
     asked_at: Instant,
     nodes: HashMap<String, String>,
+    /// Node → what it reports about its viewer slots.
+    slots: HashMap<String, Option<NodeSlots>>,
 }
 
 /// One cache per hub.
@@ -64,8 +66,20 @@ impl PlacementCache {
             .flat_map(|(node, ids)| ids.into_iter().map(move |id| (id, node.clone())))
             .collect();
         let found = nodes.get(session_id).cloned();
-        *snapshot = Some(Snapshot { asked_at, nodes });
+        let slots = status.slots_by_node().into_iter().collect();
+        *snapshot = Some(Snapshot {
+            asked_at,
+            nodes,
+            slots,
+        });
         found
+    }
+
+    /// What `node` of `hub` reported about its viewer slots in the latest snapshot: `None`
+    /// when the node is not in it, `Some(None)` when it reports nothing.
+    pub async fn slots_of(&self, hub: &str, node: &str) -> Option<Option<NodeSlots>> {
+        let snapshot = self.hubs.get(hub)?.lock().await;
+        snapshot.as_ref()?.slots.get(node).cloned()
     }
 
     /// `/status` requests made so far.
@@ -106,6 +120,8 @@ mod tests {
             .node_of(&hub, "a", created, || async { Ok(status_with(&all)) })
             .await;
         assert_eq!(first.as_deref(), Some("http://n1"));
+        assert_eq!(cache.slots_of(&hub, "http://n1").await, Some(None));
+        assert_eq!(cache.slots_of(&hub, "http://n9").await, None);
         // Created before the first request: answered from its snapshot.
         let second = cache
             .node_of(&hub, "b", created, || async {

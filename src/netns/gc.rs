@@ -139,7 +139,29 @@ fn remove_group(ip: &Path, group: &GcGroup) {
     for ns in &group.namespaces {
         let _ = Command::new(ip).args(["netns", "del", ns]).output();
     }
-    let _ = std::fs::remove_file(owner_file(Path::new(OWNER_DIR), &group.group));
+    remove_records(Path::new(OWNER_DIR), &group.group);
+}
+
+/// The slot script's records of a group: its owner, its network (`<group>net`) and each
+/// slot's settings (`<group><i>.slot`).
+fn remove_records(dir: &Path, group: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(group) else {
+            continue;
+        };
+        let ours = rest == "owner"
+            || rest == "net"
+            || rest
+                .strip_suffix(".slot")
+                .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()));
+        if ours {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn list_namespaces(ip: &Path) -> Result<Vec<String>, NetnsError> {
@@ -173,6 +195,30 @@ mod tests {
         assert_eq!(group_of("eth0"), None);
         assert_eq!(group_of("docker0"), None);
         assert_eq!(group_of("vfnodash"), None);
+    }
+
+    #[test]
+    fn a_removed_group_takes_its_records_and_only_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "vfx-owner",
+            "vfx-net",
+            "vfx-0.slot",
+            "vfx-12.slot",
+            "vfx-a.slot",
+            "vfxy-owner",
+            "vfx-notes",
+        ] {
+            std::fs::write(dir.path().join(f), "x").unwrap();
+        }
+        remove_records(dir.path(), "vfx-");
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["vfx-a.slot", "vfx-notes", "vfxy-owner"]);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! To add a platform: a type implementing `Target` in its own file, a variant in
 //! `model::kinds::TargetKind`, and a branch in `start::start`.
 
+pub mod ipv6;
 pub mod peertube;
 pub mod start;
 

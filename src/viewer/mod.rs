@@ -185,7 +185,13 @@ impl Viewer {
     ) -> Result<(), ViewerError> {
         let bytes = |kbps: Option<u32>| kbps.map(|k| k as u64 * 1000 / 8);
         let latency = profile.latency_ms.unwrap_or(0);
-        match profile.apply.unwrap_or(Throttling::HttpOnly) {
+        // Unset (a Grid's fleet-best): tc where the slot shapes, HTTP-only rules otherwise.
+        let mode = profile.apply.unwrap_or(if slot.shaping.rates {
+            Throttling::Tc
+        } else {
+            Throttling::HttpOnly
+        });
+        match mode {
             Throttling::CdpAll => self
                 .call(
                     "network conditions",
@@ -269,8 +275,11 @@ impl Viewer {
         script: &str,
         args: Vec<serde_json::Value>,
     ) -> Result<serde_json::Value, ViewerError> {
-        self.call("running a page script", self.client.execute_async(script, args))
-            .await
+        self.call(
+            "running a page script",
+            self.client.execute_async(script, args),
+        )
+        .await
     }
 
     /// Reads the player's stats once.

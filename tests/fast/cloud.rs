@@ -146,11 +146,17 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
                 && ud.contains("SLOT_UP_KBIT=300")
                 && ud.contains("SLOT_DELAY_MS=500")
         );
+        let files = cloudinit::delivered_files(ud).unwrap();
         assert!(
-            ud.contains("/usr/local/lib/viewerfleet/viewer-slots.sh"),
+            files
+                .iter()
+                .any(|(p, c)| p == "/usr/local/lib/viewerfleet/viewer-slots.sh"
+                    && c.contains("echo viewer slots")),
             "viewer-slot script delivered"
         );
-        assert!(ud.contains("echo viewer slots"));
+        assert!(files
+            .iter()
+            .any(|(p, _)| p == "/usr/local/lib/viewerfleet/slot-chromium.sh"));
         assert!(!ud.contains(TOKEN));
     }
     assert!(hub["user_data"].as_str().unwrap().contains("ROLE=hub"));
@@ -244,9 +250,17 @@ async fn error_during_provisioning_deletes_what_was_created() {
     let (fake, api) = fake(FakeConfig::default()).await;
     let key = ssh_key_file();
     let plan = plan(8, key.path(), "");
-    // A viewer-slot script too big for Hetzner's 32 KiB user data: fails after the hub exists.
+    // A viewer-slot script too big for Hetzner's 32 KiB user data even gzip-compressed
+    // (pseudo-random text): fails after the hub exists.
     let mut o = opts(&fake);
-    o.viewer_slots_script = Some(format!("#!/bin/sh\n# {}\n", "x".repeat(40 * 1024)));
+    let mut x: u32 = 1;
+    let noise: String = (0..48 * 1024)
+        .map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            char::from(b'!' + ((x >> 16) % 90) as u8)
+        })
+        .collect();
+    o.viewer_slots_script = Some(format!("#!/bin/sh\n# {noise}\n"));
     let err = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
         .await
         .unwrap_err();
@@ -612,15 +626,12 @@ fn cloud_init_user_data_validates_with_cloud_init_schema() {
             String::from_utf8_lossy(&out.stderr)
         );
         let parsed: Value = yaml_serde::from_str(&text).unwrap();
-        let files = parsed["write_files"].as_array().unwrap();
+        let files = cloudinit::delivered_files(&text).unwrap();
         let bootstrap = files
             .iter()
-            .find(|f| f["path"] == "/usr/local/lib/viewerfleet/node-bootstrap.sh")
+            .find(|(p, _)| p == "/usr/local/lib/viewerfleet/node-bootstrap.sh")
             .unwrap();
-        assert_eq!(
-            bootstrap["content"].as_str().unwrap(),
-            include_str!("../../grid/node-bootstrap.sh")
-        );
+        assert_eq!(bootstrap.1, include_str!("../../grid/node-bootstrap.sh"));
         assert_eq!(
             parsed["runcmd"],
             json!([["/usr/local/lib/viewerfleet/node-bootstrap.sh"]])
@@ -759,7 +770,13 @@ mod terraform {
         let locals = blocks(&main, "locals");
         let grid = attr(&locals[0].body, "grid");
         assert_eq!(grid, "\"${path.module}/../grid\"");
-        for f in ["node-bootstrap.sh", "hub.toml", "node.toml"] {
+        for f in [
+            "node-bootstrap.sh",
+            "hub.toml",
+            "node.toml",
+            "slot-chromium.sh",
+            "viewerfleet-slots.service",
+        ] {
             assert!(
                 main.to_string().contains(&format!("${{local.grid}}/{f}")),
                 "main.tf reads grid/{f}"

@@ -19,6 +19,9 @@ impl Drop for Killed {
     }
 }
 
+/// A slot report as node-bootstrap.sh writes it into the stereotype.
+const SLOTS: &str = r#"{"count": 2, "prefix": "2001:db8:c17:0:1::/80", "down_kbit": 2000, "up_kbit": 300, "delay": "none", "ipv4": false}"#;
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("[::1]:0")
         .unwrap()
@@ -45,6 +48,7 @@ async fn grid_configs_register_a_node_over_ipv6_and_serve_a_chromium_session() {
         .replace("@HUB_ADDR@:4444", &format!("[::1]:{web}"))
         .replace("@MAX_SESSIONS@", "2")
         .replace("@CHROME_BINARY@", "/usr/lib/chromium/chromium")
+        .replace("@VIEWERFLEET_SLOTS@", SLOTS)
         .replace("port = 5555", &format!("port = {node_port}"));
     assert!(!node.contains('@'), "every placeholder filled: {node}");
     std::fs::write(dir.path().join("hub.toml"), hub).unwrap();
@@ -68,12 +72,12 @@ async fn grid_configs_register_a_node_over_ipv6_and_serve_a_chromium_session() {
         .unwrap();
     let base = format!("http://[::1]:{web}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
-    let uri = loop {
+    let (uri, status) = loop {
         if let Ok(resp) = client.get(format!("{base}/status")).send().await {
             let status: Value = resp.json().await.unwrap_or_default();
             if let Some(n) = status["value"]["nodes"].as_array().and_then(|n| n.first()) {
                 if n["availability"] == "UP" {
-                    break n["uri"].as_str().unwrap().to_string();
+                    break (n["uri"].as_str().unwrap().to_string(), status.clone());
                 }
             }
         }
@@ -87,6 +91,23 @@ async fn grid_configs_register_a_node_over_ipv6_and_serve_a_chromium_session() {
         uri,
         format!("http://[::1]:{node_port}"),
         "the hub lists the node by its IPv6 address (what hub.rs matches)"
+    );
+    // The node's slot report reaches the controller through the hub's /status.
+    let parsed: viewerfleet::grid::GridStatus =
+        serde_json::from_value(status["value"].clone()).unwrap();
+    let report = parsed.slots_by_node()[0]
+        .1
+        .clone()
+        .expect("the slot report in /status");
+    assert_eq!(
+        (
+            report.count,
+            report.down_kbit,
+            report.up_kbit,
+            report.prefix.as_str()
+        ),
+        (2, 2000, 300, "2001:db8:c17:0:1::/80"),
+        "{status}"
     );
 
     let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",

@@ -132,6 +132,16 @@ async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_release
     let description = fleet.description(&plan);
     assert!(description.own_address_per_viewer);
     assert!(!description.p2p_shaped);
+    // From what each node reports in the hub's /status, not from the state file.
+    assert!(
+        description
+            .notes
+            .iter()
+            .any(|n| n.starts_with("2 of 2 node(s)")
+                && n.contains(&format!("3 viewer slots in {}", st.prefix))),
+        "{:?}",
+        description.notes
+    );
 
     for (viewer, slot, id) in viewers {
         viewer.close().await;

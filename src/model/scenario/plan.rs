@@ -409,14 +409,17 @@ fn check_tc_fleet(
     Ok(())
 }
 
-/// Fills in the fleet's default throttling: tc where every viewer has its own interface
-/// (netns), the 2023 conditions (HTTP only) elsewhere. A plan's profiles always say how.
+/// Fills in the fleet's default throttling where the plan can know it: tc where every
+/// viewer has its own interface (netns), the 2023 conditions (HTTP only) on the local fleet.
+/// On a Grid only the nodes know whether their slots shape: left unset, each viewer then
+/// gets tc when its slot is shaped and HTTP-only rules otherwise.
 fn with_throttling(mut network: NetworkProfile, fleet: &FleetPlan) -> NetworkProfile {
     if network.apply.is_none() {
-        network.apply = Some(match fleet {
-            FleetPlan::Netns(_) => Throttling::Tc,
-            _ => Throttling::HttpOnly,
-        });
+        network.apply = match fleet {
+            FleetPlan::Netns(_) => Some(Throttling::Tc),
+            FleetPlan::Local(_) => Some(Throttling::HttpOnly),
+            FleetPlan::Grid(_) | FleetPlan::Hcloud(_) => None,
+        };
     }
     network
 }
