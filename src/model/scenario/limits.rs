@@ -38,7 +38,7 @@ pub(super) fn read_scenario_file(path: &Path) -> Result<String, Refusal> {
             None,
             format!(
                 "is {}, not a scenario file; give the path of a YAML file (e.g. scenarios/local/vod.yaml)",
-                file_kind(&meta)
+                crate::model::rawdata::file_kind(&meta)
             ),
         ));
     }
@@ -75,24 +75,6 @@ fn too_large(bytes: u64) -> Refusal {
             "is {bytes} bytes; a scenario file may have at most {MAX_SCENARIO_BYTES} bytes (1 MiB; the shipped ones are under 2 KiB)"
         ),
     )
-}
-
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a folder"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
 }
 
 /// Checks text that did not come from a file (tests, tools) the same way.

@@ -14,7 +14,7 @@ mod spec;
 
 pub use limits::{MAX_NESTING, MAX_SCENARIO_BYTES};
 
-pub use plan::{Plan, TargetPlan, ViewerPlan};
+pub use plan::{Plan, TargetPlan, ViewerPlan, MAX_DURATION};
 pub use spec::{FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewersSpec};
 
 use std::path::Path;

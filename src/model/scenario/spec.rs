@@ -153,7 +153,10 @@ pub(super) fn parse_spec(text: &str, file: &str) -> Result<ScenarioSpec, Scenari
             }
             _ => ("(file)".to_string(), message),
         };
+        // A mark at the end of the text (a value cut short) is on the last line.
+        let last_line = text.split('\n').count();
         let line = line
+            .map(|l| l.min(last_line))
             .or_else(|| super::locate(text, &field))
             .or_else(|| second_document_line(text, &message));
         ScenarioError {
