@@ -125,17 +125,15 @@ fn standing(t: &models::ServerType, location: &str) -> Result<Option<String>, St
         let places: Vec<&str> = t.locations.iter().map(|l| l.name.as_str()).collect();
         return Err(format!("not offered there (only in {})", places.join(", ")));
     };
-    // The per-location deprecation is authoritative; the old top-level one still counts
-    // when a location says nothing.
-    let legacy = t.deprecation.clone().flatten();
-    match here.deprecation.as_deref().or(legacy.as_deref()) {
+    // The per-location deprecation is authoritative (the top-level `deprecated` and
+    // `deprecation` fields are being phased out and say nothing about one location).
+    match here.deprecation.as_deref() {
         Some(d) if passed(&d.unavailable_after) => Err(format!(
             "deprecated (announced {}), unavailable since {}",
             &d.announced[..d.announced.len().min(10)],
             &d.unavailable_after[..d.unavailable_after.len().min(10)]
         )),
         Some(d) => Ok(Some(d.unavailable_after.clone())),
-        None if t.deprecated == Some(true) => Err("deprecated".into()),
         None => Ok(None),
     }
 }
