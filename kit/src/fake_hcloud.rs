@@ -51,8 +51,8 @@ pub const HUB_URL_ENV: &str = "VIEWERFLEET_HCLOUD_HUB_URL";
 pub struct RateBucket {
     pub limit: u32,
     pub refill_every: Duration,
-    /// Requests left when the fake starts (a project that already spent part of its hour);
-    /// `None`: a full bucket.
+    /// Requests left at the fake's first request (a project that already spent part of its
+    /// hour); `None`: a full bucket.
     pub initial: Option<u32>,
 }
 
@@ -193,7 +193,8 @@ struct ActionState {
 
 struct Bucket {
     tokens: f64,
-    at: Instant,
+    /// When `tokens` was counted; `None` until the first request.
+    at: Option<Instant>,
 }
 
 struct Inner {
@@ -290,7 +291,7 @@ impl FakeState {
     pub fn new(config: FakeConfig) -> FakeState {
         let bucket = config.rate_limit.map(|b| Bucket {
             tokens: b.initial.unwrap_or(b.limit).min(b.limit) as f64,
-            at: Instant::now(),
+            at: None,
         });
         FakeState {
             config: Arc::new(Mutex::new(config)),
@@ -542,10 +543,12 @@ impl Inner {
         let (Some(rate), Some(bucket)) = (rate, self.bucket.as_mut()) else {
             return Ok((3600, 0.0));
         };
-        let refill = now.saturating_duration_since(bucket.at).as_secs_f64()
-            / rate.refill_every.as_secs_f64();
+        let since = bucket
+            .at
+            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+        let refill = since.as_secs_f64() / rate.refill_every.as_secs_f64();
         bucket.tokens = (bucket.tokens + refill).min(rate.limit as f64);
-        bucket.at = bucket.at.max(now);
+        bucket.at = Some(bucket.at.map_or(now, |at| at.max(now)));
         let ok = bucket.tokens >= 1.0;
         if ok {
             bucket.tokens -= 1.0;

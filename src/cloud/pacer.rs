@@ -243,7 +243,8 @@ impl Drop for Slot<'_> {
 }
 
 impl Parallelism {
-    pub fn new(max: usize) -> Parallelism {
+    /// At most `max` at once; 429s are those `pacer` sees from now on.
+    pub fn new(max: usize, pacer: &Pacer) -> Parallelism {
         let max = max.max(1);
         Parallelism {
             max,
@@ -252,7 +253,7 @@ impl Parallelism {
                 limit: max,
                 debt: 0,
                 successes: 0,
-                limited_seen: 0,
+                limited_seen: pacer.limited(),
             }),
         }
     }
@@ -364,20 +365,31 @@ mod tests {
 
     #[test]
     fn parallelism_halves_on_429_drops_to_one_when_paced_and_grows_back() {
-        let par = Parallelism::new(8);
-        assert_eq!(par.current(), 8);
         let limited = Pacer::new();
         let _ = limited.reserve_slot();
         limited.answered(Some(headers(3600, 3000, 600.0)), true);
-        par.adapt(&limited);
+        let _ = limited.reserve_slot();
+        limited.answered(Some(headers(3600, 3500, 100.0)), false);
+        let earlier = Parallelism::new(8, &limited);
+        earlier.adapt(&limited);
+        assert_eq!(
+            earlier.current(),
+            8,
+            "a 429 from before it started does not count"
+        );
+
+        let pacer = Pacer::new();
+        let par = Parallelism::new(8, &pacer);
+        assert_eq!(par.current(), 8);
+        let _ = pacer.reserve_slot();
+        pacer.answered(Some(headers(3600, 3000, 600.0)), true);
+        par.adapt(&pacer);
         assert_eq!(par.current(), 4);
         assert_eq!(
             par.sem.available_permits(),
             4,
             "idle permits retire at once"
         );
-
-        let pacer = Pacer::new();
         let _ = pacer.reserve_slot();
         pacer.answered(Some(headers(3600, 100, 3500.0)), false);
         par.adapt(&pacer);

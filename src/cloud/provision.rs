@@ -603,7 +603,7 @@ pub async fn create_nodes(
         shaping: req.shaping,
     };
     let data = cloudinit::user_data(&role, req.viewer_slots_script.as_deref())?;
-    let par = Parallelism::new(req.parallel_creates.max(1) as usize);
+    let par = Parallelism::new(req.parallel_creates.max(1) as usize, api.pacer());
     let stop = AtomicBool::new(false);
     let limit: Mutex<Option<String>> = Mutex::new(None);
     let failure: Mutex<Option<CloudError>> = Mutex::new(None);
@@ -797,7 +797,7 @@ async fn delete_servers(
         if servers.is_empty() {
             break;
         }
-        let par = Parallelism::new(parallel);
+        let par = Parallelism::new(parallel, api.pacer());
         let results: Vec<(Named, Result<Option<models::Action>, CloudError>)> =
             futures::stream::iter(servers.clone())
                 .map(|s| {

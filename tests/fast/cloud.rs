@@ -740,6 +740,10 @@ async fn gc_deletes_expired_resources_one_by_one_and_nothing_else() {
     );
     assert_eq!(fake.state.firewalls().len(), 1);
     assert_eq!(fake.state.ssh_keys().len(), 1);
+    // `down crashed-1` leaves Terraform's server and the unlabelled one alone too.
+    let deleted = provision::teardown(&api, "crashed-1").await.unwrap();
+    assert!(deleted.is_empty(), "{deleted:?}");
+    assert_eq!(fake.state.servers().len(), 4);
 
     // --older-than takes runs still within their TTL; a huge one takes nothing.
     for huge in [Duration::MAX, Duration::from_secs(i64::MAX as u64 + 1)] {
@@ -883,7 +887,7 @@ async fn a_live_fleet_keeps_its_heartbeat_and_hands_over_to_its_ttl() {
 }
 
 #[tokio::test]
-async fn pagination_transient_errors_and_429s_under_a_small_bucket_are_handled() {
+async fn pagination_and_transient_errors_under_a_small_bucket_are_handled() {
     let (fake, mut api) = fake(FakeConfig {
         rate_limit: Some(RateBucket {
             limit: 20,
@@ -911,6 +915,73 @@ async fn pagination_transient_errors_and_429s_under_a_small_bucket_are_handled()
     assert!(fake.state.servers().is_empty());
     let counts = fake.state.counts();
     assert!(counts.transient > 0, "the fake did inject 503s: {counts:?}");
+}
+
+#[tokio::test]
+async fn a_429_from_an_empty_bucket_is_waited_out_and_the_rest_is_paced() {
+    // The project spent its whole hour before we came: the first answer is a 429.
+    let (fake, api) = fake(FakeConfig {
+        rate_limit: Some(RateBucket {
+            limit: 60,
+            refill_every: Duration::from_millis(20),
+            initial: Some(0),
+        }),
+        ..FakeConfig::default()
+    })
+    .await;
+    let expires = now() + 3600;
+    for i in 0..20 {
+        fake.state.plant_server(
+            &format!("vf-broke-node-{i:02}"),
+            ours("broke", "node", expires),
+        );
+    }
+    let deleted = provision::teardown(&api, "broke").await.unwrap();
+    assert_eq!(deleted.servers.len(), 20);
+    assert!(fake.state.servers().is_empty());
+    let limited = fake.state.counts().rate_limited;
+    assert!(limited >= 1, "the empty bucket answered 429");
+    assert_eq!(api.rate_limited(), limited, "the client saw each 429");
+    assert!(
+        limited <= 3,
+        "after the first 429 the headers pace the requests: {limited}"
+    );
+    assert_eq!(fake.state.recorded()[0].status, 429);
+}
+
+#[tokio::test]
+async fn run_keep_leaves_the_fleet_to_its_ttl() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let key = ssh_key_file();
+    let plan = plan(4, key.path(), "");
+    let mut o = opts(&fake);
+    o.keep = true;
+    let fleet = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
+        .await
+        .unwrap();
+    fleet.teardown().await.unwrap();
+    let servers = run_servers(&fake);
+    assert_eq!(servers.len(), 2, "--keep: the hub and its node stay");
+    let hub = servers
+        .iter()
+        .find(|s| s["labels"]["viewerfleet-role"] == "hub")
+        .unwrap();
+    assert!(hub["labels"].get("viewerfleet-heartbeat").is_none());
+    let found = gc::find(
+        &api,
+        &GcOptions {
+            heartbeat_grace: Duration::ZERO,
+            dry_run: true,
+            ..GcOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(found[0]
+        .resources
+        .iter()
+        .all(|r| matches!(&r.verdict, Verdict::Keep(m) if m.contains("within its lifetime"))));
+    provision::teardown(&api, &fleet.run_id).await.unwrap();
 }
 
 #[tokio::test]
