@@ -368,10 +368,13 @@ fn classify(what: &str, status: u16, body: &[u8]) -> CloudError {
         (429, _) | (_, "rate_limit_exceeded") => CloudError::RateLimited {
             what: what.to_string(),
         },
-        (500..=599, _) | (_, "unavailable") | (_, "timeout") => CloudError::Transient {
-            what: what.to_string(),
-            status,
-        },
+        // `locked`: another action runs on the resource; `conflict`: it changed meanwhile.
+        (500..=599, _) | (_, "unavailable") | (_, "timeout") | (_, "locked") | (_, "conflict") => {
+            CloudError::Transient {
+                what: what.to_string(),
+                status,
+            }
+        }
         (401, _) | (_, "unauthorized") => CloudError::Unauthorized,
         _ => CloudError::Api {
             what: what.to_string(),

@@ -288,12 +288,22 @@ impl CloudFleet {
     /// Deletes every resource of the run, once; with `keep`, hands it over and says how to
     /// delete it later.
     pub async fn teardown(&self) -> Result<(), CloudError> {
+        self.end(self.keep).await
+    }
+
+    /// Deletes every resource of the run, `--keep` or not: for a fleet that turned out
+    /// unusable.
+    pub async fn discard(&self) -> Result<(), CloudError> {
+        self.end(false).await
+    }
+
+    async fn end(&self, keep: bool) -> Result<(), CloudError> {
         let mut done = self.done.lock().await;
         if *done {
             return Ok(());
         }
         *done = true;
-        if self.keep {
+        if keep {
             self.hand_over().await?;
             tracing::warn!(
                 "--keep: leaving run {} up until its TTL; delete it with `viewerfleet down {}`",

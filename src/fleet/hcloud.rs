@@ -41,7 +41,8 @@ fn grid_plan(cloud: &CloudFleet) -> anyhow::Result<GridFleetPlan> {
 
 impl HcloudFleet {
     /// The engine's view of a fleet that is already up: the Grid fleet on its hub. If the
-    /// hub does not answer as a Grid, the cloud fleet is torn down before the error returns.
+    /// hub does not answer as a Grid, the cloud fleet is deleted (`--keep` or not) before the
+    /// error returns.
     pub async fn on(cloud: CloudFleet) -> anyhow::Result<Self> {
         let grid = match grid_plan(&cloud) {
             Ok(plan) => GridFleet::start(&plan).await,
@@ -50,7 +51,7 @@ impl HcloudFleet {
         match grid {
             Ok(grid) => Ok(Self { cloud, grid }),
             Err(err) => {
-                if let Err(e) = cloud.teardown().await {
+                if let Err(e) = cloud.discard().await {
                     tracing::error!("{e}");
                 }
                 Err(err.context(format!("the hub of run {} is not usable", cloud.run_id)))

@@ -950,6 +950,27 @@ async fn a_429_from_an_empty_bucket_is_waited_out_and_the_rest_is_paced() {
 }
 
 #[tokio::test]
+async fn a_hub_that_does_not_answer_as_a_grid_gets_the_fleet_deleted_even_with_keep() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let key = ssh_key_file();
+    let plan = plan(4, key.path(), "");
+    let mut o = opts(&fake);
+    o.keep = true;
+    let mut fleet = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
+        .await
+        .unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    fleet.hub_url = format!("http://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    let err = HcloudFleet::on(fleet).await.unwrap_err();
+    assert!(format!("{err:#}").contains("is not usable"), "{err:#}");
+    assert!(
+        run_servers(&fake).is_empty(),
+        "an unusable fleet is not kept"
+    );
+}
+
+#[tokio::test]
 async fn run_keep_leaves_the_fleet_to_its_ttl() {
     let (fake, api) = fake(FakeConfig::default()).await;
     let key = ssh_key_file();
