@@ -427,6 +427,13 @@ async fn down_into_a_closed_pipe_finishes_the_teardown() {
     )
     .await
     .unwrap();
+    // The target is checked before any server is created: a local stand-in for it.
+    let target = viewerfleet_kit::webdriver_stub::Stub::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        Default::default(),
+    )
+    .await
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("id.pub");
     std::fs::write(
@@ -438,7 +445,8 @@ async fn down_into_a_closed_pipe_finishes_the_teardown() {
     std::fs::write(
         &scenario,
         format!(
-            "name: pipe-cloud\ntarget:\n  kind: peertube\n  video: live\n  url: https://peertube.example/w/x\nviewers:\n  count: 8\nduration: 1m\nfleet:\n  kind: hcloud\n  controller_ips: [\"198.51.100.7/32\"]\n  ssh_public_key: {}\n  node_type: cx32\n  viewers_per_node: 4\n",
+            "name: pipe-cloud\ntarget:\n  kind: peertube\n  video: live\n  url: http://{}/w/x\nviewers:\n  count: 8\nduration: 1m\nfleet:\n  kind: hcloud\n  controller_ips: [\"198.51.100.7/32\"]\n  ssh_public_key: {}\n  node_type: cx33\n  viewers_per_node: 4\n",
+            target.addr(),
             key.display()
         ),
     )
