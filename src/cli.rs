@@ -232,6 +232,9 @@ pub struct GcArgs {
     /// Only local leftovers: browsers, drivers, namespaces, qdiscs, profiles.
     #[arg(long)]
     pub local: bool,
+    /// Only cloud runs (Hetzner), e.g. for a scheduled gc from cron or a systemd timer.
+    #[arg(long, conflicts_with = "local")]
+    pub cloud: bool,
     /// Print what would be removed without removing it.
     #[arg(long)]
     pub dry_run: bool,
@@ -239,6 +242,10 @@ pub struct GcArgs {
     /// their TTL.
     #[arg(long)]
     pub older_than: Option<String>,
+    /// Cloud runs: remove those whose controller's heartbeat is older than this (the
+    /// controller died) [default: 10m].
+    #[arg(long)]
+    pub heartbeat_grace: Option<String>,
 }
 
 #[derive(Debug, Args)]

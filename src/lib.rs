@@ -24,14 +24,26 @@ pub mod viewer;
 
 use std::process::ExitCode;
 
-/// Runs one command line. `main` only prints the error this returns.
+/// Runs one command line. `main` only prints the error this returns (with `print_error`).
 pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
+    commands::output::guard_standard_streams();
     init_logging(cli.quiet);
     sys::hostinfo::raise_open_files_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(commands::dispatch(cli.command, cli.quiet))
+}
+
+/// Prints `Error: …` on stderr and returns exit code 2 (see README, "Exit codes"), except
+/// for an error that only says stdout's reader went away (`viewerfleet plan … | head -1`):
+/// that ends quietly with 0, as the rest of the output was not wanted.
+pub fn print_error(err: &anyhow::Error) -> ExitCode {
+    if commands::output::is_closed_pipe_error(err) {
+        return ExitCode::SUCCESS;
+    }
+    commands::output::err(format_args!("Error: {err:#}\n"));
+    ExitCode::from(2)
 }
 
 fn init_logging(quiet: bool) {

@@ -6,9 +6,6 @@ fn main() -> ExitCode {
     let cli = viewerfleet::cli::Cli::parse();
     match viewerfleet::run(cli) {
         Ok(code) => code,
-        Err(err) => {
-            eprintln!("Error: {err:#}");
-            ExitCode::from(2)
-        }
+        Err(err) => viewerfleet::print_error(&err),
     }
 }

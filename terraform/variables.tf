@@ -20,15 +20,15 @@ variable "image" {
 }
 
 variable "hub_type" {
-  description = "Server type of the Selenium hub."
+  description = "Server type of the Selenium hub (one Hetzner sells in the location: `viewerfleet plan` names the cheapest)."
   type        = string
-  default     = "cx32"
+  default     = "cx33"
 }
 
 variable "node_type" {
   description = "Server type of the viewer nodes (see `viewerfleet plan` for the cheapest fit)."
   type        = string
-  default     = "cx32"
+  default     = "cx33"
 }
 
 variable "node_count" {

@@ -7,7 +7,7 @@
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use viewerfleet_kit::fake_hcloud::{FakeConfig, FakeHcloud, HUB_URL_ENV};
+use viewerfleet_kit::fake_hcloud::{FakeConfig, FakeHcloud, RateBucket, HUB_URL_ENV};
 use viewerfleet_kit::webdriver_stub;
 
 #[derive(Debug, Parser)]
@@ -37,9 +37,21 @@ struct FakeHcloudArgs {
     /// Servers the fake project may hold before `resource_limit_exceeded`.
     #[arg(long, default_value_t = 1000)]
     server_limit: usize,
-    /// Requests per second before 429 (0: unlimited).
-    #[arg(long, default_value_t = 0)]
+    /// The project's request budget, refilled one request per --refill-every (Hetzner:
+    /// 3600, one per second); 0: unlimited.
+    #[arg(long, default_value_t = 3600)]
     rate_limit: u32,
+    /// Time to refill one request of the budget.
+    #[arg(long, default_value = "1s")]
+    refill_every: String,
+    /// How long an action (create, delete, set rules) runs.
+    #[arg(long, default_value = "2s")]
+    action_time: String,
+    /// Hand the simulated hub's sessions to a built-in WebDriver stub, so `viewerfleet run`
+    /// with `fleet: hcloud` runs end to end without browsers (a target page and exporter:
+    /// `viewerfleet-kit stub-webdriver`).
+    #[arg(long)]
+    with_webdriver_stub: bool,
     /// Every n-th request fails with 503 (0: never).
     #[arg(long, default_value_t = 0)]
     fail_every: u64,
@@ -93,11 +105,29 @@ async fn fake_hcloud(args: FakeHcloudArgs) -> anyhow::Result<ExitCode> {
             humantime::parse_duration(v).map_err(|e| anyhow::anyhow!("--node-boot `{v}`: {e}"))?,
         ),
     };
+    let duration = |flag: &str, v: &str| {
+        humantime::parse_duration(v).map_err(|e| anyhow::anyhow!("--{flag} `{v}`: {e}"))
+    };
+    let refill_every = duration("refill-every", &args.refill_every)?;
+    if refill_every.is_zero() {
+        anyhow::bail!("--refill-every must be above 0 (use --rate-limit 0 for no limit)");
+    }
     let config = FakeConfig {
         server_limit: args.server_limit,
-        rate_limit: args.rate_limit,
+        rate_limit: (args.rate_limit > 0).then_some(RateBucket {
+            limit: args.rate_limit,
+            refill_every,
+            initial: None,
+        }),
         fail_every: args.fail_every,
+        action_time: duration("action-time", &args.action_time)?,
         node_boot,
+        webdriver: args.with_webdriver_stub.then(|| {
+            webdriver_stub::app(
+                webdriver_stub::StubConfig::default(),
+                std::sync::Arc::new(webdriver_stub::StubCounters::default()),
+            )
+        }),
         ..FakeConfig::default()
     };
     let fake = FakeHcloud::start(config, args.listen).await?;

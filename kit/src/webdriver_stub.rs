@@ -64,6 +64,7 @@ pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
         .route("/session/{id}/{*rest}", post(other).get(other_get))
         .route("/w/{video}", get(page))
         .route("/videos/embed/{video}", get(page))
+        .route("/api/v1/videos/{video}", get(video))
         .route("/metrics", get(metrics))
         .with_state(state)
 }
@@ -227,6 +228,11 @@ async fn current_url(State(s): State<Arc<StubState>>) -> Json<Value> {
 
 async fn page() -> axum::response::Html<&'static str> {
     axum::response::Html("<!doctype html><title>stub viewer page</title><video></video>")
+}
+
+/// PeerTube's description of a video, which the controller checks before a fleet starts.
+async fn video(Path(video): Path<String>) -> Json<Value> {
+    Json(json!({"uuid": video, "name": "stub video", "isLive": false}))
 }
 
 async fn metrics(State(s): State<Arc<StubState>>) -> String {

@@ -1,107 +1,344 @@
-//! Leftovers of crashed runs: every server, firewall and SSH key carrying a `viewerfleet-run`
-//! label whose run has expired (its `viewerfleet-expires` label, set at creation from the
-//! scenario's duration and `fleet.ttl`, is past) or is older than `--older-than`. Resources
-//! without the label, runs still within their lifetime and resources made by terraform/
-//! (`viewerfleet-managed-by=terraform`) are never touched.
+//! Leftovers of crashed runs, decided resource by resource.
+//!
+//! Only what viewerfleet made is considered: a `viewerfleet-run` label, a
+//! `viewerfleet-role` viewerfleet gives, and a numeric `viewerfleet-expires`. Resources
+//! marked `viewerfleet-managed-by` (terraform/ sets it) belong to Terraform and are never
+//! touched, even when they share a run label. Each of ours is deleted when
+//!
+//! - its `viewerfleet-expires` (the run's planned end + `fleet.ttl`) has passed, or
+//! - it was created longer ago than `--older-than`, or
+//! - its run's heartbeat stopped more than the grace ago (10 minutes by default): the
+//!   heartbeat of a run is its hub's `viewerfleet-heartbeat` label (refreshed every minute
+//!   by a live controller, removed when a fleet is handed over to its TTL); a run without
+//!   a hub goes by the newest heartbeat its resources were created with.
+//!
+//! Times are whole seconds; every sum saturates, so no `--older-than` overflows or wraps.
+//! Deletion goes through the same teardown as `down` (servers first, confirmed gone), but
+//! only of the resources decided on.
 
 use super::api::HcloudApi;
-use super::provision::{self, Deleted, LABEL_EXPIRES, LABEL_RUN};
+use super::provision::{
+    self, Deleted, Inventory, Kind, Named, LABEL_EXPIRES, LABEL_HEARTBEAT, LABEL_MANAGED_BY,
+    LABEL_ROLE, LABEL_RUN, ROLES,
+};
 use super::CloudError;
-use std::collections::{BTreeMap, HashMap};
+use serde_json::Value;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Set by terraform/: such resources belong to a Terraform state, not to `gc`.
-pub const MANAGED_BY: &str = "viewerfleet-managed-by";
+/// How long a run's heartbeat may be silent before `gc` deletes the run.
+pub const DEFAULT_HEARTBEAT_GRACE: Duration = Duration::from_secs(10 * 60);
 
-/// A resource's age limit when it carries a run label but no expiry (e.g. made by hand).
-const DEFAULT_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// What `gc` considers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GcOptions {
+    /// Also delete resources created longer ago than this.
+    pub older_than: Option<Duration>,
+    pub heartbeat_grace: Duration,
+    pub dry_run: bool,
+}
+
+impl Default for GcOptions {
+    fn default() -> Self {
+        GcOptions {
+            older_than: None,
+            heartbeat_grace: DEFAULT_HEARTBEAT_GRACE,
+            dry_run: false,
+        }
+    }
+}
+
+/// What `gc` decided about one resource.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// To delete, and why.
+    Delete(String),
+    /// Left alone, and why.
+    Keep(String),
+}
+
+/// One resource carrying a run label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub kind: Kind,
+    pub id: i64,
+    pub name: String,
+    pub verdict: Verdict,
+}
 
 /// One run found in the project.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FoundRun {
     pub run: String,
-    pub servers: usize,
-    pub firewalls: usize,
-    pub ssh_keys: usize,
-    /// Unix time after which it may go.
-    pub expires: i64,
+    pub resources: Vec<Found>,
 }
 
-fn expiry(labels: &HashMap<String, String>, created: &str, older_than: Option<Duration>) -> i64 {
-    let created = chrono::DateTime::parse_from_rfc3339(created)
-        .map(|t| t.timestamp())
-        .unwrap_or(0);
-    let labelled = labels
-        .get(LABEL_EXPIRES)
-        .and_then(|v| v.parse::<i64>().ok())
-        .unwrap_or(created + DEFAULT_LIFETIME.as_secs() as i64);
-    match older_than {
-        Some(age) => labelled.min(created + age.as_secs() as i64),
-        None => labelled,
+impl FoundRun {
+    pub fn to_delete(&self) -> impl Iterator<Item = &Found> {
+        self.resources
+            .iter()
+            .filter(|r| matches!(r.verdict, Verdict::Delete(_)))
+    }
+
+    pub fn kept(&self) -> impl Iterator<Item = &Found> {
+        self.resources
+            .iter()
+            .filter(|r| matches!(r.verdict, Verdict::Keep(_)))
+    }
+
+    /// `2 server(s), 1 firewall(s), 1 SSH key(s)` of those to delete.
+    pub fn summary(&self) -> String {
+        let n = |k: Kind| self.to_delete().filter(|r| r.kind == k).count();
+        format!(
+            "{} server(s), {} firewall(s), {} SSH key(s)",
+            n(Kind::Server),
+            n(Kind::Firewall),
+            n(Kind::SshKey)
+        )
+    }
+
+    fn inventory(&self) -> Inventory {
+        let mut inv = Inventory::default();
+        for r in self.to_delete() {
+            let named = Named {
+                id: r.id,
+                name: r.name.clone(),
+            };
+            match r.kind {
+                Kind::Server => inv.servers.push(named),
+                Kind::Firewall => inv.firewalls.push(named),
+                Kind::SshKey => inv.ssh_keys.push(named),
+            }
+        }
+        inv
     }
 }
 
-/// Lists every run in the project with its resources and expiry (the earliest of them).
-pub async fn find_runs(
-    api: &HcloudApi,
-    older_than: Option<Duration>,
-) -> Result<Vec<FoundRun>, CloudError> {
-    let mut runs: BTreeMap<String, FoundRun> = BTreeMap::new();
-    let mut note = |labels: &HashMap<String, String>, created: &str, kind: usize| {
-        let Some(run) = labels.get(LABEL_RUN) else {
-            return;
-        };
-        if labels.get(MANAGED_BY).is_some_and(|m| m == "terraform") {
-            return; // terraform/ owns it: `terraform destroy` removes it.
-        }
-        let e = expiry(labels, created, older_than);
-        let entry = runs.entry(run.clone()).or_insert(FoundRun {
-            run: run.clone(),
-            servers: 0,
-            firewalls: 0,
-            ssh_keys: 0,
-            expires: e,
-        });
-        entry.expires = entry.expires.min(e);
-        match kind {
-            0 => entry.servers += 1,
-            1 => entry.firewalls += 1,
-            _ => entry.ssh_keys += 1,
-        }
+/// What `gc` did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GcReport {
+    pub runs: Vec<FoundRun>,
+    pub deleted: Deleted,
+    /// Deletions that failed, each with what to run next.
+    pub failures: Vec<String>,
+}
+
+/// `t + d` in Unix seconds, saturating.
+fn plus(t: i64, d: Duration) -> i64 {
+    t.saturating_add(i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+fn label(v: &Value, key: &str) -> Option<String> {
+    v["labels"][key].as_str().map(str::to_string)
+}
+
+fn seconds(v: &Value, key: &str) -> Option<i64> {
+    label(v, key)?.trim().parse().ok()
+}
+
+fn when(t: i64) -> String {
+    chrono::DateTime::from_timestamp(t, 0)
+        .map(|d| d.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| t.to_string())
+}
+
+struct Listed {
+    kind: Kind,
+    json: Value,
+}
+
+/// The run's heartbeat: its hub's label if it has a hub, else the newest of its resources.
+fn run_heartbeat(resources: &[Listed]) -> Option<i64> {
+    let hub = resources
+        .iter()
+        .find(|r| r.kind == Kind::Server && label(&r.json, LABEL_ROLE).as_deref() == Some("hub"));
+    match hub {
+        Some(hub) => seconds(&hub.json, LABEL_HEARTBEAT),
+        None => resources
+            .iter()
+            .filter_map(|r| seconds(&r.json, LABEL_HEARTBEAT))
+            .max(),
+    }
+}
+
+/// The verdict on one resource of a run with heartbeat `heartbeat`, at `now`.
+fn judge(r: &Listed, heartbeat: Option<i64>, opts: &GcOptions, now: i64) -> Verdict {
+    let v = &r.json;
+    if let Some(by) = label(v, LABEL_MANAGED_BY) {
+        return Verdict::Keep(format!(
+            "managed by {by} ({LABEL_MANAGED_BY}): `terraform destroy` removes it"
+        ));
+    }
+    let role = label(v, LABEL_ROLE);
+    let expires = seconds(v, LABEL_EXPIRES);
+    let (Some(_), Some(expires)) = (role.filter(|r| ROLES.contains(&r.as_str())), expires) else {
+        return Verdict::Keep(format!(
+            "lacks viewerfleet's labels ({LABEL_ROLE}, {LABEL_EXPIRES}): not made by viewerfleet"
+        ));
     };
-    for s in provision::list_servers(api, Some(LABEL_RUN)).await? {
-        note(&s.labels, &s.created, 0);
+    if expires <= now {
+        return Verdict::Delete(format!("expired at {}", when(expires)));
     }
-    for f in provision::list_firewalls(api, Some(LABEL_RUN)).await? {
-        note(&f.labels.clone().unwrap_or_default(), &f.created, 1);
+    let created = v["created"]
+        .as_str()
+        .and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok())
+        .map(|c| c.timestamp());
+    if let (Some(age), Some(created)) = (opts.older_than, created) {
+        if plus(created, age) <= now {
+            return Verdict::Delete(format!(
+                "created {} ago, longer than --older-than",
+                humantime::format_duration(Duration::from_secs(
+                    now.saturating_sub(created).max(0) as u64
+                ))
+            ));
+        }
     }
-    for k in provision::list_ssh_keys(api, Some(LABEL_RUN)).await? {
-        note(&k.labels, &k.created, 2);
+    if let Some(beat) = heartbeat {
+        if plus(beat, opts.heartbeat_grace) <= now {
+            return Verdict::Delete(format!(
+                "its controller's heartbeat stopped at {} (more than {} ago)",
+                when(beat),
+                humantime::format_duration(opts.heartbeat_grace)
+            ));
+        }
+        return Verdict::Keep(format!(
+            "its controller is alive (heartbeat {} s ago)",
+            now.saturating_sub(beat).max(0)
+        ));
     }
-    Ok(runs.into_values().collect())
+    Verdict::Keep(format!("within its lifetime (until {})", when(expires)))
 }
 
-/// Deletes every expired run (or lists them with `dry_run`). Returns the runs and what went.
-pub async fn gc(
-    api: &HcloudApi,
-    older_than: Option<Duration>,
-    dry_run: bool,
-) -> Result<(Vec<FoundRun>, Deleted), CloudError> {
+/// Every run in the project with a verdict on each of its resources.
+pub async fn find(api: &HcloudApi, opts: &GcOptions) -> Result<Vec<FoundRun>, CloudError> {
     let now = chrono::Utc::now().timestamp();
-    let expired: Vec<FoundRun> = find_runs(api, older_than)
-        .await?
+    let mut runs: BTreeMap<String, Vec<Listed>> = BTreeMap::new();
+    for kind in [Kind::Server, Kind::Firewall, Kind::SshKey] {
+        let listed: Vec<Value> = provision::list(api, kind, Some(LABEL_RUN)).await?;
+        for json in listed {
+            if let Some(run) = label(&json, LABEL_RUN) {
+                runs.entry(run).or_default().push(Listed { kind, json });
+            }
+        }
+    }
+    Ok(runs
         .into_iter()
-        .filter(|r| r.expires <= now)
-        .collect();
-    let mut all = Deleted::default();
-    if dry_run {
-        return Ok((expired, all));
+        .map(|(run, listed)| {
+            let heartbeat = run_heartbeat(&listed);
+            let resources = listed
+                .iter()
+                .map(|r| Found {
+                    kind: r.kind,
+                    id: r.json["id"].as_i64().unwrap_or_default(),
+                    name: r.json["name"].as_str().unwrap_or_default().to_string(),
+                    verdict: judge(r, heartbeat, opts, now),
+                })
+                .collect();
+            FoundRun { run, resources }
+        })
+        .collect())
+}
+
+/// Deletes what `find` decided (nothing with `dry_run`).
+pub async fn gc(api: &HcloudApi, opts: &GcOptions) -> Result<GcReport, CloudError> {
+    let runs = find(api, opts).await?;
+    let mut report = GcReport::default();
+    if !opts.dry_run {
+        for run in &runs {
+            let inv = run.inventory();
+            if inv.is_empty() {
+                continue;
+            }
+            match provision::delete_inventory(api, &run.run, inv, 10).await {
+                Ok(d) => report.deleted.extend(d),
+                Err(CloudError::TeardownIncomplete { run, deleted, left }) => {
+                    report.deleted.extend(deleted.clone());
+                    report
+                        .failures
+                        .push(CloudError::TeardownIncomplete { run, deleted, left }.to_string());
+                }
+                Err(e) => report
+                    .failures
+                    .push(format!("run {}: {e}; run `viewerfleet gc` again", run.run)),
+            }
+        }
     }
-    for run in &expired {
-        let d = provision::teardown(api, &run.run).await?;
-        all.servers.extend(d.servers);
-        all.firewalls.extend(d.firewalls);
-        all.ssh_keys.extend(d.ssh_keys);
+    report.runs = runs;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn server(labels: Value, created: i64) -> Listed {
+        Listed {
+            kind: Kind::Server,
+            json: json!({"id": 1, "name": "s", "labels": labels,
+                         "created": chrono::DateTime::from_timestamp(created, 0).unwrap().to_rfc3339()}),
+        }
     }
-    Ok((expired, all))
+
+    #[test]
+    fn a_huge_older_than_neither_overflows_nor_wraps() {
+        let now = 1_800_000_000;
+        let r = server(
+            json!({"viewerfleet-run": "r", "viewerfleet-role": "node", "viewerfleet-expires": (now + 3600).to_string()}),
+            now - 5,
+        );
+        for age in [
+            Duration::MAX,
+            Duration::from_secs(u64::MAX),
+            Duration::from_secs(i64::MAX as u64 + 10),
+        ] {
+            let opts = GcOptions {
+                older_than: Some(age),
+                ..GcOptions::default()
+            };
+            assert!(
+                matches!(judge(&r, None, &opts, now), Verdict::Keep(_)),
+                "{age:?}"
+            );
+        }
+        assert_eq!(plus(i64::MAX - 1, Duration::from_secs(100)), i64::MAX);
+    }
+
+    #[test]
+    fn a_stale_heartbeat_deletes_before_the_ttl_a_fresh_one_keeps() {
+        let now = 1_800_000_000;
+        let labels = json!({"viewerfleet-run": "r", "viewerfleet-role": "node", "viewerfleet-expires": (now + 4 * 3600).to_string()});
+        let r = server(labels, now - 3600);
+        let opts = GcOptions::default();
+        assert!(
+            matches!(judge(&r, Some(now - 11 * 60), &opts, now), Verdict::Delete(m) if m.contains("heartbeat stopped"))
+        );
+        assert!(
+            matches!(judge(&r, Some(now - 60), &opts, now), Verdict::Keep(m) if m.contains("alive"))
+        );
+        assert!(matches!(judge(&r, None, &opts, now), Verdict::Keep(m) if m.contains("lifetime")));
+    }
+
+    #[test]
+    fn the_hubs_heartbeat_speaks_for_the_run() {
+        let node = server(
+            json!({"viewerfleet-role": "node", "viewerfleet-heartbeat": "100"}),
+            0,
+        );
+        let handed_over = server(json!({"viewerfleet-role": "hub"}), 0);
+        assert_eq!(
+            run_heartbeat(&[node, handed_over]),
+            None,
+            "a hub without heartbeat: TTL only"
+        );
+        let node = server(
+            json!({"viewerfleet-role": "node", "viewerfleet-heartbeat": "100"}),
+            0,
+        );
+        let fw = Listed {
+            kind: Kind::Firewall,
+            json: json!({"labels": {"viewerfleet-role": "node-firewall", "viewerfleet-heartbeat": "90"}}),
+        };
+        assert_eq!(run_heartbeat(&[node, fw]), Some(100), "no hub: the newest");
+    }
 }

@@ -1,6 +1,8 @@
 //! Teardown on every exit path. Provisioning runs in its own task; whatever ends it — an
 //! error, a panic, Ctrl-C or SIGTERM — the run's resources are deleted by label before the
 //! caller sees the outcome. Only success leaves them (to the fleet's `shutdown` or `down`).
+//! When the teardown itself cannot finish, its error (naming what is left and what to run)
+//! is what the caller gets.
 
 use super::api::HcloudApi;
 use super::provision;
@@ -54,11 +56,21 @@ where
     };
     tracing::warn!("{error}; deleting every resource of run {run_id}");
     match provision::teardown(api, run_id).await {
-        Ok(deleted) => tracing::info!("deleted {} of run {run_id}", deleted.summary()),
-        Err(e) => tracing::error!(
-            "TEARDOWN FAILED for run {run_id}: {e}. Run `viewerfleet down {run_id}` or delete the servers labelled {}={run_id} in the Hetzner Console",
-            provision::LABEL_RUN
-        ),
+        Ok(deleted) => {
+            tracing::info!("deleted {} of run {run_id}", deleted.summary());
+            Err(error)
+        }
+        // What is still billing matters more than why provisioning stopped (logged above).
+        Err(e @ CloudError::TeardownIncomplete { .. }) => {
+            tracing::error!("TEARDOWN FAILED: {e}");
+            Err(e)
+        }
+        Err(e) => {
+            tracing::error!(
+                "TEARDOWN FAILED for run {run_id}: {e}. Run `viewerfleet down {run_id}` or delete the servers labelled {}={run_id} in the Hetzner Console",
+                provision::LABEL_RUN
+            );
+            Err(error)
+        }
     }
-    Err(error)
 }

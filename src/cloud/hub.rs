@@ -116,12 +116,14 @@ mod tests {
                 name: "n1".into(),
                 ipv4: None,
                 ipv6_net: Some("2001:db8:0:a::/64".into()),
+                labels: Default::default(),
             },
             ServerInfo {
                 id: 2,
                 name: "n2".into(),
                 ipv4: None,
                 ipv6_net: Some("2001:db8:0:b::/64".into()),
+                labels: Default::default(),
             },
         ];
         let status = serde_json::json!({"value": {"nodes": [

@@ -1,15 +1,19 @@
 //! Hetzner Cloud: planning (node counts and cost), fleets of cloud nodes made for one run,
 //! and the guarantee that none of them keeps billing afterwards.
 //!
-//! - `token`, `api`: the API token (never shown) and the `hcloud` crate wrapped with
-//!   retries, pagination and action polling; `HCLOUD_ENDPOINT` points it elsewhere.
-//! - `pricing`, `sizing`: server types and prices from the API; nodes from a per-viewer budget.
+//! - `token`, `api`, `pacer`: the API token (never shown); the API with the `hcloud` crate's
+//!   models, retries, pagination, many actions per poll, and the request budget (3600 per
+//!   hour) paced by the `RateLimit-*` headers; `HCLOUD_ENDPOINT` points it elsewhere.
+//! - `pricing`, `sizing`: what can be ordered in the location (per-location deprecation) and
+//!   at what price; nodes from a per-viewer budget, fitted to the project's server limit.
 //! - `cloudinit`: user data for hub and nodes, built from the files in `grid/`.
-//! - `provision`: labels, SSH key, firewalls, hub, IPv6-only nodes; teardown by run label.
+//! - `provision`: labels, SSH key, firewalls, hub, IPv6-only nodes, idempotent creates;
+//!   teardown by run label (servers first, confirmed gone).
 //! - `hub`: waiting for nodes to register with the Selenium hub.
+//! - `heartbeat`: the dead man's switch a running controller keeps on its hub.
 //! - `up`: a whole fleet made for one run (sized, provisioned, registered) and its teardown;
 //!   `guard`: teardown on every exit path.
-//! - `gc`: leftovers of crashed runs.
+//! - `gc`: leftovers of crashed runs, decided resource by resource.
 //!
 //! The `fleet: kind: hcloud` settings are in `model::scenario::fleet::hcloud`; the `Fleet`
 //! the engine uses is `fleet::hcloud`; the fake API for tests is in the test kit (`kit/`).
@@ -18,7 +22,9 @@ pub mod api;
 pub mod cloudinit;
 pub mod gc;
 pub mod guard;
+pub mod heartbeat;
 pub mod hub;
+pub mod pacer;
 pub mod pricing;
 pub mod provision;
 pub mod sizing;
@@ -36,7 +42,7 @@ pub enum CloudError {
     Unauthorized,
     #[error("Hetzner refused {what}: resource_limit_exceeded ({message}). Ask Hetzner for a higher limit (Console → project → Limits → request an increase), spread the viewers over several projects or locations, or use `fleet: grid` with servers you already have")]
     LimitExceeded { what: String, message: String },
-    #[error("{what}: still rate-limited (429) after retries; lower fleet.parallel_creates or wait a few minutes")]
+    #[error("{what}: still rate-limited (429) after waiting 15 minutes for the project's request budget (3600 per hour); other tools of the project may be using it: wait, then run again")]
     RateLimited { what: String },
     #[error("{what}: the API keeps failing (status {status}) after retries; try again later")]
     Transient { what: String, status: u16 },
@@ -61,6 +67,12 @@ pub enum CloudError {
     Invalid { field: String, message: String },
     #[error("interrupted (Ctrl-C or SIGTERM)")]
     Cancelled,
+    #[error("teardown of run {run} is incomplete: deleted {}; left: {}. Run `viewerfleet down {run}` to try again, or delete what carries the label viewerfleet-run={run} in the Hetzner Console (servers first)", deleted.summary(), left.join("; "))]
+    TeardownIncomplete {
+        run: String,
+        deleted: provision::Deleted,
+        left: Vec<String>,
+    },
     #[error(
         "provisioning stopped on an internal error (a bug: {0}); the run's servers were deleted"
     )]

@@ -1,14 +1,25 @@
 //! Creating and deleting one run's resources: SSH key, firewalls, the hub (IPv4 + IPv6) and
-//! IPv6-only viewer nodes, all labelled with the run. Teardown finds everything by label, so
-//! it also works from another process (`viewerfleet down RUN`) or after a crash.
+//! IPv6-only viewer nodes, all labelled with the run.
+//!
+//! Creates are idempotent: when the answer to a create is lost after Hetzner executed it,
+//! the retry is refused with `409 uniqueness_error` (names are unique per project); the
+//! resource of that name is then looked up and adopted if it carries this run's label.
+//! Deletes too: `404` means gone.
+//!
+//! Teardown finds everything by label, so it also works from another process
+//! (`viewerfleet down RUN`) or after a crash: servers first, until the API confirms they are
+//! gone, then firewalls (which cannot go while applied) and the SSH key; counts are exact
+//! across retry passes, and whatever is left is named with what to run next.
 
-use super::api::{all_pages, HcloudApi};
+use super::api::{q, HcloudApi, Query};
 use super::cloudinit::{self, Role, SlotShaping};
+use super::pacer::Parallelism;
 use super::CloudError;
 use futures::StreamExt;
-use hcloud::apis::{firewalls_api, servers_api, ssh_keys_api};
 use hcloud::models;
-use std::collections::HashMap;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -18,12 +29,25 @@ pub const LABEL_RUN: &str = "viewerfleet-run";
 pub const LABEL_ROLE: &str = "viewerfleet-role";
 pub const LABEL_EXPIRES: &str = "viewerfleet-expires";
 pub const LABEL_SCENARIO: &str = "viewerfleet-scenario";
+/// Unix time of the controller's last sign of life (see `heartbeat`).
+pub const LABEL_HEARTBEAT: &str = "viewerfleet-heartbeat";
+/// Set by terraform/: such resources belong to a Terraform state, not to viewerfleet.
+pub const LABEL_MANAGED_BY: &str = "viewerfleet-managed-by";
+
+/// The roles viewerfleet gives what it creates.
+pub const ROLES: &[&str] = &["hub", "node", "ssh-key", "hub-firewall", "node-firewall"];
 
 /// Ports: the hub's WebDriver endpoint and event bus, the nodes' Grid node port.
 pub const HUB_PORT: u16 = 4444;
 pub const NODE_PORT: u16 = 5555;
 
 const ACTION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long a teardown waits for deleted servers to disappear from the list.
+const GONE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Teardown passes over servers that could not be deleted.
+const PASSES: usize = 3;
 
 /// A run id usable in labels and host names: `<scenario>-<yyyymmddhhmmss>-<4 hex>`.
 pub fn new_run_id(scenario: &str) -> String {
@@ -62,6 +86,12 @@ pub fn check_run_id(run: &str) -> Result<(), CloudError> {
     Ok(())
 }
 
+/// The label selector of what viewerfleet made for `run`: the run's label and a role, and
+/// not managed by Terraform.
+pub fn run_selector(run: &str) -> String {
+    format!("{LABEL_RUN}={run},{LABEL_ROLE},!{LABEL_MANAGED_BY}")
+}
+
 /// What to create.
 #[derive(Debug, Clone)]
 pub struct ProvisionRequest {
@@ -90,15 +120,18 @@ pub struct ServerInfo {
     pub ipv4: Option<String>,
     /// The server's /64 (`2001:db8:…::/64`); the host itself is `…::1`.
     pub ipv6_net: Option<String>,
+    /// The labels it was created with.
+    pub labels: HashMap<String, String>,
 }
 
 impl ServerInfo {
-    fn from_model(s: &models::Server) -> ServerInfo {
+    pub fn from_model(s: &models::Server) -> ServerInfo {
         ServerInfo {
             id: s.id,
             name: s.name.clone(),
             ipv4: s.public_net.ipv4.as_ref().map(|v| v.ip.clone()),
             ipv6_net: s.public_net.ipv6.as_ref().map(|v| v.ip.clone()),
+            labels: s.labels.clone(),
         }
     }
 
@@ -110,7 +143,15 @@ impl ServerInfo {
     }
 }
 
-fn labels(req: &ProvisionRequest, role: &str) -> HashMap<String, String> {
+/// A server just created (or adopted) and the actions still to wait for.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub server: ServerInfo,
+    pub actions: Vec<models::Action>,
+}
+
+/// The labels of everything a run creates; `now` is the creation's heartbeat.
+pub fn labels(req: &ProvisionRequest, role: &str) -> HashMap<String, String> {
     let scenario: String = req
         .scenario
         .chars()
@@ -127,6 +168,10 @@ fn labels(req: &ProvisionRequest, role: &str) -> HashMap<String, String> {
         (LABEL_RUN.to_string(), req.run_id.clone()),
         (LABEL_ROLE.to_string(), role.to_string()),
         (LABEL_EXPIRES.to_string(), req.expires_at.to_string()),
+        (
+            LABEL_HEARTBEAT.to_string(),
+            chrono::Utc::now().timestamp().to_string(),
+        ),
         (
             LABEL_SCENARIO.to_string(),
             scenario
@@ -193,35 +238,122 @@ pub fn node_rules(controller: &[String], hub_nets: &[String]) -> Vec<models::Rul
     ]
 }
 
-/// The SSH key: created with the run's labels, or — when the project already holds the same
-/// key (Hetzner refuses duplicates) — the existing one, which teardown leaves alone.
+/// The three kinds of resources a run holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Server,
+    Firewall,
+    SshKey,
+}
+
+impl Kind {
+    fn path(self) -> &'static str {
+        match self {
+            Kind::Server => "/servers",
+            Kind::Firewall => "/firewalls",
+            Kind::SshKey => "/ssh_keys",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Kind::Server => "servers",
+            Kind::Firewall => "firewalls",
+            Kind::SshKey => "ssh_keys",
+        }
+    }
+
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Server => "server",
+            Kind::Firewall => "firewall",
+            Kind::SshKey => "SSH key",
+        }
+    }
+}
+
+/// Lists one kind of resource, optionally by label selector, across all pages.
+pub async fn list<T: DeserializeOwned>(
+    api: &HcloudApi,
+    kind: Kind,
+    selector: Option<&str>,
+) -> Result<Vec<T>, CloudError> {
+    let filters: Query = selector
+        .map(|s| q("label_selector", s))
+        .into_iter()
+        .collect();
+    api.list(
+        &format!("list {}s", kind.noun()),
+        kind.path(),
+        kind.key(),
+        &filters,
+    )
+    .await
+}
+
+/// The resource named `name`, if it carries `run`'s label: a create whose answer was lost.
+async fn adopt(api: &HcloudApi, kind: Kind, name: &str, run: &str) -> Result<Value, CloudError> {
+    let found: Vec<Value> = api
+        .list(
+            &format!("look up {} {name}", kind.noun()),
+            kind.path(),
+            kind.key(),
+            &[q("name", name)],
+        )
+        .await?;
+    match found.into_iter().next() {
+        Some(v) if v["labels"][LABEL_RUN] == run => {
+            tracing::info!(
+                "{} {name} exists already (an earlier answer was lost): adopted",
+                kind.noun()
+            );
+            Ok(v)
+        }
+        Some(_) => Err(CloudError::Invalid {
+            field: "run".into(),
+            message: format!("the {} name {name} is taken by a resource that is not labelled {LABEL_RUN}={run}; delete or rename it", kind.noun()),
+        }),
+        None => Err(CloudError::Api {
+            what: format!("create {} {name}", kind.noun()),
+            status: 409,
+            code: "uniqueness_error".into(),
+            message: "Hetzner says the name is taken, but lists nothing of that name".into(),
+        }),
+    }
+}
+
+fn typed<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, CloudError> {
+    serde_json::from_value(v).map_err(|e| CloudError::Transport {
+        what: what.into(),
+        message: format!("unexpected answer: {e}"),
+    })
+}
+
+fn is_uniqueness(e: &CloudError) -> bool {
+    matches!(e, CloudError::Api { code, .. } if code == "uniqueness_error")
+}
+
+/// The SSH key: created with the run's labels (adopted if a lost answer left it created),
+/// or — when the project already holds the same key — the existing one, left alone.
 async fn ssh_key(api: &HcloudApi, req: &ProvisionRequest) -> Result<i64, CloudError> {
+    let name = format!("vf-{}", req.run_id);
     let request = models::CreateSshKeyRequest {
         labels: Some(labels(req, "ssh-key")),
-        name: format!("vf-{}", req.run_id),
+        name: name.clone(),
         public_key: req.ssh_public_key.trim().to_string(),
     };
-    let created = api
-        .call("create SSH key", |c| {
-            let r = request.clone();
-            async move {
-                ssh_keys_api::create_ssh_key(
-                    &c,
-                    ssh_keys_api::CreateSshKeyParams {
-                        create_ssh_key_request: r,
-                    },
-                )
-                .await
-            }
-        })
-        .await;
+    let created: Result<models::CreateSshKeyResponse, _> =
+        api.post("create SSH key", "/ssh_keys", &request).await;
     match created {
         Ok(resp) => Ok(resp.ssh_key.id),
-        Err(CloudError::Api { code, .. }) if code == "uniqueness_error" => {
-            let ours: Vec<&str> = req.ssh_public_key.split_whitespace().take(2).collect();
-            let keys = list_ssh_keys(api, None).await?;
+        Err(e) if is_uniqueness(&e) => {
+            if let Ok(ours) = adopt(api, Kind::SshKey, &name, &req.run_id).await {
+                return Ok(ours["id"].as_i64().unwrap_or_default());
+            }
+            let wanted: Vec<&str> = req.ssh_public_key.split_whitespace().take(2).collect();
+            let keys: Vec<models::SshKey> = list(api, Kind::SshKey, None).await?;
             keys.iter()
-                .find(|k| k.public_key.split_whitespace().take(2).collect::<Vec<_>>() == ours)
+                .find(|k| k.public_key.split_whitespace().take(2).collect::<Vec<_>>() == wanted)
                 .map(|k| k.id)
                 .ok_or_else(|| CloudError::Invalid {
                     field: "ssh_public_key".into(),
@@ -232,148 +364,201 @@ async fn ssh_key(api: &HcloudApi, req: &ProvisionRequest) -> Result<i64, CloudEr
     }
 }
 
+/// Creates (or adopts) the firewall `vf-<run>-<name>`; returns its id and actions.
 async fn create_firewall(
     api: &HcloudApi,
     req: &ProvisionRequest,
+    name: &str,
     role: &str,
     rules: Vec<models::Rule>,
-) -> Result<i64, CloudError> {
+) -> Result<(i64, Vec<models::Action>), CloudError> {
+    let name = format!("vf-{}-{name}", req.run_id);
     let request = models::CreateFirewallRequest {
         apply_to: None,
-        labels: Some(labels(req, &format!("{role}-firewall"))),
-        name: format!("vf-{}-{role}", req.run_id),
+        labels: Some(labels(req, role)),
+        name: name.clone(),
         rules: Some(rules),
     };
-    let resp = api
-        .call(&format!("create {role} firewall"), |c| {
-            let r = request.clone();
-            async move {
-                firewalls_api::create_firewall(
-                    &c,
-                    firewalls_api::CreateFirewallParams {
-                        create_firewall_request: r,
-                    },
-                )
-                .await
-            }
-        })
-        .await?;
-    for action in resp.actions.iter().flatten() {
-        api.wait_action(action, ACTION_TIMEOUT).await?;
+    let what = format!("create firewall {name}");
+    match api
+        .post::<models::CreateFirewallResponse>(&what, "/firewalls", &request)
+        .await
+    {
+        Ok(resp) => {
+            let id = resp.firewall.map(|f| f.id).ok_or(CloudError::Transport {
+                what,
+                message: "the answer holds no firewall".into(),
+            })?;
+            Ok((id, resp.actions.unwrap_or_default()))
+        }
+        Err(e) if is_uniqueness(&e) => {
+            let found = adopt(api, Kind::Firewall, &name, &req.run_id).await?;
+            Ok((found["id"].as_i64().unwrap_or_default(), Vec::new()))
+        }
+        Err(e) => Err(e),
     }
-    resp.firewall
-        .map(|f| f.id)
-        .ok_or_else(|| CloudError::Transport {
-            what: "create firewall".into(),
-            message: "the answer holds no firewall".into(),
-        })
 }
 
-/// Replaces a firewall's rules and waits until they apply.
+/// Replaces a firewall's rules; returns the actions to wait for.
 pub async fn set_rules(
     api: &HcloudApi,
     id: i64,
     rules: Vec<models::Rule>,
-) -> Result<(), CloudError> {
-    let resp = api
-        .call("set firewall rules", |c| {
-            let rules = rules.clone();
-            async move {
-                firewalls_api::set_rules(
-                    &c,
-                    firewalls_api::SetRulesParams {
-                        id,
-                        set_rules_request: models::SetRulesRequest { rules },
-                    },
-                )
-                .await
-            }
-        })
+) -> Result<Vec<models::Action>, CloudError> {
+    let resp: models::SetRulesResponse = api
+        .post(
+            "set firewall rules",
+            &format!("/firewalls/{id}/actions/set_rules"),
+            &models::SetRulesRequest { rules },
+        )
         .await?;
-    for action in &resp.actions {
-        api.wait_action(action, ACTION_TIMEOUT).await?;
-    }
+    Ok(resp.actions)
+}
+
+/// Replaces a server's labels (one request).
+pub async fn set_labels(
+    api: &HcloudApi,
+    id: i64,
+    labels: &HashMap<String, String>,
+) -> Result<(), CloudError> {
+    let _: Value = api
+        .put(
+            "update server labels",
+            &format!("/servers/{id}"),
+            &json!({ "labels": labels }),
+        )
+        .await?;
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn create_server(
-    api: &HcloudApi,
-    req: &ProvisionRequest,
+/// One server to create.
+struct ServerSpec<'a> {
     name: String,
-    role: &str,
-    server_type: &str,
+    role: &'a str,
+    server_type: &'a str,
     ipv4: bool,
     firewall: i64,
     ssh_key: i64,
     user_data: String,
-) -> Result<ServerInfo, CloudError> {
+}
+
+/// Creates a server, or adopts it when a lost answer left it created.
+async fn create_server(
+    api: &HcloudApi,
+    req: &ProvisionRequest,
+    spec: ServerSpec<'_>,
+) -> Result<Created, CloudError> {
     let request = models::CreateServerRequest {
         automount: None,
-        firewalls: Some(vec![models::CreateServerRequestFirewalls { firewall }]),
+        firewalls: Some(vec![models::CreateServerRequestFirewalls {
+            firewall: spec.firewall,
+        }]),
         image: req.image.clone(),
-        labels: Some(labels(req, role)),
+        labels: Some(labels(req, spec.role)),
         location: Some(req.location.clone()),
-        name: name.clone(),
+        name: spec.name.clone(),
         networks: None,
         placement_group: None,
         public_net: Some(Box::new(models::CreateServerRequestPublicNet {
-            enable_ipv4: Some(ipv4),
+            enable_ipv4: Some(spec.ipv4),
             enable_ipv6: Some(true),
             ipv4: None,
             ipv6: None,
         })),
-        server_type: server_type.to_string(),
-        ssh_keys: Some(vec![ssh_key.to_string()]),
+        server_type: spec.server_type.to_string(),
+        ssh_keys: Some(vec![spec.ssh_key.to_string()]),
         start_after_create: Some(true),
-        user_data: Some(user_data),
+        user_data: Some(spec.user_data),
         volumes: None,
     };
-    let resp = api
-        .call(&format!("create server {name}"), |c| {
-            let r = request.clone();
-            async move {
-                servers_api::create_server(
-                    &c,
-                    servers_api::CreateServerParams {
-                        create_server_request: r,
-                    },
-                )
-                .await
-            }
-        })
-        .await?;
-    api.wait_action(&resp.action, ACTION_TIMEOUT).await?;
-    for action in &resp.next_actions {
-        api.wait_action(action, ACTION_TIMEOUT).await?;
+    let what = format!("create server {}", spec.name);
+    match api
+        .post::<models::CreateServerResponse>(&what, "/servers", &request)
+        .await
+    {
+        Ok(resp) => {
+            let mut actions = vec![*resp.action];
+            actions.extend(resp.next_actions);
+            Ok(Created {
+                server: ServerInfo::from_model(&resp.server),
+                actions,
+            })
+        }
+        Err(e) if is_uniqueness(&e) => {
+            let found = adopt(api, Kind::Server, &spec.name, &req.run_id).await?;
+            let server: models::Server = typed(&what, found)?;
+            Ok(Created {
+                server: ServerInfo::from_model(&server),
+                actions: Vec::new(),
+            })
+        }
+        Err(e) => Err(e),
     }
-    Ok(ServerInfo::from_model(&resp.server))
 }
 
-/// Creates the hub (dual-stack) and waits until it runs.
-pub async fn create_hub(
+/// The hub and the firewalls, created without waiting for their actions.
+#[derive(Debug, Clone)]
+pub struct Base {
+    pub ssh_key: i64,
+    pub hub_firewall: i64,
+    pub node_firewall: i64,
+    pub hub: ServerInfo,
+    /// Actions of the hub and firewalls still to wait for.
+    pub actions: Vec<models::Action>,
+}
+
+/// SSH key, the hub's firewall, the hub (dual-stack) and the nodes' firewall.
+pub async fn create_base(
     api: &HcloudApi,
     req: &ProvisionRequest,
     cancel: &CancellationToken,
-) -> Result<(ServerInfo, i64, i64), CloudError> {
+) -> Result<Base, CloudError> {
     let key = ssh_key(api, req).await?;
     check(cancel)?;
-    let hub_fw = create_firewall(api, req, "hub", hub_rules(&req.controller_ips, &[])).await?;
+    let (hub_fw, mut actions) = create_firewall(
+        api,
+        req,
+        "hub",
+        "hub-firewall",
+        hub_rules(&req.controller_ips, &[]),
+    )
+    .await?;
     check(cancel)?;
-    let data = cloudinit::user_data(&Role::Hub, None)?;
     let hub = create_server(
         api,
         req,
-        format!("vf-{}-hub", req.run_id),
-        "hub",
-        &req.hub_type,
-        true,
-        hub_fw,
-        key,
-        data,
+        ServerSpec {
+            name: format!("vf-{}-hub", req.run_id),
+            role: "hub",
+            server_type: &req.hub_type,
+            ipv4: true,
+            firewall: hub_fw,
+            ssh_key: key,
+            user_data: cloudinit::user_data(&Role::Hub, None)?,
+        },
     )
     .await?;
-    Ok((hub, hub_fw, key))
+    actions.extend(hub.actions);
+    check(cancel)?;
+    let (node_fw, more) = create_firewall(
+        api,
+        req,
+        "nodes",
+        "node-firewall",
+        node_rules(
+            &req.controller_ips,
+            &nets(std::slice::from_ref(&hub.server)),
+        ),
+    )
+    .await?;
+    actions.extend(more);
+    Ok(Base {
+        ssh_key: key,
+        hub_firewall: hub_fw,
+        node_firewall: node_fw,
+        hub: hub.server,
+        actions,
+    })
 }
 
 fn check(cancel: &CancellationToken) -> Result<(), CloudError> {
@@ -384,24 +569,33 @@ fn check(cancel: &CancellationToken) -> Result<(), CloudError> {
     }
 }
 
-/// Creates `count` IPv6-only nodes numbered from `first`, `parallel_creates` at a time.
-/// Stops creating at the first `resource_limit_exceeded` and returns what exists with the
-/// error's message; any other error is returned after in-flight creates finish.
-#[allow(clippy::too_many_arguments)]
+/// Nodes created, and why creation stopped early (`resource_limit_exceeded`'s message).
+#[derive(Debug, Clone, Default)]
+pub struct NodesCreated {
+    pub nodes: Vec<ServerInfo>,
+    pub actions: Vec<models::Action>,
+    pub limit: Option<String>,
+}
+
+/// Creates `count` IPv6-only nodes numbered from `first`, at most `parallel_creates` at a
+/// time and fewer while the request budget is low. Stops creating at the first
+/// `resource_limit_exceeded` and returns what exists with the error's message; any other
+/// error is returned after in-flight creates finish.
 pub async fn create_nodes(
     api: &HcloudApi,
     req: &ProvisionRequest,
-    hub: &ServerInfo,
-    node_fw: i64,
-    ssh_key: i64,
+    base: &Base,
     first: u32,
     count: u32,
     cancel: &CancellationToken,
     progress: &(dyn Fn(u32, u32) + Sync),
-) -> Result<(Vec<ServerInfo>, Option<String>), CloudError> {
+) -> Result<NodesCreated, CloudError> {
     let hub_addr = format!(
         "[{}]",
-        hub.ipv6_host().map(|a| a.to_string()).unwrap_or_default()
+        base.hub
+            .ipv6_host()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
     );
     let role = Role::Node {
         hub_addr,
@@ -409,49 +603,44 @@ pub async fn create_nodes(
         shaping: req.shaping,
     };
     let data = cloudinit::user_data(&role, req.viewer_slots_script.as_deref())?;
+    let par = Parallelism::new(req.parallel_creates.max(1) as usize, api.pacer());
     let stop = AtomicBool::new(false);
     let limit: Mutex<Option<String>> = Mutex::new(None);
     let failure: Mutex<Option<CloudError>> = Mutex::new(None);
     let done = AtomicU32::new(0);
-    let created: Vec<ServerInfo> = futures::stream::iter(first..first + count)
+    let created: Vec<Created> = futures::stream::iter(first..first + count)
         .map(|i| {
-            let (data, stop, limit, failure, done) = (data.clone(), &stop, &limit, &failure, &done);
+            let (data, stop, limit, failure, done, par) =
+                (data.clone(), &stop, &limit, &failure, &done, &par);
             async move {
+                let _slot = par.slot().await;
                 if stop.load(Ordering::SeqCst) || cancel.is_cancelled() {
                     return None;
                 }
-                let name = format!("vf-{}-node-{:03}", req.run_id, i + 1);
-                match create_server(
-                    api,
-                    req,
-                    name,
-                    "node",
-                    &req.node_type,
-                    false,
-                    node_fw,
-                    ssh_key,
-                    data,
-                )
-                .await
-                {
-                    Ok(s) => {
+                let spec = ServerSpec {
+                    name: format!("vf-{}-node-{:03}", req.run_id, i + 1),
+                    role: "node",
+                    server_type: &req.node_type,
+                    ipv4: false,
+                    firewall: base.node_firewall,
+                    ssh_key: base.ssh_key,
+                    user_data: data,
+                };
+                let result = create_server(api, req, spec).await;
+                par.adapt(api.pacer());
+                match result {
+                    Ok(c) => {
                         progress(done.fetch_add(1, Ordering::SeqCst) + 1, count);
-                        Some(s)
+                        Some(c)
                     }
                     Err(CloudError::LimitExceeded { message, .. }) => {
                         stop.store(true, Ordering::SeqCst);
-                        limit
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(message);
+                        lock(limit).get_or_insert(message);
                         None
                     }
                     Err(e) => {
                         stop.store(true, Ordering::SeqCst);
-                        failure
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(e);
+                        lock(failure).get_or_insert(e);
                         None
                     }
                 }
@@ -465,99 +654,30 @@ pub async fn create_nodes(
         return Err(e);
     }
     check(cancel)?;
-    let mut created = created;
-    created.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok((
-        created,
-        limit.into_inner().unwrap_or_else(|e| e.into_inner()),
-    ))
+    let mut out = NodesCreated {
+        limit: limit.into_inner().unwrap_or_else(|e| e.into_inner()),
+        ..Default::default()
+    };
+    for c in created {
+        out.actions.extend(c.actions);
+        out.nodes.push(c.server);
+    }
+    out.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits for actions of creates (or set_rules) to finish.
+pub async fn wait(api: &HcloudApi, actions: &[models::Action]) -> Result<(), CloudError> {
+    api.wait_actions(actions, ACTION_TIMEOUT).await
 }
 
 /// The /64s of `servers`, as firewall sources.
 pub fn nets(servers: &[ServerInfo]) -> Vec<String> {
     servers.iter().filter_map(|s| s.ipv6_net.clone()).collect()
-}
-
-/// Lists servers, optionally by label selector, across all pages.
-pub async fn list_servers(
-    api: &HcloudApi,
-    selector: Option<&str>,
-) -> Result<Vec<models::Server>, CloudError> {
-    all_pages(|page| async move {
-        let resp = api
-            .call("list servers", |c| {
-                let selector = selector.map(str::to_string);
-                async move {
-                    servers_api::list_servers(
-                        &c,
-                        servers_api::ListServersParams {
-                            label_selector: selector,
-                            page: Some(page),
-                            per_page: Some(50),
-                            ..Default::default()
-                        },
-                    )
-                    .await
-                }
-            })
-            .await?;
-        Ok((resp.servers, resp.meta.pagination.next_page))
-    })
-    .await
-}
-
-pub async fn list_firewalls(
-    api: &HcloudApi,
-    selector: Option<&str>,
-) -> Result<Vec<models::Firewall>, CloudError> {
-    all_pages(|page| async move {
-        let resp = api
-            .call("list firewalls", |c| {
-                let selector = selector.map(str::to_string);
-                async move {
-                    firewalls_api::list_firewalls(
-                        &c,
-                        firewalls_api::ListFirewallsParams {
-                            label_selector: selector,
-                            page: Some(page),
-                            per_page: Some(50),
-                            ..Default::default()
-                        },
-                    )
-                    .await
-                }
-            })
-            .await?;
-        Ok((resp.firewalls, resp.meta.pagination.next_page))
-    })
-    .await
-}
-
-pub async fn list_ssh_keys(
-    api: &HcloudApi,
-    selector: Option<&str>,
-) -> Result<Vec<models::SshKey>, CloudError> {
-    all_pages(|page| async move {
-        let resp = api
-            .call("list SSH keys", |c| {
-                let selector = selector.map(str::to_string);
-                async move {
-                    ssh_keys_api::list_ssh_keys(
-                        &c,
-                        ssh_keys_api::ListSshKeysParams {
-                            label_selector: selector,
-                            page: Some(page),
-                            per_page: Some(50),
-                            ..Default::default()
-                        },
-                    )
-                    .await
-                }
-            })
-            .await?;
-        Ok((resp.ssh_keys, resp.meta.pagination.next_page))
-    })
-    .await
 }
 
 /// What a teardown deleted.
@@ -577,128 +697,254 @@ impl Deleted {
             self.ssh_keys.len()
         )
     }
+
+    pub fn extend(&mut self, other: Deleted) {
+        self.servers.extend(other.servers);
+        self.firewalls.extend(other.firewalls);
+        self.ssh_keys.extend(other.ssh_keys);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty() && self.firewalls.is_empty() && self.ssh_keys.is_empty()
+    }
 }
 
-pub async fn delete_server(api: &HcloudApi, id: i64, name: &str) -> Result<(), CloudError> {
-    let resp = api
-        .call(&format!("delete server {name}"), |c| async move {
-            servers_api::delete_server(&c, servers_api::DeleteServerParams { id }).await
-        })
-        .await;
-    match resp {
-        Ok(resp) => {
-            if let Some(action) = resp.action {
-                api.wait_action(&action, ACTION_TIMEOUT).await?;
-            }
-            Ok(())
-        }
-        Err(CloudError::Api { status: 404, .. }) => Ok(()),
+/// A resource by id and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Named {
+    pub id: i64,
+    pub name: String,
+}
+
+/// What one run holds (or what `gc` decided to delete of it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inventory {
+    pub servers: Vec<Named>,
+    pub firewalls: Vec<Named>,
+    pub ssh_keys: Vec<Named>,
+}
+
+impl Inventory {
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty() && self.firewalls.is_empty() && self.ssh_keys.is_empty()
+    }
+}
+
+/// Everything viewerfleet made for `run` (see [`run_selector`]).
+pub async fn inventory(api: &HcloudApi, run: &str) -> Result<Inventory, CloudError> {
+    let selector = run_selector(run);
+    let named = |v: Vec<Value>| -> Vec<Named> {
+        v.iter()
+            .map(|x| Named {
+                id: x["id"].as_i64().unwrap_or_default(),
+                name: x["name"].as_str().unwrap_or_default().to_string(),
+            })
+            .collect()
+    };
+    Ok(Inventory {
+        servers: named(list(api, Kind::Server, Some(&selector)).await?),
+        firewalls: named(list(api, Kind::Firewall, Some(&selector)).await?),
+        ssh_keys: named(list(api, Kind::SshKey, Some(&selector)).await?),
+    })
+}
+
+/// One delete; `Ok(None)` when it was already gone (404), else the action to wait for.
+async fn delete_one(
+    api: &HcloudApi,
+    kind: Kind,
+    r: &Named,
+) -> Result<Option<models::Action>, CloudError> {
+    let what = format!("delete {} {}", kind.noun(), r.name);
+    match api
+        .delete(&what, &format!("{}/{}", kind.path(), r.id))
+        .await
+    {
+        Ok(v) => Ok(serde_json::from_value(v["action"].clone()).ok()),
+        Err(CloudError::Api { status: 404, .. }) => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-pub async fn delete_firewall(api: &HcloudApi, id: i64, name: &str) -> Result<(), CloudError> {
-    // A firewall stays "in use" for a moment after its servers are deleted: retry that.
+/// Which of `servers` the API still lists (deleting ones included), by id → status.
+async fn still_listed(
+    api: &HcloudApi,
+    run: &str,
+    servers: &[Named],
+) -> Result<BTreeMap<i64, String>, CloudError> {
+    let ids: BTreeSet<i64> = servers.iter().map(|s| s.id).collect();
+    let listed: Vec<Value> = list(api, Kind::Server, Some(&run_selector(run))).await?;
+    Ok(listed
+        .into_iter()
+        .filter_map(|s| {
+            let id = s["id"].as_i64()?;
+            ids.contains(&id)
+                .then(|| (id, s["status"].as_str().unwrap_or_default().to_string()))
+        })
+        .collect())
+}
+
+/// Deletes `servers`, waits until the API no longer lists them, and retries those it could
+/// not delete. Returns the ones gone and the errors of those left.
+async fn delete_servers(
+    api: &HcloudApi,
+    run: &str,
+    mut servers: Vec<Named>,
+    parallel: usize,
+) -> (Vec<String>, BTreeMap<Named, String>) {
+    let mut gone = Vec::new();
+    let mut left: BTreeMap<Named, String> = BTreeMap::new();
+    for pass in 1..=PASSES {
+        if servers.is_empty() {
+            break;
+        }
+        let par = Parallelism::new(parallel, api.pacer());
+        let results: Vec<(Named, Result<Option<models::Action>, CloudError>)> =
+            futures::stream::iter(servers.clone())
+                .map(|s| {
+                    let par = &par;
+                    async move {
+                        let _slot = par.slot().await;
+                        let r = delete_one(api, Kind::Server, &s).await;
+                        par.adapt(api.pacer());
+                        (s, r)
+                    }
+                })
+                .buffer_unordered(parallel)
+                .collect()
+                .await;
+        let mut actions = Vec::new();
+        for (s, r) in results {
+            match r {
+                Ok(action) => {
+                    actions.extend(action);
+                    left.remove(&s);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "teardown pass {pass}: could not delete server {}: {e}",
+                        s.name
+                    );
+                    left.insert(s, e.to_string());
+                }
+            }
+        }
+        if let Err(e) = api.wait_actions(&actions, GONE_TIMEOUT).await {
+            tracing::warn!("teardown pass {pass}: {e}");
+        }
+        // Confirm: deleted servers leave the list once their delete action finished.
+        let deadline = tokio::time::Instant::now() + GONE_TIMEOUT;
+        let mut interval = api.poll_interval;
+        let listed = loop {
+            let listed = match still_listed(api, run, &servers).await {
+                Ok(listed) => listed,
+                Err(e) => {
+                    for s in servers {
+                        left.insert(s, format!("its deletion could not be confirmed: {e}"));
+                    }
+                    return (gone, left);
+                }
+            };
+            let deleting = listed.values().filter(|s| *s == "deleting").count();
+            if deleting == 0 || tokio::time::Instant::now() >= deadline {
+                break listed;
+            }
+            tokio::time::sleep(interval).await;
+            interval = (interval * 3 / 2).min(api.max_poll_interval);
+        };
+        let (stay, went): (Vec<Named>, Vec<Named>) = servers
+            .into_iter()
+            .partition(|s| listed.contains_key(&s.id));
+        for s in went {
+            left.remove(&s);
+            gone.push(s.name);
+        }
+        for s in &stay {
+            left.entry(s.clone()).or_insert_with(|| {
+                format!(
+                    "still listed ({}) after its deletion",
+                    listed.get(&s.id).map(String::as_str).unwrap_or("?")
+                )
+            });
+        }
+        servers = stay;
+    }
+    (gone, left)
+}
+
+/// Deletes a firewall, retrying while Hetzner still sees it applied to a server that is
+/// going away.
+async fn delete_firewall(api: &HcloudApi, f: &Named) -> Result<(), CloudError> {
     let mut wait = api.backoff;
-    for attempt in 0..10 {
-        let resp = api
-            .call(&format!("delete firewall {name}"), |c| async move {
-                firewalls_api::delete_firewall(&c, firewalls_api::DeleteFirewallParams { id }).await
-            })
-            .await;
-        match resp {
-            Ok(()) | Err(CloudError::Api { status: 404, .. }) => return Ok(()),
-            Err(CloudError::Api { code, .. }) if code == "resource_in_use" && attempt < 9 => {
+    let mut tries = 0;
+    loop {
+        match delete_one(api, Kind::Firewall, f).await {
+            Ok(_) => return Ok(()),
+            Err(CloudError::Api { code, .. }) if code == "resource_in_use" && tries < 8 => {
+                tries += 1;
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(10));
             }
             Err(e) => return Err(e),
         }
     }
-    Ok(())
 }
 
-pub async fn delete_ssh_key(api: &HcloudApi, id: i64, name: &str) -> Result<(), CloudError> {
-    match api
-        .call(&format!("delete SSH key {name}"), |c| async move {
-            ssh_keys_api::delete_ssh_key(&c, ssh_keys_api::DeleteSshKeyParams { id }).await
-        })
-        .await
-    {
-        Ok(()) | Err(CloudError::Api { status: 404, .. }) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Deletes everything labelled with `selector`: servers first (in parallel), then firewalls
-/// (which cannot go while applied), then SSH keys; then checks no server is left.
-pub async fn delete_labelled(
+/// Deletes what `inv` lists of `run`: servers first (confirmed gone, retried), then — only
+/// when no server is left — firewalls and SSH keys. Counts are exact; anything left is an
+/// error naming each resource and what to run next.
+pub async fn delete_inventory(
     api: &HcloudApi,
-    selector: &str,
-    deleted: &mut Deleted,
-) -> Result<(), CloudError> {
-    let servers = list_servers(api, Some(selector)).await?;
-    let results: Vec<(String, Result<(), CloudError>)> = futures::stream::iter(servers)
-        .map(|s| async move { (s.name.clone(), delete_server(api, s.id, &s.name).await) })
-        .buffer_unordered(10)
-        .collect()
-        .await;
-    let mut first_error = None;
-    for (name, r) in results {
-        match r {
-            Ok(()) => deleted.servers.push(name),
-            Err(e) => {
-                tracing::error!("could not delete server {name}: {e}");
-                first_error.get_or_insert(e);
+    run: &str,
+    inv: Inventory,
+    parallel: usize,
+) -> Result<Deleted, CloudError> {
+    let mut deleted = Deleted::default();
+    let (gone, left_servers) = delete_servers(api, run, inv.servers, parallel.max(1)).await;
+    deleted.servers = gone;
+    let mut left: Vec<String> = left_servers
+        .iter()
+        .map(|(s, e)| format!("server {} (id {}): {e}", s.name, s.id))
+        .collect();
+    if left_servers.is_empty() {
+        for f in &inv.firewalls {
+            match delete_firewall(api, f).await {
+                Ok(()) => deleted.firewalls.push(f.name.clone()),
+                Err(e) => left.push(format!("firewall {} (id {}): {e}", f.name, f.id)),
             }
         }
-    }
-    for f in list_firewalls(api, Some(selector)).await? {
-        match delete_firewall(api, f.id, &f.name).await {
-            Ok(()) => deleted.firewalls.push(f.name),
-            Err(e) => {
-                tracing::error!("could not delete firewall {}: {e}", f.name);
-                first_error.get_or_insert(e);
+        for k in &inv.ssh_keys {
+            match delete_one(api, Kind::SshKey, k).await {
+                Ok(_) => deleted.ssh_keys.push(k.name.clone()),
+                Err(e) => left.push(format!("SSH key {} (id {}): {e}", k.name, k.id)),
             }
         }
-    }
-    for k in list_ssh_keys(api, Some(selector)).await? {
-        match delete_ssh_key(api, k.id, &k.name).await {
-            Ok(()) => deleted.ssh_keys.push(k.name),
-            Err(e) => {
-                tracing::error!("could not delete SSH key {}: {e}", k.name);
-                first_error.get_or_insert(e);
-            }
+    } else {
+        for f in &inv.firewalls {
+            left.push(format!(
+                "firewall {} (id {}): kept while servers of the run remain",
+                f.name, f.id
+            ));
+        }
+        for k in &inv.ssh_keys {
+            left.push(format!(
+                "SSH key {} (id {}): kept while servers of the run remain",
+                k.name, k.id
+            ));
         }
     }
-    if let Some(e) = first_error {
-        return Err(e);
+    if left.is_empty() {
+        Ok(deleted)
+    } else {
+        Err(CloudError::TeardownIncomplete {
+            run: run.to_string(),
+            deleted,
+            left,
+        })
     }
-    let left = list_servers(api, Some(selector)).await?;
-    if !left.is_empty() {
-        return Err(CloudError::Invalid {
-            field: "teardown".into(),
-            message: format!("{} server(s) still listed after deletion; run `viewerfleet down` again or delete them in the Hetzner Console", left.len()),
-        });
-    }
-    Ok(())
 }
 
-/// Deletes every resource of one run, retrying the whole pass once on failure.
+/// Deletes every resource of one run (see [`delete_inventory`]).
 pub async fn teardown(api: &HcloudApi, run_id: &str) -> Result<Deleted, CloudError> {
-    let selector = format!("{LABEL_RUN}={run_id}");
-    let mut deleted = Deleted::default();
-    let mut last = None;
-    for pass in 0..2 {
-        match delete_labelled(api, &selector, &mut deleted).await {
-            Ok(()) => return Ok(deleted),
-            Err(e) => {
-                tracing::warn!("teardown of {run_id} (pass {}): {e}", pass + 1);
-                last = Some(e);
-            }
-        }
-    }
-    Err(last.unwrap_or(CloudError::Timeout {
-        what: "teardown".into(),
-    }))
+    let inv = inventory(api, run_id).await?;
+    delete_inventory(api, run_id, inv, 10).await
 }

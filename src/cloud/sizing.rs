@@ -1,6 +1,8 @@
 //! How many nodes of which type a run needs, and what it costs: viewers per node from the
-//! per-viewer budget (CPU and memory, whichever binds first), the cheapest type for the whole
-//! run unless one is forced, plus the hub; billed per started hour.
+//! per-viewer budget (CPU and memory, whichever binds first); the cheapest fleet of the
+//! types on sale (or listed, or forced), and when that needs more servers than the project
+//! may hold, the cheapest fleet that fits (bigger types); plus the hub; billed per started
+//! hour.
 
 use super::pricing::{Catalogue, Offer};
 use super::CloudError;
@@ -43,6 +45,10 @@ pub struct NodeOption {
     pub nodes_hourly_net: f64,
 }
 
+/// The hub needs at least this (a Grid 4 hub for hundreds of sessions).
+pub const HUB_MIN_CORES: u32 = 4;
+pub const HUB_MIN_MEMORY_GB: f64 = 8.0;
+
 /// The plan for one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FleetPlan {
@@ -50,7 +56,12 @@ pub struct FleetPlan {
     pub chosen: NodeOption,
     /// Other types, cheapest first (for the user to compare).
     pub alternatives: Vec<NodeOption>,
+    /// The cheapest fleet when it needs more servers than `server_limit` and `chosen` (the
+    /// cheapest that fits) was taken instead.
+    pub cheapest_over_limit: Option<NodeOption>,
     pub hub: Offer,
+    /// The hub type was chosen from the catalogue (not set in fleet.hub_type).
+    pub hub_default: bool,
     pub location: String,
     pub currency: String,
     pub vat_rate: String,
@@ -63,50 +74,112 @@ pub struct FleetPlan {
     pub run_gross: f64,
     /// What primary IPv4s on every node would have added per hour.
     pub ipv6_only_saving_hourly: f64,
+    /// The hub's primary IPv4 per hour.
+    pub ipv4_hourly_net: f64,
     pub servers: u32,
     pub server_limit: u32,
+    /// Deprecated types used, listed types skipped, and why.
+    pub notes: Vec<String>,
 }
 
 impl FleetPlan {
+    /// Even the fleet with the fewest servers needs more than the project's limit.
     pub fn over_limit(&self) -> bool {
         self.servers > self.server_limit
     }
+
+    /// What a fleet of `nodes` costs per hour with this hub (net).
+    pub fn hourly_with(&self, nodes: &NodeOption) -> f64 {
+        nodes.nodes_hourly_net + self.hub.hourly_net + self.ipv4_hourly_net
+    }
 }
 
-/// Sizes the fleet for `viewers` over `run` (the scenario's duration).
+fn deprecated_note(field: &str, offer: &Offer) -> Option<String> {
+    offer.unavailable_after.as_ref().map(|date| {
+        format!(
+            "fleet.{field} `{}` is deprecated in this location (orderable until {}); choose a current type soon",
+            offer.name,
+            &date[..date.len().min(10)]
+        )
+    })
+}
+
+/// The cheapest current x86 type big enough for the hub.
+fn default_hub(cat: &Catalogue) -> Result<Offer, CloudError> {
+    cat.offers
+        .iter()
+        .filter(|o| o.default_choice() && o.cores >= HUB_MIN_CORES && o.memory_gb >= HUB_MIN_MEMORY_GB)
+        .min_by(|a, b| a.hourly_net.total_cmp(&b.hourly_net))
+        .cloned()
+        .ok_or_else(|| CloudError::Invalid {
+            field: "hub_type".into(),
+            message: format!(
+                "no current x86 type with at least {HUB_MIN_CORES} cores and {HUB_MIN_MEMORY_GB:.0} GB can be ordered in {}; set fleet.hub_type to one of: {}",
+                cat.location,
+                cat.orderable()
+            ),
+        })
+}
+
+/// The types the nodes may be: forced, listed (those orderable), or every current x86 type.
+fn node_candidates<'a>(
+    spec: &HcloudFleetSpec,
+    cat: &'a Catalogue,
+    notes: &mut Vec<String>,
+) -> Result<Vec<&'a Offer>, CloudError> {
+    if let Some(t) = &spec.node_type {
+        let offer = cat.require("node_type", t)?;
+        notes.extend(deprecated_note("node_type", offer));
+        return Ok(vec![offer]);
+    }
+    let Some(listed) = &spec.node_types else {
+        return Ok(cat.offers.iter().filter(|o| o.default_choice()).collect());
+    };
+    let mut out = Vec::new();
+    for name in listed {
+        match cat.require("node_types", name) {
+            Ok(offer) => {
+                notes.extend(deprecated_note("node_types", offer));
+                out.push(offer);
+            }
+            Err(_) => notes.push(format!(
+                "fleet.node_types: `{name}` skipped: it cannot be ordered in {}",
+                cat.location
+            )),
+        }
+    }
+    if out.is_empty() {
+        return Err(CloudError::Invalid {
+            field: "node_types".into(),
+            message: format!(
+                "none of {} can be ordered in {}; orderable there now: {} (or remove node_types to choose from all of them)",
+                listed.join(", "),
+                cat.location,
+                cat.orderable()
+            ),
+        });
+    }
+    Ok(out)
+}
+
+/// Sizes the fleet for `viewers` over `run` (the scenario's duration): the cheapest fleet,
+/// or — when that needs more servers than `server_limit` — the cheapest that fits.
 pub fn plan(
     spec: &HcloudFleetSpec,
     viewers: u32,
     run: Duration,
     cat: &Catalogue,
 ) -> Result<FleetPlan, CloudError> {
-    let hub = cat
-        .offer(&spec.hub_type)
-        .cloned()
-        .ok_or_else(|| CloudError::Invalid {
-            field: "hub_type".into(),
-            message: format!(
-                "`{}` is not sold in {}; available: {}",
-                spec.hub_type,
-                cat.location,
-                names(cat)
-            ),
-        })?;
-    let candidates: Vec<&Offer> = match &spec.node_type {
-        Some(t) => vec![cat.offer(t).ok_or_else(|| CloudError::Invalid {
-            field: "node_type".into(),
-            message: format!(
-                "`{t}` is not sold in {}; available: {}",
-                cat.location,
-                names(cat)
-            ),
-        })?],
-        None => spec
-            .node_types
-            .iter()
-            .filter_map(|t| cat.offer(t))
-            .collect(),
+    let mut notes = Vec::new();
+    let (hub, hub_default) = match &spec.hub_type {
+        Some(t) => {
+            let offer = cat.require("hub_type", t)?.clone();
+            notes.extend(deprecated_note("hub_type", &offer));
+            (offer, false)
+        }
+        None => (default_hub(cat)?, true),
     };
+    let candidates = node_candidates(spec, cat, &mut notes)?;
     let mut options: Vec<NodeOption> = candidates
         .into_iter()
         .filter_map(|offer| {
@@ -135,7 +208,15 @@ pub fn plan(
             message: "no listed server type holds even one viewer with this budget; choose a larger node_type or lower budget.node_reserve_*".into(),
         });
     }
-    let chosen = options.remove(0);
+    // The hub is one of the project's servers too.
+    let node_limit = spec.server_limit.saturating_sub(1);
+    let (chosen, cheapest_over_limit) = match options.iter().position(|o| o.nodes <= node_limit) {
+        Some(0) | None => (options.remove(0), None),
+        Some(i) => {
+            let fits = options.remove(i);
+            (fits, Some(options[0].clone()))
+        }
+    };
     let hourly_net = chosen.nodes_hourly_net + hub.hourly_net + cat.ipv4_hourly_net;
     let vat = 1.0 + cat.vat_rate.trim().parse::<f64>().unwrap_or(0.0) / 100.0;
     let total = PROVISIONING_ESTIMATE + run + Duration::from_secs(120);
@@ -144,9 +225,12 @@ pub fn plan(
         viewers,
         servers: chosen.nodes + 1,
         ipv6_only_saving_hourly: chosen.nodes as f64 * cat.ipv4_hourly_net,
+        ipv4_hourly_net: cat.ipv4_hourly_net,
         chosen,
         alternatives: options,
+        cheapest_over_limit,
         hub,
+        hub_default,
         location: cat.location.clone(),
         currency: cat.currency.clone(),
         vat_rate: cat.vat_rate.clone(),
@@ -156,15 +240,8 @@ pub fn plan(
         run_net: hourly_net * billed_hours as f64,
         run_gross: hourly_net * vat * billed_hours as f64,
         server_limit: spec.server_limit,
+        notes,
     })
-}
-
-fn names(cat: &Catalogue) -> String {
-    cat.offers
-        .iter()
-        .map(|o| o.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The human-readable plan printed by `viewerfleet plan`.
@@ -197,10 +274,27 @@ pub fn render(
         c.viewers_per_node,
         c.limited_by
     )?;
+    if let Some(cheapest) = &p.cheapest_over_limit {
+        writeln!(
+            out,
+            "  chosen to fit fleet.server_limit ({}): {} servers for {:.4} {cur}/h. The cheapest fleet, {} × {} ({} servers), costs {:.4} {cur}/h but needs a higher limit (Console → project → Limits), then set fleet.server_limit",
+            p.server_limit,
+            p.servers,
+            p.hourly_net,
+            cheapest.nodes,
+            cheapest.offer.name,
+            cheapest.nodes + 1,
+            p.hourly_with(cheapest),
+        )?;
+    }
     writeln!(
         out,
-        "  hub: 1 × {} (IPv4 + IPv6, Selenium Grid 4 hub; only the controller reaches it)",
-        p.hub.name
+        "  hub: 1 × {} ({} {} cores, {:.0} GB{}; IPv4 + IPv6, Selenium Grid 4 hub; only the controller reaches it)",
+        p.hub.name,
+        p.hub.cores,
+        p.hub.cpu_type,
+        p.hub.memory_gb,
+        if p.hub_default { ", the cheapest current type of that size" } else { "" }
     )?;
     writeln!(
         out,
@@ -213,25 +307,55 @@ pub fn render(
         p.ipv6_only_saving_hourly
     )?;
     for alt in p.alternatives.iter().take(3) {
+        let over = if alt.nodes + 1 > p.server_limit {
+            ", above fleet.server_limit"
+        } else {
+            ""
+        };
         writeln!(
             out,
-            "  alternative: {} × {} ({} per node, {}): {:.4} {cur}/h for the nodes",
-            alt.nodes, alt.offer.name, alt.viewers_per_node, alt.limited_by, alt.nodes_hourly_net
+            "  alternative: {} × {} ({} per node, {}): {:.4} {cur}/h for the nodes ({} servers{over})",
+            alt.nodes,
+            alt.offer.name,
+            alt.viewers_per_node,
+            alt.limited_by,
+            alt.nodes_hourly_net,
+            alt.nodes + 1
         )?;
+    }
+    for note in &p.notes {
+        writeln!(out, "  note: {note}")?;
     }
     writeln!(
         out,
-        "  servers: {} (limit set in fleet.server_limit: {})",
-        p.servers, p.server_limit
+        "  servers: {} (fleet.server_limit: {}); Hetzner API: about {} requests for `up` and {} for the teardown, of the project's 3600 per hour",
+        p.servers,
+        p.server_limit,
+        up_requests(p.servers),
+        teardown_requests(p.servers)
     )?;
     if p.over_limit() {
         writeln!(
             out,
-            "  WARNING: {} servers is likely above your project's limit ({}): Hetzner will answer resource_limit_exceeded part-way. Ask for more (Console → project → Limits → request an increase, saying it is a short load test), spread the viewers over several projects or locations, choose a bigger node_type (fewer servers), or use `fleet: grid` with servers you already have. Set fleet.server_limit once the limit is raised.",
-            p.servers, p.server_limit
+            "  WARNING: no fleet fits fleet.server_limit ({}): even the fewest servers are {}. Hetzner will answer resource_limit_exceeded part-way. Ask for more (Console → project → Limits → request an increase, saying it is a short load test), spread the viewers over several projects or locations, lower the per-viewer budget, or use `fleet: grid` with servers you already have. Set fleet.server_limit once the limit is raised.",
+            p.server_limit, p.servers
         )?;
     }
     Ok(())
+}
+
+/// API requests an `up` of `servers` sends against the real API, about: prices and types,
+/// key, firewalls, one create per server, the polls of their actions (two per server, 50 per
+/// request, some 8 rounds while servers boot), the hub's firewall update, and the heartbeat
+/// while nodes register (one a minute).
+pub fn up_requests(servers: u32) -> u32 {
+    servers + 20 + 8 * (2 * servers).div_ceil(50)
+}
+
+/// API requests a teardown of `servers` sends, about: the listings, one delete per server,
+/// the polls of the delete actions, the listings that confirm they are gone, firewalls, key.
+pub fn teardown_requests(servers: u32) -> u32 {
+    servers + 15 + 8 * servers.div_ceil(50)
 }
 
 #[cfg(test)]
@@ -244,6 +368,8 @@ mod tests {
             cores,
             memory_gb: mem,
             cpu_type: "dedicated".into(),
+            architecture: "x86".into(),
+            unavailable_after: None,
             hourly_net: hourly,
             hourly_gross: hourly * 1.19,
             monthly_net: hourly * 730.0,
@@ -260,7 +386,7 @@ mod tests {
         );
         // 2 cores, 4 GB: CPU 6.6 vs memory (4096 − 1536) / 231 = 11.08 → 6, CPU.
         assert_eq!(
-            viewers_per_node(&offer("cx22", 2, 4.0, 0.006), &b, None),
+            viewers_per_node(&offer("cx23", 2, 4.0, 0.006), &b, None),
             (6, "CPU")
         );
         // 720p: a core per viewer.

@@ -38,6 +38,7 @@ impl ApiToken {
             return Err(CloudError::NoToken);
         };
         let path = expand_home(path);
+        warn_if_readable_by_others(&path);
         let text = std::fs::read_to_string(&path).map_err(|err| CloudError::TokenFile {
             path: path.display().to_string(),
             message: err.to_string(),
@@ -47,6 +48,26 @@ impl ApiToken {
             message: "the file is empty; put the token on its first line".into(),
         })
     }
+}
+
+/// A token file other users can read gives them the project: say so (and how to fix it).
+fn warn_if_readable_by_others(path: &Path) {
+    if let Some(message) = readable_by_others(path) {
+        tracing::warn!("{message}");
+    }
+}
+
+/// The warning for a token file with group or world permissions, if it has them.
+pub fn readable_by_others(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "the API token file {} has mode {mode:03o}: other users of this machine can read it and control the Hetzner project; run `chmod 600 {}`",
+            path.display(),
+            path.display()
+        )
+    })
 }
 
 /// `~/x` → `$HOME/x`.
@@ -60,6 +81,21 @@ pub(crate) fn expand_home(path: &str) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_files_readable_by_others_are_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "tok\n").unwrap();
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let warning = readable_by_others(file.path()).unwrap();
+        assert!(
+            warning.contains("mode 644") && warning.contains("chmod 600"),
+            "{warning}"
+        );
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(readable_by_others(file.path()), None);
+    }
 
     #[test]
     fn debug_never_shows_the_token() {

@@ -1,10 +1,12 @@
 //! A Selenium Grid on Hetzner Cloud made for one run: `CloudFleet::up` sizes the fleet,
 //! provisions hub and IPv6-only nodes, waits for them to register (dropping or replacing
-//! stragglers); `teardown` deletes it all. `viewerfleet up` and the `hcloud` fleet both use it.
+//! stragglers) and keeps the run's heartbeat; `teardown` deletes it all, `hand_over` leaves
+//! it to its TTL. `viewerfleet up` and the `hcloud` fleet both use it.
 
 use super::api::HcloudApi;
 use super::cloudinit::SlotShaping;
-use super::provision::{self, ProvisionRequest, ServerInfo};
+use super::heartbeat::Heartbeat;
+use super::provision::{self, Base, Inventory, Named, ProvisionRequest, ServerInfo};
 use super::{guard, hub, pricing, sizing, CloudError};
 use crate::model::scenario::fleet::{FleetPlan, HcloudFleetSpec, OnLimit, OnNodeFailure};
 use crate::model::scenario::Plan;
@@ -37,11 +39,10 @@ pub struct CloudFleet {
     pub viewers_per_node: u32,
     /// Why fewer nodes than planned run, if so.
     pub shortfall: Option<String>,
+    /// API requests the `up` sent (retries included).
+    pub up_requests: u64,
     keep: bool,
-    /// The nodes were given the viewer-slot script.
-    pub tc_slots: bool,
-    /// The scenario has a network profile.
-    pub shaped: bool,
+    heartbeat: tokio::sync::Mutex<Option<Heartbeat>>,
     done: tokio::sync::Mutex<bool>,
 }
 
@@ -84,7 +85,8 @@ fn read_ssh_key(spec: &HcloudFleetSpec) -> Result<String, CloudError> {
     })
 }
 
-/// Checks what `up` needs beyond `plan`: where the controller is, and an SSH key.
+/// Checks what `up` needs beyond `plan`: where the controller is, and an SSH key. Warns
+/// loudly when the scenario opted in to a hub open to the internet.
 pub fn check_up(spec: &HcloudFleetSpec) -> Result<String, CloudError> {
     if spec.controller_ips.is_empty() {
         return Err(CloudError::Invalid {
@@ -92,7 +94,86 @@ pub fn check_up(spec: &HcloudFleetSpec) -> Result<String, CloudError> {
             message: "is empty: list this machine's public address(es) so only it reaches the hub, e.g. [\"203.0.113.7/32\"] (see `curl -4 ifconfig.co`)".into(),
         });
     }
+    let open = spec.open_to_the_internet();
+    if !open.is_empty() {
+        tracing::warn!(
+            "!!! fleet.webdriver_open_to_the_internet: the hub's WebDriver port 4444 and SSH accept {}: ANYONE who finds the hub can start, watch and drive every browser of this run. Use this machine's address instead unless you really mean it !!!",
+            open.join(", ")
+        );
+    }
     read_ssh_key(spec)
+}
+
+/// Reads what can be ordered and sizes the fleet; says what it chose and why.
+pub async fn size(
+    api: &HcloudApi,
+    plan: &Plan,
+    spec: &HcloudFleetSpec,
+) -> Result<sizing::FleetPlan, CloudError> {
+    let catalogue = pricing::fetch(api, &spec.location).await?;
+    let sized = sizing::plan(spec, plan.viewers, plan.duration, &catalogue)?;
+    if let Some(cheapest) = &sized.cheapest_over_limit {
+        tracing::info!(
+            "fleet.server_limit {}: {} × {} ({} servers, {:.4} {cur}/h) instead of the cheapest {} × {} ({} servers, {:.4} {cur}/h)",
+            sized.server_limit,
+            sized.chosen.nodes,
+            sized.chosen.offer.name,
+            sized.servers,
+            sized.hourly_net,
+            cheapest.nodes,
+            cheapest.offer.name,
+            cheapest.nodes + 1,
+            sized.hourly_with(cheapest),
+            cur = sized.currency,
+        );
+    }
+    if sized.over_limit() {
+        tracing::warn!(
+            "{} servers are needed and fleet.server_limit is {}: Hetzner may refuse servers part-way (fleet.on_limit decides what happens then)",
+            sized.servers,
+            sized.server_limit
+        );
+    }
+    for note in &sized.notes {
+        tracing::warn!("{note}");
+    }
+    Ok(sized)
+}
+
+fn request(
+    plan: &Plan,
+    spec: &HcloudFleetSpec,
+    sized: &sizing::FleetPlan,
+    ssh_public_key: String,
+    opts: &UpOptions,
+) -> ProvisionRequest {
+    let lifetime = sizing::PROVISIONING_ESTIMATE + plan.duration + spec.ttl();
+    let shaping = plan
+        .network
+        .map(|n| SlotShaping {
+            down_kbit: n.download_kbps,
+            up_kbit: n.upload_kbps,
+            delay_ms: n.latency_ms,
+        })
+        .unwrap_or_default();
+    ProvisionRequest {
+        run_id: provision::new_run_id(&plan.name),
+        scenario: plan.name.clone(),
+        location: spec.location.clone(),
+        image: spec.image.clone(),
+        hub_type: sized.hub.name.clone(),
+        node_type: sized.chosen.offer.name.clone(),
+        nodes: sized.chosen.nodes,
+        viewers_per_node: sized.chosen.viewers_per_node,
+        expires_at: chrono::Utc::now()
+            .timestamp()
+            .saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX)),
+        ssh_public_key,
+        controller_ips: spec.controller_ips.clone(),
+        shaping,
+        viewer_slots_script: opts.viewer_slots_script.clone(),
+        parallel_creates: spec.parallel_creates,
+    }
 }
 
 impl CloudFleet {
@@ -108,54 +189,34 @@ impl CloudFleet {
         spec.validate(plan.viewers)
             .map_err(|(field, message)| CloudError::Invalid { field, message })?;
         let ssh_public_key = check_up(spec)?;
-        let catalogue = pricing::fetch(api, &spec.location).await?;
-        let sized = sizing::plan(spec, plan.viewers, plan.duration, &catalogue)?;
-        let run_id = provision::new_run_id(&plan.name);
-        let lifetime = sizing::PROVISIONING_ESTIMATE + plan.duration + spec.ttl();
-        let shaping = plan
-            .network
-            .map(|n| SlotShaping {
-                down_kbit: n.download_kbps,
-                up_kbit: n.upload_kbps,
-                delay_ms: n.latency_ms,
-            })
-            .unwrap_or_default();
-        let req = ProvisionRequest {
-            run_id: run_id.clone(),
-            scenario: plan.name.clone(),
-            location: spec.location.clone(),
-            image: spec.image.clone(),
-            hub_type: spec.hub_type.clone(),
-            node_type: sized.chosen.offer.name.clone(),
-            nodes: sized.chosen.nodes,
-            viewers_per_node: sized.chosen.viewers_per_node,
-            expires_at: chrono::Utc::now().timestamp() + lifetime.as_secs() as i64,
-            ssh_public_key,
-            controller_ips: spec.controller_ips.clone(),
-            shaping,
-            viewer_slots_script: opts.viewer_slots_script.clone(),
-            parallel_creates: spec.parallel_creates,
-        };
+        let before = api.requests();
+        let limited_before = api.rate_limited();
+        let sized = size(api, plan, spec).await?;
+        let req = request(plan, spec, &sized, ssh_public_key, &opts);
+        let run_id = req.run_id.clone();
         tracing::info!(
             "run {run_id}: creating 1 hub ({}) and {} × {} IPv6-only nodes in {} ({} viewers per node, ≈{:.2} {}/h)",
-            spec.hub_type, req.nodes, req.node_type, spec.location, req.viewers_per_node, sized.hourly_net, sized.currency
+            req.hub_type, req.nodes, req.node_type, spec.location, req.viewers_per_node, sized.hourly_net, sized.currency
         );
-        let work =
-            provision_and_register(api.clone(), req, spec.clone(), opts.clone(), cancel.clone());
-        let (hub, hub_url, nodes, shortfall) =
-            guard::teardown_unless_ok(api, &run_id, cancel, work).await?;
+        let work = provision(api.clone(), req, spec.clone(), opts.clone(), cancel.clone());
+        let done = guard::teardown_unless_ok(api, &run_id, cancel, work).await?;
+        let up_requests = api.requests() - before;
+        tracing::info!(
+            "run {run_id}: up used {up_requests} Hetzner API requests ({} answered 429) of the project's 3600 per hour",
+            api.rate_limited() - limited_before
+        );
         Ok(CloudFleet {
             api: api.clone(),
             run_id,
-            hub,
-            hub_url,
-            nodes,
+            hub: done.hub,
+            hub_url: done.hub_url,
+            nodes: done.nodes,
             node_type: sized.chosen.offer.name.clone(),
             viewers_per_node: sized.chosen.viewers_per_node,
-            shortfall,
+            shortfall: done.shortfall,
+            up_requests,
             keep: opts.keep,
-            tc_slots: opts.viewer_slots_script.is_some(),
-            shaped: plan.network.is_some(),
+            heartbeat: tokio::sync::Mutex::new(Some(done.heartbeat)),
             done: tokio::sync::Mutex::new(false),
         })
     }
@@ -205,218 +266,244 @@ impl CloudFleet {
             "capacity": self.capacity(),
         })
     }
+
+    /// Heartbeats sent so far.
+    pub async fn heartbeats(&self) -> u64 {
+        self.heartbeat
+            .lock()
+            .await
+            .as_ref()
+            .map_or(0, Heartbeat::beats)
+    }
+
+    /// Leaves the fleet running without a controller: the heartbeat stops and its label is
+    /// removed, so `gc` goes by the run's TTL alone (`viewerfleet up`, `run --keep`).
+    pub async fn hand_over(&self) -> Result<(), CloudError> {
+        if let Some(beat) = self.heartbeat.lock().await.take() {
+            beat.hand_over().await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every resource of the run, once; with `keep`, hands it over and says how to
+    /// delete it later.
+    pub async fn teardown(&self) -> Result<(), CloudError> {
+        self.end(self.keep).await
+    }
+
+    /// Deletes every resource of the run, `--keep` or not: for a fleet that turned out
+    /// unusable.
+    pub async fn discard(&self) -> Result<(), CloudError> {
+        self.end(false).await
+    }
+
+    async fn end(&self, keep: bool) -> Result<(), CloudError> {
+        let mut done = self.done.lock().await;
+        if *done {
+            return Ok(());
+        }
+        *done = true;
+        if keep {
+            self.hand_over().await?;
+            tracing::warn!(
+                "--keep: leaving run {} up until its TTL; delete it with `viewerfleet down {}`",
+                self.run_id,
+                self.run_id
+            );
+            return Ok(());
+        }
+        if let Some(beat) = self.heartbeat.lock().await.take() {
+            beat.stop().await;
+        }
+        let before = self.api.requests();
+        let deleted = provision::teardown(&self.api, &self.run_id).await?;
+        tracing::info!(
+            "run {}: deleted {} ({} API requests)",
+            self.run_id,
+            deleted.summary(),
+            self.api.requests() - before
+        );
+        Ok(())
+    }
 }
 
-type Registered = (ServerInfo, String, Vec<ServerInfo>, Option<String>);
+/// What provisioning hands to the fleet.
+struct Provisioned {
+    hub: ServerInfo,
+    hub_url: String,
+    nodes: Vec<ServerInfo>,
+    shortfall: Option<String>,
+    heartbeat: Heartbeat,
+}
 
-async fn provision_and_register(
+/// The work `guard` runs: base (key, firewalls, hub), nodes, registration.
+async fn provision(
     api: HcloudApi,
     req: ProvisionRequest,
     spec: HcloudFleetSpec,
     opts: UpOptions,
     cancel: CancellationToken,
-) -> Result<Registered, CloudError> {
-    let (hub, hub_fw, key) = provision::create_hub(&api, &req, &cancel).await?;
-    tracing::info!("hub {} is running", hub.name);
-    let node_fw = {
-        let rules = provision::node_rules(
-            &req.controller_ips,
-            &provision::nets(std::slice::from_ref(&hub)),
-        );
-        let request = hcloud::models::CreateFirewallRequest {
-            apply_to: None,
-            labels: None,
-            name: String::new(),
-            rules: Some(rules),
-        };
-        create_node_firewall(&api, &req, request).await?
+) -> Result<Provisioned, CloudError> {
+    let base = provision::create_base(&api, &req, &cancel).await?;
+    let heartbeat = Heartbeat::start(&api, &base.hub, spec.heartbeat_interval());
+    tracing::info!("hub {} created", base.hub.name);
+    let (nodes, limit_note) = create_nodes(&api, &req, &spec, &base, &cancel).await?;
+    let url = hub::hub_url(&base.hub, opts.hub_url.as_deref());
+    let (nodes, missing_note) =
+        register(&api, &req, &spec, &opts, &base, &url, nodes, &cancel).await?;
+    let shortfall = match (limit_note, missing_note) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
     };
+    Ok(Provisioned {
+        hub: base.hub,
+        hub_url: url,
+        nodes,
+        shortfall,
+        heartbeat,
+    })
+}
+
+/// Creates the planned nodes and waits (with the hub's and firewalls' actions) until they
+/// run; applies `on_limit` when Hetzner refuses servers part-way.
+async fn create_nodes(
+    api: &HcloudApi,
+    req: &ProvisionRequest,
+    spec: &HcloudFleetSpec,
+    base: &Base,
+    cancel: &CancellationToken,
+) -> Result<(Vec<ServerInfo>, Option<String>), CloudError> {
     let progress = |done: u32, total: u32| tracing::info!("nodes created: {done}/{total}");
-    let (mut nodes, limit) = provision::create_nodes(
-        &api, &req, &hub, node_fw, key, 0, req.nodes, &cancel, &progress,
-    )
-    .await?;
-    let mut shortfall = None;
-    if let Some(message) = limit {
-        let what = format!("node {} of {}", nodes.len() + 1, req.nodes);
-        match spec.on_limit {
-            OnLimit::Teardown => return Err(CloudError::LimitExceeded { what, message }),
-            OnLimit::RunWithWhatExists if nodes.is_empty() => {
-                return Err(CloudError::LimitExceeded { what, message })
-            }
-            OnLimit::RunWithWhatExists => {
-                let note = format!(
-                    "Hetzner refused {what} (resource_limit_exceeded): running with {} nodes",
-                    nodes.len()
-                );
-                tracing::warn!("{note}");
-                shortfall = Some(note);
-            }
+    let created = provision::create_nodes(api, req, base, 0, req.nodes, cancel, &progress).await?;
+    let mut actions = base.actions.clone();
+    actions.extend(created.actions);
+    provision::wait(api, &actions).await?;
+    let Some(message) = created.limit else {
+        return Ok((created.nodes, None));
+    };
+    let what = format!("node {} of {}", created.nodes.len() + 1, req.nodes);
+    match spec.on_limit {
+        OnLimit::RunWithWhatExists if !created.nodes.is_empty() => {
+            let note = format!(
+                "Hetzner refused {what} (resource_limit_exceeded): running with {} nodes",
+                created.nodes.len()
+            );
+            tracing::warn!("{note}");
+            Ok((created.nodes, Some(note)))
         }
+        _ => Err(CloudError::LimitExceeded { what, message }),
     }
-    provision::set_rules(
-        &api,
-        hub_fw,
-        provision::hub_rules(&req.controller_ips, &provision::nets(&nodes)),
-    )
-    .await?;
-    let url = hub::hub_url(&hub, opts.hub_url.as_deref());
-    let poll = opts.hub_poll.unwrap_or(Duration::from_secs(5));
-    let report = |k: usize, n: usize| tracing::info!("nodes registered with the hub: {k}/{n}");
+}
+
+/// One registration round: opens the hub's firewall to `nodes`, waits for them to register,
+/// returns those that did not.
+#[allow(clippy::too_many_arguments)]
+async fn register_round(
+    api: &HcloudApi,
+    req: &ProvisionRequest,
+    spec: &HcloudFleetSpec,
+    opts: &UpOptions,
+    base: &Base,
+    url: &str,
+    nodes: &[ServerInfo],
+    cancel: &CancellationToken,
+) -> Result<Vec<ServerInfo>, CloudError> {
+    let rules = provision::hub_rules(&req.controller_ips, &provision::nets(nodes));
+    let actions = provision::set_rules(api, base.hub_firewall, rules).await?;
+    provision::wait(api, &actions).await?;
     tracing::info!(
         "waiting up to {} for {} nodes to boot and register",
         humantime::format_duration(spec.register_timeout()),
         nodes.len()
     );
-    let mut up = hub::wait_for_nodes(
-        &url,
-        &nodes,
-        spec.register_timeout(),
-        poll,
-        &cancel,
-        &report,
-    )
-    .await?;
-    let mut missing: Vec<ServerInfo> = nodes
+    let report = |k: usize, n: usize| tracing::info!("nodes registered with the hub: {k}/{n}");
+    let poll = opts.hub_poll.unwrap_or(Duration::from_secs(5));
+    let up =
+        hub::wait_for_nodes(url, nodes, spec.register_timeout(), poll, cancel, &report).await?;
+    Ok(nodes
         .iter()
         .filter(|n| !up.contains(&n.name))
         .cloned()
-        .collect();
+        .collect())
+}
+
+/// Deletes `servers` of the run (nodes that never registered).
+async fn delete_nodes(
+    api: &HcloudApi,
+    run: &str,
+    servers: &[ServerInfo],
+) -> Result<(), CloudError> {
+    let inv = Inventory {
+        servers: servers
+            .iter()
+            .map(|s| Named {
+                id: s.id,
+                name: s.name.clone(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    provision::delete_inventory(api, run, inv, 10)
+        .await
+        .map(|_| ())
+}
+
+/// Waits for the nodes to register; replaces stragglers once (`on_node_failure: replace`),
+/// then drops those still missing. Returns the registered nodes and a note if any went.
+#[allow(clippy::too_many_arguments)]
+async fn register(
+    api: &HcloudApi,
+    req: &ProvisionRequest,
+    spec: &HcloudFleetSpec,
+    opts: &UpOptions,
+    base: &Base,
+    url: &str,
+    mut nodes: Vec<ServerInfo>,
+    cancel: &CancellationToken,
+) -> Result<(Vec<ServerInfo>, Option<String>), CloudError> {
+    let mut missing = register_round(api, req, spec, opts, base, url, &nodes, cancel).await?;
     if !missing.is_empty() && spec.on_node_failure == OnNodeFailure::Replace {
         tracing::warn!(
             "{} node(s) did not register; replacing them once",
             missing.len()
         );
-        for n in &missing {
-            provision::delete_server(&api, n.id, &n.name).await?;
-        }
-        nodes.retain(|n| up.contains(&n.name));
-        let (more, _) = provision::create_nodes(
-            &api,
-            &req,
-            &hub,
-            node_fw,
-            key,
+        delete_nodes(api, &req.run_id, &missing).await?;
+        nodes.retain(|n| !missing.contains(n));
+        let progress =
+            |done: u32, total: u32| tracing::info!("replacements created: {done}/{total}");
+        let more = provision::create_nodes(
+            api,
+            req,
+            base,
             req.nodes,
             missing.len() as u32,
-            &cancel,
+            cancel,
             &progress,
         )
         .await?;
-        nodes.extend(more);
-        provision::set_rules(
-            &api,
-            hub_fw,
-            provision::hub_rules(&req.controller_ips, &provision::nets(&nodes)),
-        )
-        .await?;
-        up = hub::wait_for_nodes(
-            &url,
-            &nodes,
-            spec.register_timeout(),
-            poll,
-            &cancel,
-            &report,
-        )
-        .await?;
-        missing = nodes
-            .iter()
-            .filter(|n| !up.contains(&n.name))
-            .cloned()
-            .collect();
+        provision::wait(api, &more.actions).await?;
+        nodes.extend(more.nodes);
+        missing = register_round(api, req, spec, opts, base, url, &nodes, cancel).await?;
     }
+    let mut note = None;
     if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|n| n.name.as_str()).collect();
         tracing::warn!(
             "dropping {} node(s) that never registered: {}",
             missing.len(),
-            missing
-                .iter()
-                .map(|n| n.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            names.join(", ")
         );
-        for n in &missing {
-            provision::delete_server(&api, n.id, &n.name).await?;
-        }
-        nodes.retain(|n| up.contains(&n.name));
-        let note = format!(
+        delete_nodes(api, &req.run_id, &missing).await?;
+        nodes.retain(|n| !missing.contains(n));
+        note = Some(format!(
             "{} node(s) never registered and were deleted",
             missing.len()
-        );
-        shortfall = Some(match shortfall {
-            Some(s) => format!("{s}; {note}"),
-            None => note,
-        });
+        ));
     }
     if nodes.is_empty() {
         return Err(CloudError::Timeout {
             what: "any viewer node to register with the hub".into(),
         });
     }
-    Ok((hub, url, nodes, shortfall))
-}
-
-async fn create_node_firewall(
-    api: &HcloudApi,
-    req: &ProvisionRequest,
-    mut request: hcloud::models::CreateFirewallRequest,
-) -> Result<i64, CloudError> {
-    request.name = format!("vf-{}-nodes", req.run_id);
-    request.labels = Some(std::collections::HashMap::from([
-        (provision::LABEL_RUN.to_string(), req.run_id.clone()),
-        (
-            provision::LABEL_ROLE.to_string(),
-            "node-firewall".to_string(),
-        ),
-        (
-            provision::LABEL_EXPIRES.to_string(),
-            req.expires_at.to_string(),
-        ),
-    ]));
-    let resp = api
-        .call("create node firewall", |c| {
-            let r = request.clone();
-            async move {
-                hcloud::apis::firewalls_api::create_firewall(
-                    &c,
-                    hcloud::apis::firewalls_api::CreateFirewallParams {
-                        create_firewall_request: r,
-                    },
-                )
-                .await
-            }
-        })
-        .await?;
-    for action in resp.actions.iter().flatten() {
-        api.wait_action(action, Duration::from_secs(600)).await?;
-    }
-    resp.firewall
-        .map(|f| f.id)
-        .ok_or_else(|| CloudError::Transport {
-            what: "create node firewall".into(),
-            message: "the answer holds no firewall".into(),
-        })
-}
-
-impl CloudFleet {
-    /// Deletes every resource of the run, once; with `keep`, leaves them and says how to
-    /// delete them later.
-    pub async fn teardown(&self) -> Result<(), CloudError> {
-        let mut done = self.done.lock().await;
-        if *done {
-            return Ok(());
-        }
-        *done = true;
-        if self.keep {
-            tracing::warn!(
-                "--keep: leaving run {} up; delete it with `viewerfleet down {}`",
-                self.run_id,
-                self.run_id
-            );
-            return Ok(());
-        }
-        let deleted = provision::teardown(&self.api, &self.run_id).await?;
-        tracing::info!("run {}: deleted {}", self.run_id, deleted.summary());
-        Ok(())
-    }
+    Ok((nodes, note))
 }

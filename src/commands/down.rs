@@ -2,14 +2,13 @@
 
 use crate::cli::DownArgs;
 use crate::cloud::api::HcloudApi;
-use crate::cloud::provision;
+use crate::cloud::provision::{self, Deleted};
+use crate::cloud::CloudError;
+use crate::sys::shutdown::Shutdown;
 use std::process::ExitCode;
 
-pub async fn run(args: DownArgs) -> anyhow::Result<ExitCode> {
-    provision::check_run_id(&args.run)?;
-    let api = HcloudApi::from_env(std::env::var("HCLOUD_TOKEN_FILE").ok().as_deref())?;
-    let deleted = provision::teardown(&api, &args.run).await?;
-    println!("run {}: deleted {}", args.run, deleted.summary());
+fn print(run: &str, deleted: &Deleted) {
+    println!("run {run}: deleted {}", deleted.summary());
     for name in deleted
         .servers
         .iter()
@@ -18,5 +17,37 @@ pub async fn run(args: DownArgs) -> anyhow::Result<ExitCode> {
     {
         println!("  {name}");
     }
+}
+
+pub async fn run(args: DownArgs) -> anyhow::Result<ExitCode> {
+    provision::check_run_id(&args.run)?;
+    let api = HcloudApi::from_env(std::env::var("HCLOUD_TOKEN_FILE").ok().as_deref())?;
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let result = tokio::select! {
+        r = provision::teardown(&api, &args.run) => r,
+        _ = shutdown.wait() => {
+            eprintln!(
+                "interrupted: the teardown of run {} stopped part-way; run `viewerfleet down {}` again",
+                args.run, args.run
+            );
+            return Ok(ExitCode::from(shutdown.exit_code()));
+        }
+    };
+    match result {
+        Ok(deleted) if deleted.is_empty() => println!(
+            "run {}: nothing to delete (no resource labelled {}={})",
+            args.run,
+            provision::LABEL_RUN,
+            args.run
+        ),
+        Ok(deleted) => print(&args.run, &deleted),
+        Err(CloudError::TeardownIncomplete { run, deleted, left }) => {
+            print(&run, &deleted);
+            return Err(CloudError::TeardownIncomplete { run, deleted, left }.into());
+        }
+        Err(e) => return Err(e.into()),
+    }
+    println!("({} Hetzner API requests)", api.requests());
     Ok(ExitCode::SUCCESS)
 }

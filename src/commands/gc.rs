@@ -1,14 +1,30 @@
 //! `viewerfleet gc`: removes what earlier crashes left behind: browsers and profiles,
-//! viewer slots, local Grids and their sessions, and (unless `--local`) cloud runs.
+//! viewer slots, local Grids and their sessions (unless `--cloud`), and cloud runs (unless
+//! `--local`).
 
 use crate::cli::GcArgs;
 use crate::cloud::api::HcloudApi;
-use crate::cloud::{gc, CloudError};
+use crate::cloud::gc::{self, GcOptions, Verdict};
+use crate::cloud::CloudError;
+use crate::sys::shutdown::Shutdown;
 use std::process::ExitCode;
+use std::time::Duration;
 
 pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
     if !args.local {
-        gc_hcloud(&args).await?;
+        let cloud = tokio::select! {
+            r = gc_hcloud(&args) => r,
+            _ = shutdown.wait() => {
+                eprintln!("interrupted: cloud leftovers may remain; run `viewerfleet gc` again");
+                return Ok(ExitCode::from(shutdown.exit_code()));
+            }
+        };
+        cloud?;
+        if args.cloud {
+            return Ok(ExitCode::SUCCESS);
+        }
     }
     let mut removed = crate::viewer::gc::collect_leftovers(args.dry_run)?;
     removed.extend(crate::netns::gc::leftover_lines(args.dry_run));
@@ -30,14 +46,24 @@ pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The cloud part: deletes expired runs' servers, firewalls and SSH keys.
-async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<()> {
-    let older_than = match &args.older_than {
-        Some(v) => Some(
+fn duration(flag: &str, value: &Option<String>) -> anyhow::Result<Option<Duration>> {
+    value
+        .as_deref()
+        .map(|v| {
             humantime::parse_duration(v)
-                .map_err(|e| anyhow::anyhow!("--older-than `{v}`: {e}; write e.g. 2h"))?,
-        ),
-        None => None,
+                .map_err(|e| anyhow::anyhow!("{flag} `{v}`: {e}; write e.g. 2h or 30m"))
+        })
+        .transpose()
+}
+
+/// The cloud part: deletes, resource by resource, what expired, outlived `--older-than` or
+/// lost its controller's heartbeat.
+async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<()> {
+    let opts = GcOptions {
+        older_than: duration("--older-than", &args.older_than)?,
+        heartbeat_grace: duration("--heartbeat-grace", &args.heartbeat_grace)?
+            .unwrap_or(gc::DEFAULT_HEARTBEAT_GRACE),
+        dry_run: args.dry_run,
     };
     let api = match HcloudApi::from_env(std::env::var("HCLOUD_TOKEN_FILE").ok().as_deref()) {
         Ok(api) => api,
@@ -47,23 +73,39 @@ async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    let (runs, deleted) = gc::gc(&api, older_than, args.dry_run).await?;
-    for r in &runs {
-        println!(
-            "hcloud: run {} expired ({} servers, {} firewalls, {} SSH keys){}",
-            r.run,
-            r.servers,
-            r.firewalls,
-            r.ssh_keys,
-            if args.dry_run {
-                " — would delete"
-            } else {
-                " — deleted"
-            }
-        );
+    let report = gc::gc(&api, &opts).await?;
+    for run in &report.runs {
+        let doomed: Vec<_> = run.to_delete().collect();
+        if !doomed.is_empty() {
+            println!(
+                "hcloud: run {}: {} {}",
+                run.run,
+                if args.dry_run {
+                    "would delete"
+                } else {
+                    "deleting"
+                },
+                run.summary()
+            );
+        }
+        for r in &run.resources {
+            let (what, why) = match &r.verdict {
+                Verdict::Delete(why) if args.dry_run => ("would delete", why),
+                Verdict::Delete(why) => ("delete", why),
+                Verdict::Keep(why) => ("keep", why),
+            };
+            println!("  {what} {} {}: {why}", r.kind.noun(), r.name);
+        }
     }
     if !args.dry_run {
-        println!("hcloud: deleted {}", deleted.summary());
+        println!(
+            "hcloud: deleted {} ({} API requests)",
+            report.deleted.summary(),
+            api.requests()
+        );
+    }
+    if !report.failures.is_empty() {
+        anyhow::bail!("{}", report.failures.join("\n"));
     }
     Ok(())
 }

@@ -34,7 +34,15 @@ pub async fn run(args: GridArgs) -> anyhow::Result<ExitCode> {
             };
             let st = up(&opts, &cancel).await;
             watch.abort();
-            let st = st?;
+            let st = match st {
+                Ok(st) => st,
+                // 130/143 like `run` and `up`; `up` released what it had made.
+                Err(_) if shutdown.is_triggered() => {
+                    eprintln!("interrupted: everything the local Grid had started was released");
+                    return Ok(ExitCode::from(shutdown.exit_code()));
+                }
+                Err(err) => return Err(err),
+            };
             println!("hub: {}", st.hub_url);
             for n in &st.nodes {
                 println!(

@@ -62,6 +62,10 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         results.push(step_from_run(&dir, &summary)?);
     }
     if results.is_empty() {
+        if shutdown.is_triggered() {
+            eprintln!("interrupted before a ladder step finished; nothing to report");
+            return Ok(ExitCode::from(shutdown.exit_code()));
+        }
         anyhow::bail!("no ladder step finished; nothing to report");
     }
     let host = crate::sys::hostinfo::host_info();
@@ -90,7 +94,12 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         "capacity report: {}",
         args.out.join("capacity.html").display()
     );
-    Ok(ExitCode::SUCCESS)
+    // Interrupted: the steps that finished are analysed, and the code says it was cut short.
+    Ok(if shutdown.is_triggered() {
+        ExitCode::from(shutdown.exit_code())
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn rerun_line(args: &LadderArgs) -> String {

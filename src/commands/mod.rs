@@ -1,6 +1,30 @@
 //! The top layer: one file per subcommand. Only this layer sees the command-line types
 //! (`crate::cli`); each command turns its arguments into the options of the layer below,
 //! calls it, prints what users read, and returns the exit code (see README, "Exit codes").
+//!
+//! Every command prints through the macros below (they shadow std's in this module and its
+//! children): a reader that closed the pipe (`… | head -1`) ends the output, never the
+//! command (see `output`).
+
+/// `print!` that survives a closed pipe (see `output`).
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::commands::output::out(format_args!($($arg)*)) };
+}
+/// `println!` that survives a closed pipe (see `output`).
+macro_rules! println {
+    () => { $crate::commands::output::out(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::commands::output::out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+/// `eprint!` that survives a closed pipe (see `output`).
+#[allow(unused_macros)]
+macro_rules! eprint {
+    ($($arg:tt)*) => { $crate::commands::output::err(format_args!($($arg)*)) };
+}
+/// `eprintln!` that survives a closed pipe (see `output`).
+macro_rules! eprintln {
+    () => { $crate::commands::output::err(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::commands::output::err(format_args!("{}\n", format_args!($($arg)*))) };
+}
 
 mod calibrate;
 mod compare;
@@ -8,6 +32,7 @@ mod down;
 mod gc;
 mod grid;
 mod ladder;
+pub mod output;
 mod plan;
 mod refsite;
 mod report;

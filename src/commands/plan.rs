@@ -5,6 +5,7 @@ use crate::cloud::api::HcloudApi;
 use crate::cloud::{pricing, sizing, CloudError};
 use crate::model::scenario::fleet::{FleetPlan, HcloudFleetSpec};
 use crate::model::scenario::{self, Overrides, Plan};
+use crate::sys::shutdown::Shutdown;
 use anyhow::Context;
 use std::process::ExitCode;
 
@@ -16,8 +17,17 @@ pub(super) fn hcloud_spec(plan: &Plan) -> Option<HcloudFleetSpec> {
     }
 }
 
-/// Node counts and costs for each scenario.
+/// Node counts and costs for each scenario; exits 130/143 on Ctrl-C/SIGTERM like every command.
 pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    tokio::select! {
+        r = plan_all(args) => r,
+        _ = shutdown.wait() => Ok(ExitCode::from(shutdown.exit_code())),
+    }
+}
+
+async fn plan_all(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let overrides = Overrides {
         viewers: args.viewers,
         ..Default::default()

@@ -5,7 +5,6 @@ use crate::refsite::{
     default_media_dir, default_web_dir, media, parse_duration, start, RefsiteConfig, RefsiteError,
 };
 use anyhow::Context;
-use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -56,11 +55,8 @@ pub async fn run(args: RefsiteArgs) -> anyhow::Result<ExitCode> {
         eprintln!("  {:<4} {}", v.kind.as_str(), v.embed_url);
     }
     eprintln!("  metrics {}", info.metrics_url);
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "READY {}", serde_json::to_string(&info)?)?;
-        out.flush()?;
-    }
+    // Flushed at once; a reader that already left does not stop the site.
+    println!("READY {}", serde_json::to_string(&info)?);
     cancel.cancelled().await;
     eprintln!("refsite: stopping");
     handle.shutdown().await;

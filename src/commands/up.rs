@@ -6,6 +6,7 @@ use crate::cloud::up::{check_up, CloudFleet, UpOptions};
 use crate::cloud::{hub, CloudError};
 use crate::model::scenario::{self, Overrides};
 use crate::sys::shutdown::Shutdown;
+use crate::target::start;
 use anyhow::Context;
 use std::process::ExitCode;
 
@@ -20,7 +21,8 @@ fn viewer_slots_script(args: &UpArgs) -> anyhow::Result<Option<String>> {
     }
 }
 
-/// Provisions the fleet and leaves it running; tears down on any failure.
+/// Checks the target, provisions the fleet and leaves it running (handed over to its TTL);
+/// tears down on any failure.
 pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     let plan = scenario::load(
         &args.scenario,
@@ -53,9 +55,23 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     }
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
+    // A target that does not answer costs no server.
+    tokio::select! {
+        r = start::check_before_fleet(&plan) => r.with_context(|| format!("{}: the target", args.scenario.display()))?,
+        _ = shutdown.wait() => {
+            eprintln!("interrupted before any server was created");
+            return Ok(ExitCode::from(shutdown.exit_code()));
+        }
+    }
     let result = CloudFleet::up(&api, &plan, &spec, opts, &shutdown.token()).await;
     match result {
         Ok(fleet) => {
+            if let Err(e) = fleet.hand_over().await {
+                tracing::error!(
+                    "the hub's heartbeat label could not be removed ({e}): `viewerfleet gc` will take run {} for a crashed one 10 minutes from now; remove the label {} from {} (Console or `hcloud server remove-label`)",
+                    fleet.run_id, crate::cloud::provision::LABEL_HEARTBEAT, fleet.hub.name
+                );
+            }
             let inventory = serde_json::to_string_pretty(&fleet.inventory())?;
             match &args.inventory {
                 Some(path) => std::fs::write(path, inventory + "\n")
@@ -63,8 +79,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 None => println!("{inventory}"),
             }
             eprintln!(
-                "run {} is up: hub {} with {} nodes ({} viewers). It bills until you run `viewerfleet down {}`.",
-                fleet.run_id, fleet.hub_url, fleet.nodes.len(), fleet.capacity(), fleet.run_id
+                "run {} is up: hub {} with {} nodes ({} viewers), {} Hetzner API requests. It bills until you run `viewerfleet down {}` (or `viewerfleet gc` once its TTL passed).",
+                fleet.run_id, fleet.hub_url, fleet.nodes.len(), fleet.capacity(), api.requests(), fleet.run_id
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -4,7 +4,8 @@ use crate::cli::ValidateArgs;
 use crate::model::scenario::{self, Overrides};
 use std::process::ExitCode;
 
-/// Checks each file and prints a one-line summary of its plan.
+/// Checks each file and prints a one-line summary of its plan; exit code 2 when any file
+/// is invalid, as `run` and `plan` give for the same file.
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let mut failed = 0;
     for path in &args.scenarios {
@@ -19,6 +20,6 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        ExitCode::from(2)
     })
 }

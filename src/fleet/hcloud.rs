@@ -1,26 +1,62 @@
-//! Fleet `hcloud`: a Selenium Grid on Hetzner Cloud made for the run (`cloud::CloudFleet`),
-//! with viewers handed to its hub; `shutdown` deletes every server.
+//! Fleet `hcloud`: a Selenium Grid on Hetzner Cloud made for the run. Two parts:
+//! `cloud::CloudFleet` provisions it (servers, firewalls, heartbeat) and deletes it;
+//! the `grid` fleet, pointed at the hub, runs the viewers — so session retries, placement
+//! (which node each viewer landed on), the session journal, node loss and re-creation are
+//! the same code as for any Grid. What the measurements can claim (own address per viewer,
+//! P2P shaped) is what the Grid's nodes report, as for any Grid.
 
-use super::{Fleet, OpenOptions, TargetPlacement};
+use super::grid::GridFleet;
+use super::{Fleet, OpenOptions, StartPolicy, TargetPlacement};
 use crate::cloud::up::CloudFleet;
 use crate::model::kinds::FleetKind;
 use crate::model::rawdata::FleetDescription;
+use crate::model::scenario::fleet::GridFleetPlan;
 use crate::model::scenario::{Plan, ViewerPlan};
-use crate::viewer::{SlotShaping, ViewerSlot};
+use crate::viewer::ViewerSlot;
 
 /// The run's cloud fleet, as the engine sees it.
-#[derive(Debug)]
 pub struct HcloudFleet {
     cloud: CloudFleet,
+    grid: GridFleet,
+}
+
+impl std::fmt::Debug for HcloudFleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HcloudFleet")
+            .field("cloud", &self.cloud)
+            .finish()
+    }
 }
 
 /// The viewer-slot set-up that cloud nodes run from their bootstrap (one place for slots).
 const VIEWER_SLOTS_SCRIPT: &str = include_str!("../../grid/viewer-slots.sh");
 
+/// Session requests in flight: one per node (each starts its own browsers), 4 to 32.
+fn grid_plan(cloud: &CloudFleet) -> anyhow::Result<GridFleetPlan> {
+    let mut plan = GridFleetPlan::with_url(&cloud.hub_url)
+        .map_err(|m| anyhow::anyhow!("the hub URL of run {}: {m}", cloud.run_id))?;
+    plan.max_parallel_starts = cloud.nodes.len().clamp(4, 32);
+    Ok(plan)
+}
+
 impl HcloudFleet {
-    /// The engine's view of a fleet that is already up.
-    pub fn new(cloud: CloudFleet) -> Self {
-        Self { cloud }
+    /// The engine's view of a fleet that is already up: the Grid fleet on its hub. If the
+    /// hub does not answer as a Grid, the cloud fleet is deleted (`--keep` or not) before the
+    /// error returns.
+    pub async fn on(cloud: CloudFleet) -> anyhow::Result<Self> {
+        let grid = match grid_plan(&cloud) {
+            Ok(plan) => GridFleet::start(&plan).await,
+            Err(e) => Err(e),
+        };
+        match grid {
+            Ok(grid) => Ok(Self { cloud, grid }),
+            Err(err) => {
+                if let Err(e) = cloud.discard().await {
+                    tracing::error!("{e}");
+                }
+                Err(err.context(format!("the hub of run {} is not usable", cloud.run_id)))
+            }
+        }
     }
 
     /// Provisions the plan's cloud fleet (API and hub override from the environment, see
@@ -33,37 +69,33 @@ impl HcloudFleet {
             &options.cancel,
         )
         .await?;
-        Ok(Self { cloud })
+        Self::on(cloud).await
+    }
+
+    /// The cloud part (run id, nodes, heartbeat).
+    pub fn cloud(&self) -> &CloudFleet {
+        &self.cloud
     }
 }
 
 #[async_trait::async_trait]
 impl Fleet for HcloudFleet {
-    fn description(&self, _plan: &Plan) -> FleetDescription {
-        let mut notes = vec![
-            format!("{} × {} Hetzner Cloud nodes (IPv6-only) behind a Selenium Grid 4 hub, run {}", self.cloud.nodes.len(), self.cloud.node_type, self.cloud.run_id),
-            "the Grid's distributor places each viewer on a node; viewers per node from the per-viewer CPU/memory budget".into(),
-        ];
-        if !self.cloud.tc_slots {
-            notes.push("no viewer-slot script: viewers on one node share its address and are not tc-shaped".into());
-        }
+    fn description(&self, plan: &Plan) -> FleetDescription {
+        let grid = self.grid.description(plan);
+        let mut notes = vec![format!(
+            "{} × {} Hetzner Cloud nodes (IPv6-only) behind a Selenium Grid 4 hub, run {}; viewers per node from the per-viewer CPU/memory budget",
+            self.cloud.nodes.len(),
+            self.cloud.node_type,
+            self.cloud.run_id
+        )];
+        notes.extend(grid.notes);
         if let Some(s) = &self.cloud.shortfall {
             notes.push(s.clone());
         }
         FleetDescription {
             kind: FleetKind::Hcloud,
-            own_address_per_viewer: self.cloud.tc_slots,
-            http_shaped: self.cloud.shaped,
-            p2p_shaped: self.cloud.shaped && self.cloud.tc_slots,
-            shaping: super::throttling(
-                _plan,
-                self.cloud
-                    .tc_slots
-                    .then_some("tc on each viewer slot (viewer-slots.sh)"),
-            )
-            .text,
-            throttling: super::throttling(_plan, None).mode,
             notes,
+            ..grid
         }
     }
 
@@ -90,25 +122,33 @@ impl Fleet for HcloudFleet {
                     .unwrap_or_default()
             );
         }
-        let node = &self.cloud.nodes
-            [(viewer.index / self.cloud.viewers_per_node) as usize % self.cloud.nodes.len()];
-        Ok(ViewerSlot {
-            webdriver_url: self.cloud.hub_url.clone(),
-            chrome_binary: None,
-            extra_args: Vec::new(),
-            node: format!("{} (via hub)", node.name),
-            address: None,
-            // Whether the node's slots shape is known only to the node (its Grid stereotype).
-            shaping: SlotShaping {
-                rates: self.cloud.tc_slots && self.cloud.shaped,
-                latency: false,
-            },
-        })
+        self.grid.open_viewer(viewer).await
     }
 
-    async fn close_viewer(&self, _slot: &ViewerSlot) {}
+    async fn close_viewer(&self, slot: &ViewerSlot) {
+        self.grid.close_viewer(slot).await
+    }
+
+    fn start_policy(&self) -> StartPolicy {
+        self.grid.start_policy()
+    }
+
+    async fn session_placed(&self, slot: &mut ViewerSlot, session_id: &str) {
+        self.grid.session_placed(slot, session_id).await
+    }
+
+    fn session_closed(&self, session_id: &str) {
+        self.grid.session_closed(session_id)
+    }
+
+    fn session_refused(&self) {
+        self.grid.session_refused()
+    }
 
     async fn shutdown(&self) -> anyhow::Result<()> {
-        Ok(self.cloud.teardown().await?)
+        // Sessions first (the Grid's browsers), then the servers, whatever the first says.
+        let sessions = self.grid.shutdown().await;
+        self.cloud.teardown().await?;
+        sessions
     }
 }

@@ -152,12 +152,15 @@ fn parse_value(text: &str) -> Option<f64> {
 }
 
 /// Sums every series of each metric name whose name starts with one of `prefixes`
-/// (PeerTube has no per-viewer label: its dashboards show sums too).
+/// (PeerTube has no per-viewer label: its dashboards show sums too). NaN and infinities
+/// never enter a sum, and a sum saturates at ±`f64::MAX` instead of overflowing: an
+/// infinite sum would be written to raw data as `null`, a line no reader could take back.
 pub fn sums_by_name(samples: &[Sample], prefixes: &[&str]) -> BTreeMap<String, f64> {
     let mut sums = BTreeMap::new();
     for sample in samples {
         if prefixes.iter().any(|p| sample.name.starts_with(p)) && sample.value.is_finite() {
-            *sums.entry(sample.name.clone()).or_insert(0.0) += sample.value;
+            let sum = sums.entry(sample.name.clone()).or_insert(0.0);
+            *sum = (*sum + sample.value).clamp(-f64::MAX, f64::MAX);
         }
     }
     sums
@@ -213,6 +216,14 @@ mod tests {
         // NaN and infinities never enter sums.
         assert_eq!(sums_by_name(&s, &[""]).get("d"), Some(&1500.0));
         assert!(!sums_by_name(&s, &[""]).contains_key("c"));
+    }
+
+    #[test]
+    fn sums_saturate_instead_of_becoming_infinite() {
+        let s = parse(&format!("a {0:e}\na {0:e}\nb -{0:e}\nb -{0:e}\n", f64::MAX)).unwrap();
+        let sums = sums_by_name(&s, &[""]);
+        assert_eq!(sums["a"], f64::MAX);
+        assert_eq!(sums["b"], -f64::MAX);
     }
 
     #[test]

@@ -17,6 +17,8 @@ use crate::model::rawdata::RunEventKind;
 pub const BIN_S: f64 = 1.0;
 
 pub fn build(run: &RunData) -> RunReport {
+    let super::plausibility::Screened { run, warnings } = super::plausibility::screen(run);
+    let (run, implausible) = (run.as_ref(), warnings);
     let m = &run.manifest;
     let plan = &m.plan;
     let sampling_s = if plan.sampling_interval_s > 0.0 {
@@ -79,7 +81,7 @@ pub fn build(run: &RunData) -> RunReport {
         .and_then(|p| reconcile::p2p(run, p.p2p_uploaded_bytes, p.p2p_bytes));
 
     let q = qoe::compute(run, &ply.per_viewer, data_end);
-    let mut warnings = Vec::new();
+    let mut warnings = implausible;
     if let Some(note) = &windows.steady_note {
         warnings.push(format!("Steady window moved: {note}."));
     }
@@ -524,7 +526,7 @@ mod tests {
                 let mut m = Manifest::example();
                 m.ended_at = Some("end".into());
                 m.plan = PlanSummary {
-                    viewers: 2,
+                    viewers: 3,
                     sampling_interval_s: 2.0,
                     measure_at_s: 60.0,
                     steady_window_s: 20.0,

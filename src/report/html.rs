@@ -181,9 +181,9 @@ impl Renderer for HtmlRenderer {
         let mut rows: Vec<_> = r
             .viewers
             .iter()
-            .filter(|v| v.http_bytes + v.p2p_bytes > 0)
+            .filter(|v| v.http_bytes.saturating_add(v.p2p_bytes) > 0)
             .collect();
-        rows.sort_by_key(|v| std::cmp::Reverse(v.http_bytes + v.p2p_bytes));
+        rows.sort_by_key(|v| std::cmp::Reverse(v.http_bytes.saturating_add(v.p2p_bytes)));
         if !rows.is_empty() {
             figure(
                 &mut b,

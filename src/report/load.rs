@@ -52,7 +52,7 @@ impl RunData {
             });
         }
         let manifest_path = dir.join(rawdata::MANIFEST);
-        let text = match std::fs::read_to_string(&manifest_path) {
+        let text = match rawdata::read_manifest_text(&manifest_path) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Err(LoadError::NoManifest {
@@ -121,11 +121,7 @@ fn read<T: for<'de> serde::Deserialize<'de>>(
     name: &str,
     truncated: &mut Vec<String>,
 ) -> Result<Vec<T>, LoadError> {
-    let contents = rawdata::read_jsonl::<T>(&dir.join(name)).map_err(|err| {
-        LoadError::Raw(err.context(format!(
-            "{name} has a damaged line before its end: fix or delete that line and re-run `viewerfleet report`"
-        )))
-    })?;
+    let contents = rawdata::read_jsonl::<T>(&dir.join(name)).map_err(LoadError::Raw)?;
     if contents.truncated_last_line {
         truncated.push(name.to_string());
     }

@@ -16,6 +16,7 @@ mod json;
 mod load;
 mod markdown;
 mod model;
+mod plausibility;
 mod prose;
 mod qoe;
 mod rates;

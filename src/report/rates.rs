@@ -8,6 +8,9 @@
 //! invent bytes: a gap's bytes are spread across the gap, and the gap is reported. Rates over
 //! a window are then the bytes in the window's bins divided by its length.
 
+/// Most bins a series gets: 8 days of 1 s bins (a run lasts at most 7 days).
+pub const MAX_BINS: usize = 8 * 24 * 3600;
+
 /// Bytes per fixed-width time bin, starting at t = 0.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bins {
@@ -16,9 +19,10 @@ pub struct Bins {
 }
 
 impl Bins {
-    /// Bins of `width_s` covering `0..end_s`.
+    /// Bins of `width_s` covering `0..end_s`, at most [`MAX_BINS`] of them (later times
+    /// fold into the last bin): the end comes from the data, which may be damaged.
     pub fn new(width_s: f64, end_s: f64) -> Self {
-        let n = ((end_s.max(0.0) / width_s).ceil() as usize).max(1);
+        let n = ((end_s.max(0.0) / width_s).ceil() as usize).clamp(1, MAX_BINS);
         Self {
             width_s,
             values: vec![0.0; n],

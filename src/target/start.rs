@@ -83,26 +83,52 @@ fn remote_target(plan: &Plan) -> anyhow::Result<PeerTubeTarget> {
     PeerTubeTarget::from_video_url(&url, plan.target.exporter.clone())
 }
 
-/// A remote target must answer before anything costly (a fleet, a browser) starts; refsite
-/// is started later, where the fleet says its viewers reach it.
+/// A remote target must answer before anything costly (a fleet, a browser, a cloud server)
+/// starts: its viewer page, the video itself (PeerTube's API knows it) and the exporter, if
+/// one is configured. Refsite is started later, where the fleet says its viewers reach it.
 pub async fn check_before_fleet(plan: &Plan) -> anyhow::Result<()> {
     match plan.target.kind {
         TargetKind::Refsite => Ok(()),
-        TargetKind::Peertube => check_reachable(&remote_target(plan)?.viewer_url(true)).await,
+        TargetKind::Peertube => {
+            let target = remote_target(plan)?;
+            check_reachable(&target.viewer_url(true)).await?;
+            let api = target.video_api_url();
+            let status = get(&api)
+                .await
+                .with_context(|| format!("the target's API did not answer at {api}"))?;
+            match status {
+                s if s.is_success() => {}
+                reqwest::StatusCode::NOT_FOUND => anyhow::bail!(
+                    "target.url: the target has no such video ({api} answered 404 Not Found); check the video's id in the URL"
+                ),
+                s => anyhow::bail!("the target answered {s} at {api}, where PeerTube describes the video"),
+            }
+            if let Some(exporter) = target.exporter_url() {
+                let status = get(&exporter).await.with_context(|| {
+                    format!("target.exporter did not answer at {exporter}; fix the address or remove target.exporter")
+                })?;
+                if !status.is_success() {
+                    anyhow::bail!("target.exporter answered {status} at {exporter}");
+                }
+            }
+            Ok(())
+        }
     }
 }
 
-async fn check_reachable(url: &str) -> anyhow::Result<()> {
+async fn get(url: &str) -> anyhow::Result<reqwest::StatusCode> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(15))
         .build()?;
-    let resp = client
-        .get(url)
-        .send()
+    Ok(client.get(url).send().await?.status())
+}
+
+async fn check_reachable(url: &str) -> anyhow::Result<()> {
+    let status = get(url)
         .await
         .with_context(|| format!("the target did not answer at {url}"))?;
-    if !resp.status().is_success() {
-        anyhow::bail!("the target answered {} at {url}", resp.status());
+    if !status.is_success() {
+        anyhow::bail!("the target answered {status} at {url}");
     }
     Ok(())
 }

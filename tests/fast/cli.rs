@@ -36,7 +36,7 @@ fn a_bad_scenario_names_file_line_and_field() {
         .args(["validate"])
         .arg(&path)
         .assert()
-        .code(1)
+        .code(2)
         .stderr(
             predicate::str::contains("bad.yaml:").and(predicate::str::contains(
                 "viewers.count: must be at least 1",

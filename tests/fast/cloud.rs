@@ -1,18 +1,23 @@
 //! Hetzner Cloud fleets against the fake API (kit/src/fake_hcloud.rs), in-process: what the
-//! requests carry, teardown on every exit path, gc, pagination and retries, `plan` figures,
-//! cloud-init validity and the Terraform module's declarations.
+//! requests carry, today's server types and deprecations, fitting the server limit, the
+//! hourly request budget, lost answers, teardown on every exit path and its reporting, the
+//! heartbeat, gc, cloud-init validity and the Terraform module's declarations.
 
+use axum::http::Method;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use viewerfleet::cloud::api::HcloudApi;
+use viewerfleet::cloud::gc::{self, GcOptions, Verdict};
 use viewerfleet::cloud::token::ApiToken;
 use viewerfleet::cloud::up::{CloudFleet, UpOptions};
-use viewerfleet::cloud::{cloudinit, gc, guard, pricing, provision, sizing, CloudError};
+use viewerfleet::cloud::{cloudinit, guard, pricing, provision, sizing, CloudError};
+use viewerfleet::fleet::grid::GridFleet;
 use viewerfleet::fleet::hcloud::HcloudFleet;
 use viewerfleet::fleet::Fleet;
+use viewerfleet::model::scenario::fleet::{GridFleetPlan, HcloudFleetSpec};
 use viewerfleet::model::scenario::{self, Overrides, Plan};
-use viewerfleet_kit::fake_hcloud::{FakeConfig, FakeHcloud};
+use viewerfleet_kit::fake_hcloud::{FakeConfig, FakeHcloud, Fault, RateBucket};
 
 const TOKEN: &str = "test-token-5f1d9c0e7a";
 
@@ -26,6 +31,7 @@ async fn fake(config: FakeConfig) -> (FakeHcloud, HcloudApi) {
         .unwrap();
     let mut api = HcloudApi::new(&fake.endpoint(), &ApiToken::new(TOKEN).unwrap());
     api.poll_interval = Duration::from_millis(10);
+    api.max_poll_interval = Duration::from_millis(40);
     api.backoff = Duration::from_millis(20);
     (fake, api)
 }
@@ -43,13 +49,13 @@ fn ssh_key_file() -> tempfile::NamedTempFile {
 /// A scenario with `fleet: kind: hcloud`; `fleet_extra` is appended under `fleet:`.
 fn plan(viewers: u32, key: &std::path::Path, fleet_extra: &str) -> Plan {
     let yaml = format!(
-        "name: cloud-test\ntarget:\n  kind: peertube\n  video: live\n  url: https://peertube.example/w/x\nviewers:\n  count: {viewers}\n  network:\n    download_kbps: 2000\n    upload_kbps: 300\n    latency_ms: 500\nduration: 1m\nfleet:\n  kind: hcloud\n  controller_ips: [\"198.51.100.7/32\"]\n  ssh_public_key: {}\n  node_type: cx32\n  viewers_per_node: 4\n{fleet_extra}",
+        "name: cloud-test\ntarget:\n  kind: peertube\n  video: live\n  url: https://peertube.example/w/x\nviewers:\n  count: {viewers}\n  network:\n    download_kbps: 2000\n    upload_kbps: 300\n    latency_ms: 500\nduration: 1m\nfleet:\n  kind: hcloud\n  controller_ips: [\"198.51.100.7/32\"]\n  ssh_public_key: {}\n  node_type: cx33\n  viewers_per_node: 4\n{fleet_extra}",
         key.display()
     );
     scenario::parse(&yaml, "test.yaml", &Overrides::default()).unwrap()
 }
 
-fn spec(plan: &Plan) -> viewerfleet::model::scenario::fleet::HcloudFleetSpec {
+fn spec(plan: &Plan) -> HcloudFleetSpec {
     match &plan.fleet {
         viewerfleet::model::scenario::fleet::FleetPlan::Hcloud(s) => (**s).clone(),
         _ => unreachable!(),
@@ -73,7 +79,7 @@ fn posts(fake: &FakeHcloud, path: &str) -> Vec<Value> {
     fake.state
         .recorded()
         .into_iter()
-        .filter(|r| r.method == "POST" && r.path == path)
+        .filter(|r| r.method == "POST" && r.path == path && r.status < 300)
         .map(|r| r.body)
         .collect()
 }
@@ -85,6 +91,24 @@ fn rule<'a>(rules: &'a Value, port: &str) -> &'a Value {
         .iter()
         .find(|r| r["port"] == port)
         .unwrap_or_else(|| panic!("no rule for port {port} in {rules}"))
+}
+
+fn names(values: &[Value]) -> Vec<String> {
+    let mut n: Vec<String> = values
+        .iter()
+        .map(|v| v["name"].as_str().unwrap().to_string())
+        .collect();
+    n.sort();
+    n
+}
+
+/// The labels viewerfleet gives a resource of `run` (expiring at `expires`).
+fn ours(run: &str, role: &str, expires: i64) -> Value {
+    json!({"viewerfleet-run": run, "viewerfleet-role": role, "viewerfleet-expires": expires.to_string()})
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
 }
 
 #[tokio::test]
@@ -109,6 +133,10 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
         hub["public_net"],
         json!({"enable_ipv4": true, "enable_ipv6": true})
     );
+    assert_eq!(
+        hub["server_type"], "cx33",
+        "the cheapest current type of 4 cores and 8 GB in fsn1"
+    );
     let hub_v6 = fleet.hub.ipv6_host().unwrap().to_string();
     for node in servers
         .iter()
@@ -126,11 +154,8 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
             .unwrap()
             .parse()
             .unwrap();
-        assert!(
-            expires > chrono::Utc::now().timestamp() + 3600,
-            "expiry covers the run and the TTL"
-        );
-        assert_eq!(node["server_type"], "cx32");
+        assert!(expires > now() + 3600, "expiry covers the run and the TTL");
+        assert_eq!(node["server_type"], "cx33");
         assert_eq!(node["location"], "fsn1");
         assert_eq!(node["image"], "debian-12");
         assert_eq!(node["ssh_keys"].as_array().unwrap().len(), 1);
@@ -208,18 +233,20 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
     nets.sort();
     got.sort();
     assert_eq!(got, nets, "only the nodes reach the event bus");
-    for n in posts(&fake, "/v1/servers")
-        .iter()
-        .filter(|s| s["labels"]["viewerfleet-role"] == "node")
-    {
-        assert_eq!(n["firewalls"].as_array().unwrap().len(), 1);
-    }
 
-    // Slots point at the hub; beyond capacity is an error naming it.
-    let fleet = HcloudFleet::new(fleet);
+    // The engine's view is the Grid fleet on the hub: slots point at it, capacity is kept.
+    let fleet = HcloudFleet::on(fleet).await.unwrap();
     let viewers = plan.viewer_plans();
     let slot = fleet.open_viewer(&viewers[9]).await.unwrap();
     assert_eq!(slot.webdriver_url, fake.hub_url());
+    // No session is requested here: tell the Grid fleet, as the engine does after a refusal,
+    // so its shutdown does not wait for a late session.
+    fleet.session_refused();
+    assert_eq!(
+        fleet.start_policy().session_retries,
+        6,
+        "the Grid fleet's retries"
+    );
     let mut beyond = viewers[9].clone();
     beyond.index = 12;
     assert!(fleet
@@ -230,6 +257,24 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
         .contains("holds 12 viewers"));
     let desc = fleet.description(&plan);
     assert_eq!(desc.kind, viewerfleet::model::kinds::FleetKind::Hcloud);
+    // What the measurements may claim is what the Grid's nodes report, as for any Grid.
+    let grid = GridFleet::start(&GridFleetPlan::with_url(&fake.hub_url()).unwrap())
+        .await
+        .unwrap();
+    let grid_desc = grid.description(&plan);
+    grid.shutdown().await.unwrap();
+    assert_eq!(
+        (
+            desc.own_address_per_viewer,
+            desc.p2p_shaped,
+            desc.http_shaped
+        ),
+        (
+            grid_desc.own_address_per_viewer,
+            grid_desc.p2p_shaped,
+            grid_desc.http_shaped
+        )
+    );
     assert!(
         !format!("{fleet:?} {desc:?}").contains(TOKEN),
         "token never in Debug output"
@@ -324,7 +369,7 @@ async fn resource_limit_exceeded_at_server_k_of_n_tears_down_or_runs_with_what_e
         .as_deref()
         .unwrap()
         .contains("resource_limit_exceeded"));
-    let fleet = HcloudFleet::new(fleet);
+    let fleet = HcloudFleet::on(fleet).await.unwrap();
     assert!(fleet
         .description(&plan2)
         .notes
@@ -378,9 +423,12 @@ async fn cancel_while_waiting_for_nodes_tears_down() {
     let c = cancel.clone();
     let state = fake.state.clone();
     tokio::spawn(async move {
-        // Cancel once both nodes exist (the fleet is then waiting for registration).
+        // Cancel once the hub's firewall names the nodes (the fleet is then waiting for them).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while state.servers_matching("viewerfleet-role=node").len() < 2
+        while !state
+            .recorded()
+            .iter()
+            .any(|r| r.path.ends_with("/actions/set_rules"))
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -394,35 +442,37 @@ async fn cancel_while_waiting_for_nodes_tears_down() {
     assert!(run_servers(&fake).is_empty());
 }
 
+fn request(key: &std::path::Path, run_id: &str) -> provision::ProvisionRequest {
+    provision::ProvisionRequest {
+        run_id: run_id.into(),
+        scenario: "panic-test".into(),
+        location: "fsn1".into(),
+        image: "debian-12".into(),
+        hub_type: "cx33".into(),
+        node_type: "cx33".into(),
+        nodes: 2,
+        viewers_per_node: 4,
+        expires_at: now() + 3600,
+        ssh_public_key: std::fs::read_to_string(key).unwrap(),
+        controller_ips: vec!["198.51.100.7/32".into()],
+        shaping: Default::default(),
+        viewer_slots_script: None,
+        parallel_creates: 2,
+    }
+}
+
 #[tokio::test]
 async fn panic_during_provisioning_tears_down() {
     let (fake, api) = fake(FakeConfig::default()).await;
     let key = ssh_key_file();
-    let p = plan(8, key.path(), "");
-    let req = provision::ProvisionRequest {
-        run_id: provision::new_run_id("panic-test"),
-        scenario: "panic-test".into(),
-        location: "fsn1".into(),
-        image: "debian-12".into(),
-        hub_type: "cx32".into(),
-        node_type: "cx32".into(),
-        nodes: 2,
-        viewers_per_node: 4,
-        expires_at: chrono::Utc::now().timestamp() + 3600,
-        ssh_public_key: std::fs::read_to_string(key.path()).unwrap(),
-        controller_ips: spec(&p).controller_ips,
-        shaping: Default::default(),
-        viewer_slots_script: None,
-        parallel_creates: 2,
-    };
+    let req = request(key.path(), &provision::new_run_id("panic-test"));
     let (api2, req2) = (api.clone(), req.clone());
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
     let result: Result<(), CloudError> =
         guard::teardown_unless_ok(&api, &req.run_id, &cancel, async move {
-            let (hub, _fw, key) = provision::create_hub(&api2, &req2, &c2).await?;
-            let fw = 0;
-            let _ = (hub, fw, key);
+            let base = provision::create_base(&api2, &req2, &c2).await?;
+            let _ = base;
             panic!("injected bug after the hub was created");
         })
         .await;
@@ -439,94 +489,534 @@ async fn panic_during_provisioning_tears_down() {
 }
 
 #[tokio::test]
-async fn gc_removes_planted_orphans_and_nothing_else() {
+async fn creates_whose_answers_were_lost_are_adopted_not_duplicated() {
+    // The first answers to creating the SSH key, a firewall, the hub and a node are lost
+    // after Hetzner executed them: each retry is refused 409 and the resource adopted.
+    let (fake, api) = fake(FakeConfig {
+        faults: vec![
+            Fault::drop_answer(Method::POST, "/v1/ssh_keys", 1),
+            Fault::drop_answer(Method::POST, "/v1/firewalls", 1),
+            Fault::drop_answer(Method::POST, "/v1/servers", 2),
+        ],
+        ..FakeConfig::default()
+    })
+    .await;
+    let key = ssh_key_file();
+    let plan = plan(8, key.path(), "  parallel_creates: 1\n");
+    let fleet = CloudFleet::up(
+        &api,
+        &plan,
+        &spec(&plan),
+        opts(&fake),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(fake.state.counts().dropped, 4, "four answers were lost");
+    let conflicts = fake
+        .state
+        .recorded()
+        .iter()
+        .filter(|r| r.status == 409)
+        .count();
+    assert_eq!(conflicts, 4, "each retry met uniqueness_error");
+    assert_eq!(fleet.nodes.len(), 2);
+    assert_eq!(
+        run_servers(&fake).len(),
+        3,
+        "one hub, two nodes: no duplicate"
+    );
+    assert_eq!(fake.state.firewalls().len(), 2);
+    assert_eq!(fake.state.ssh_keys().len(), 1);
+    fleet.teardown().await.unwrap();
+    assert!(run_servers(&fake).is_empty() && fake.state.firewalls().is_empty());
+}
+
+#[tokio::test]
+async fn a_name_taken_by_something_else_is_an_error_not_adopted() {
     let (fake, api) = fake(FakeConfig::default()).await;
-    let past = (chrono::Utc::now().timestamp() - 60).to_string();
-    let future = (chrono::Utc::now().timestamp() + 3600).to_string();
-    let orphan = json!({"viewerfleet-run": "crashed-1", "viewerfleet-role": "node", "viewerfleet-expires": past});
-    fake.state.plant_server("vf-crashed-1-hub", orphan.clone());
+    let key = ssh_key_file();
+    let req = request(key.path(), "taken-run");
     fake.state
-        .plant_server("vf-crashed-1-node-001", orphan.clone());
+        .plant_server("vf-taken-run-hub", ours("another-run", "hub", now() + 3600));
+    let err = provision::create_base(&api, &req, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("vf-taken-run-hub")
+            && err
+                .to_string()
+                .contains("not labelled viewerfleet-run=taken-run"),
+        "{err}"
+    );
+    assert_eq!(
+        fake.state.servers().len(),
+        1,
+        "the other run's server is untouched"
+    );
+}
+
+#[tokio::test]
+async fn a_delete_whose_answer_was_lost_counts_as_deleted_exactly_once() {
+    let (fake, api) = fake(FakeConfig {
+        faults: vec![Fault::drop_answer(Method::DELETE, "/v1/servers/*", 2)],
+        ..FakeConfig::default()
+    })
+    .await;
+    let expires = now() + 3600;
+    for i in 0..4 {
+        fake.state
+            .plant_server(&format!("vf-lost-node-{i}"), ours("lost", "node", expires));
+    }
     fake.state
-        .plant_firewall("vf-crashed-1-nodes", orphan.clone());
-    fake.state.plant_ssh_key("vf-crashed-1", orphan);
-    let live = json!({"viewerfleet-run": "running-2", "viewerfleet-expires": future});
+        .plant_firewall("vf-lost-nodes", ours("lost", "node-firewall", expires));
+    let deleted = provision::teardown(&api, "lost").await.unwrap();
+    assert_eq!(fake.state.counts().dropped, 2);
+    assert_eq!(deleted.servers.len(), 4, "{deleted:?}");
+    assert_eq!(deleted.firewalls, vec!["vf-lost-nodes"]);
+    assert!(fake.state.servers().is_empty());
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_deletion_is_named_and_keeps_its_firewalls_and_key() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let mut api = api;
+    api.attempts = 3;
+    let expires = now() + 3600;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(fake.state.plant_server(
+            &format!("vf-stuck-node-{i}"),
+            ours("stuck", "node", expires),
+        ));
+    }
     fake.state
-        .plant_server("vf-running-2-node-001", live.clone());
-    fake.state.plant_firewall("vf-running-2-nodes", live);
+        .plant_firewall("vf-stuck-nodes", ours("stuck", "node-firewall", expires));
+    fake.state
+        .plant_ssh_key("vf-stuck", ours("stuck", "ssh-key", expires));
+    // Deleting node 2 answers 500, forever.
+    let stuck = format!("/v1/servers/{}", ids[2]);
+    fake.state
+        .set_config(|c| c.faults = vec![Fault::status(Method::DELETE, &stuck, 500, None)]);
+    let err = provision::teardown(&api, "stuck").await.unwrap_err();
+    let CloudError::TeardownIncomplete { deleted, left, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        deleted.servers.len(),
+        3,
+        "the three others went: {deleted:?}"
+    );
+    assert!(deleted.firewalls.is_empty() && deleted.ssh_keys.is_empty());
+    let text = err.to_string();
+    assert!(
+        text.contains("server vf-stuck-node-2")
+            && text.contains("status 500")
+            && text.contains("firewall vf-stuck-nodes")
+            && text.contains("SSH key vf-stuck")
+            && text.contains("viewerfleet down stuck"),
+        "{text}"
+    );
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert_eq!(
+        fake.state.ssh_keys().len(),
+        1,
+        "no key goes while a server exists"
+    );
+    assert_eq!(fake.state.firewalls().len(), 1);
+    // Once Hetzner answers again, `down` finishes the job and counts only what it deleted.
+    fake.state.set_config(|c| c.faults.clear());
+    let deleted = provision::teardown(&api, "stuck").await.unwrap();
+    assert_eq!(
+        (
+            deleted.servers.len(),
+            deleted.firewalls.len(),
+            deleted.ssh_keys.len()
+        ),
+        (1, 1, 1)
+    );
+    assert!(fake.state.servers().is_empty());
+}
+
+#[tokio::test]
+async fn teardown_counts_are_exact_across_retry_passes() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let mut api = api;
+    api.attempts = 2;
+    let expires = now() + 3600;
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        ids.push(fake.state.plant_server(
+            &format!("vf-flaky-node-{i}"),
+            ours("flaky", "node", expires),
+        ));
+    }
+    // Two servers fail their whole first pass (both attempts), then delete fine.
+    fake.state.set_config(|c| {
+        c.faults = ids[..2]
+            .iter()
+            .map(|id| Fault::status(Method::DELETE, &format!("/v1/servers/{id}"), 503, Some(2)))
+            .collect()
+    });
+    let deleted = provision::teardown(&api, "flaky").await.unwrap();
+    assert_eq!(deleted.servers.len(), 6, "{deleted:?}");
+    assert_eq!(fake.state.counts().faulted, 4);
+    assert!(fake.state.servers().is_empty());
+}
+
+#[tokio::test]
+async fn gc_deletes_expired_resources_one_by_one_and_nothing_else() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let (past, future) = (now() - 60, now() + 3600);
+    fake.state
+        .plant_server("vf-crashed-1-hub", ours("crashed-1", "hub", past));
+    fake.state
+        .plant_server("vf-crashed-1-node-001", ours("crashed-1", "node", past));
+    fake.state.plant_firewall(
+        "vf-crashed-1-nodes",
+        ours("crashed-1", "node-firewall", past),
+    );
+    fake.state
+        .plant_ssh_key("vf-crashed-1", ours("crashed-1", "ssh-key", past));
+    fake.state
+        .plant_server("vf-running-2-node-001", ours("running-2", "node", future));
+    fake.state.plant_firewall(
+        "vf-running-2-nodes",
+        ours("running-2", "node-firewall", future),
+    );
     fake.state
         .plant_server("someone-elses-database", json!({"app": "db"}));
     fake.state.plant_ssh_key("admin", json!({}));
-    let terraform = json!({"viewerfleet-run": "tf-3", "viewerfleet-managed-by": "terraform", "viewerfleet-expires": past});
-    fake.state.plant_server("vf-tf-3-node-001", terraform);
+    // A run label alone is not viewerfleet's mark.
+    fake.state
+        .plant_server("handmade", json!({"viewerfleet-run": "crashed-1"}));
+    // Terraform's server shares the expired run's label: it stays (terraform destroy's job).
+    let mut tf = ours("crashed-1", "node", past);
+    tf["viewerfleet-managed-by"] = json!("terraform");
+    fake.state.plant_server("vf-tf-node-001", tf);
 
-    let (runs, deleted) = gc::gc(&api, None, true).await.unwrap();
+    let dry = gc::gc(
+        &api,
+        &GcOptions {
+            dry_run: true,
+            ..GcOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let crashed = dry.runs.iter().find(|r| r.run == "crashed-1").unwrap();
     assert_eq!(
-        runs.iter().map(|r| r.run.as_str()).collect::<Vec<_>>(),
-        vec!["crashed-1"]
+        crashed.summary(),
+        "2 server(s), 1 firewall(s), 1 SSH key(s)"
     );
-    assert!(deleted.servers.is_empty(), "dry run deletes nothing");
-    assert_eq!(fake.state.servers().len(), 5);
-
-    let (_, deleted) = gc::gc(&api, None, false).await.unwrap();
-    let mut gone = deleted.servers.clone();
-    gone.sort();
-    assert_eq!(gone, vec!["vf-crashed-1-hub", "vf-crashed-1-node-001"]);
-    assert_eq!(deleted.firewalls, vec!["vf-crashed-1-nodes"]);
-    assert_eq!(deleted.ssh_keys, vec!["vf-crashed-1"]);
-    let mut left: Vec<String> = fake
-        .state
-        .servers()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap().to_string())
+    let kept: Vec<(&str, &Verdict)> = crashed
+        .kept()
+        .map(|r| (r.name.as_str(), &r.verdict))
         .collect();
-    left.sort();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept
+        .iter()
+        .any(|(n, v)| *n == "vf-tf-node-001"
+            && matches!(v, Verdict::Keep(m) if m.contains("terraform"))));
+    assert!(kept.iter().any(|(n, v)| *n == "handmade"
+        && matches!(v, Verdict::Keep(m) if m.contains("lacks viewerfleet's labels"))));
     assert_eq!(
-        left,
+        dry.runs
+            .iter()
+            .find(|r| r.run == "running-2")
+            .unwrap()
+            .to_delete()
+            .count(),
+        0
+    );
+    assert!(dry.deleted.is_empty(), "dry run deletes nothing");
+    assert_eq!(fake.state.servers().len(), 6);
+
+    let report = gc::gc(&api, &GcOptions::default()).await.unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let mut gone = report.deleted.servers.clone();
+    gone.sort();
+    assert_eq!(
+        gone,
+        vec!["vf-crashed-1-hub", "vf-crashed-1-node-001"],
+        "as announced"
+    );
+    assert_eq!(report.deleted.firewalls, vec!["vf-crashed-1-nodes"]);
+    assert_eq!(report.deleted.ssh_keys, vec!["vf-crashed-1"]);
+    assert_eq!(
+        names(&fake.state.servers()),
         vec![
+            "handmade",
             "someone-elses-database",
             "vf-running-2-node-001",
-            "vf-tf-3-node-001"
+            "vf-tf-node-001"
         ]
     );
     assert_eq!(fake.state.firewalls().len(), 1);
     assert_eq!(fake.state.ssh_keys().len(), 1);
+    // `down crashed-1` leaves Terraform's server and the unlabelled one alone too.
+    let deleted = provision::teardown(&api, "crashed-1").await.unwrap();
+    assert!(deleted.is_empty(), "{deleted:?}");
+    assert_eq!(fake.state.servers().len(), 4);
 
-    // --older-than takes runs still within their TTL.
-    let (_, deleted) = gc::gc(&api, Some(Duration::ZERO), false).await.unwrap();
-    assert_eq!(deleted.servers, vec!["vf-running-2-node-001"]);
-    assert_eq!(fake.state.servers().len(), 2);
+    // --older-than takes runs still within their TTL; a huge one takes nothing.
+    for huge in [Duration::MAX, Duration::from_secs(i64::MAX as u64 + 1)] {
+        let report = gc::gc(
+            &api,
+            &GcOptions {
+                older_than: Some(huge),
+                ..GcOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert!(report.deleted.is_empty(), "{huge:?}: {:?}", report.deleted);
+    }
+    let report = gc::gc(
+        &api,
+        &GcOptions {
+            older_than: Some(Duration::ZERO),
+            ..GcOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.deleted.servers, vec!["vf-running-2-node-001"]);
+    assert_eq!(fake.state.servers().len(), 3);
 }
 
 #[tokio::test]
-async fn pagination_rate_limits_and_transient_errors_are_handled() {
+async fn gc_deletes_a_run_whose_heartbeat_stopped_without_waiting_for_its_ttl() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let ttl = now() + 4 * 3600;
+    let with_beat = |run: &str, role: &str, beat: Option<i64>| {
+        let mut l = ours(run, role, ttl);
+        if let Some(b) = beat {
+            l["viewerfleet-heartbeat"] = json!(b.to_string());
+        }
+        l
+    };
+    // Controller killed 11 minutes ago: its hub's heartbeat is stale.
+    let dead = now() - 11 * 60;
+    fake.state
+        .plant_server("vf-dead-hub", with_beat("dead", "hub", Some(dead)));
+    fake.state.plant_server(
+        "vf-dead-node-001",
+        with_beat("dead", "node", Some(dead - 60)),
+    );
+    // A live controller beat a minute ago.
+    fake.state
+        .plant_server("vf-live-hub", with_beat("live", "hub", Some(now() - 60)));
+    fake.state.plant_server(
+        "vf-live-node-001",
+        with_beat("live", "node", Some(now() - 3600)),
+    );
+    // Handed over (`viewerfleet up`): no heartbeat on the hub, the TTL decides.
+    fake.state
+        .plant_server("vf-kept-hub", with_beat("kept", "hub", None));
+    fake.state.plant_server(
+        "vf-kept-node-001",
+        with_beat("kept", "node", Some(now() - 3600)),
+    );
+    let report = gc::gc(&api, &GcOptions::default()).await.unwrap();
+    let mut gone = report.deleted.servers.clone();
+    gone.sort();
+    assert_eq!(gone, vec!["vf-dead-hub", "vf-dead-node-001"]);
+    let dead_run = report.runs.iter().find(|r| r.run == "dead").unwrap();
+    assert!(dead_run
+        .to_delete()
+        .all(|r| matches!(&r.verdict, Verdict::Delete(m) if m.contains("heartbeat stopped"))));
+    assert_eq!(fake.state.servers().len(), 4);
+}
+
+#[tokio::test]
+async fn a_live_fleet_keeps_its_heartbeat_and_hands_over_to_its_ttl() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let key = ssh_key_file();
+    let plan = plan(4, key.path(), "  heartbeat_interval: 1s\n");
+    let fleet = CloudFleet::up(
+        &api,
+        &plan,
+        &spec(&plan),
+        opts(&fake),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let hub_path = format!("/v1/servers/{}", fleet.hub.id);
+    let beats = |fake: &FakeHcloud| {
+        fake.state
+            .recorded()
+            .iter()
+            .filter(|r| r.method == "PUT" && r.path == hub_path)
+            .count()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while fleet.heartbeats().await < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no heartbeat in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(beats(&fake) >= 2);
+    let hub = |fake: &FakeHcloud| fake.state.servers_matching("viewerfleet-role=hub")[0].clone();
+    let beat: i64 = hub(&fake)["labels"]["viewerfleet-heartbeat"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(now() - beat <= 2, "fresh heartbeat");
+    // A live heartbeat keeps the run even with no grace to speak of... until it stops.
+    let strict = GcOptions {
+        heartbeat_grace: Duration::from_secs(3),
+        dry_run: true,
+        ..GcOptions::default()
+    };
+    let found = gc::find(&api, &strict).await.unwrap();
+    assert_eq!(found[0].to_delete().count(), 0);
+    fleet.hand_over().await.unwrap();
+    let sent = beats(&fake);
+    assert!(
+        hub(&fake)["labels"].get("viewerfleet-heartbeat").is_none(),
+        "handed over: no heartbeat label"
+    );
+    assert_eq!(
+        hub(&fake)["labels"]["viewerfleet-run"],
+        fleet.run_id.as_str()
+    );
+    let found = gc::find(
+        &api,
+        &GcOptions {
+            heartbeat_grace: Duration::ZERO,
+            dry_run: true,
+            ..GcOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(found[0].to_delete().count(), 0, "the TTL decides now");
+    provision::teardown(&api, &fleet.run_id).await.unwrap();
+    assert_eq!(beats(&fake), sent, "no heartbeat after the hand-over");
+}
+
+#[tokio::test]
+async fn pagination_and_transient_errors_under_a_small_bucket_are_handled() {
     let (fake, mut api) = fake(FakeConfig {
-        rate_limit: 15,
-        rate_window: Duration::from_millis(300),
-        fail_every: 5,
+        rate_limit: Some(RateBucket {
+            limit: 20,
+            refill_every: Duration::from_millis(5),
+            initial: None,
+        }),
+        fail_every: 7,
         ..FakeConfig::default()
     })
     .await;
-    // Ten deletions in parallel compete for 15 requests per 300 ms, one in five failing:
-    // give each request room to retry (the default suits Hetzner's 3600 requests/hour).
     api.attempts = 30;
-    api.max_backoff = Duration::from_millis(400);
+    api.max_backoff = Duration::from_millis(100);
+    let expires = now() + 3600;
     for i in 0..60 {
         fake.state
-            .plant_server(&format!("s{i}"), json!({"viewerfleet-run": "many"}));
+            .plant_server(&format!("s{i}"), ours("many", "node", expires));
     }
-    let listed = provision::list_servers(&api, Some("viewerfleet-run=many"))
-        .await
-        .unwrap();
+    let listed: Vec<Value> =
+        provision::list(&api, provision::Kind::Server, Some("viewerfleet-run=many"))
+            .await
+            .unwrap();
     assert_eq!(listed.len(), 60, "two pages of 50");
     let deleted = provision::teardown(&api, "many").await.unwrap();
     assert_eq!(deleted.servers.len(), 60);
     assert!(fake.state.servers().is_empty());
-    let (limited, transient) = fake.state.injected_failures();
+    let counts = fake.state.counts();
+    assert!(counts.transient > 0, "the fake did inject 503s: {counts:?}");
+}
+
+#[tokio::test]
+async fn a_429_from_an_empty_bucket_is_waited_out_and_the_rest_is_paced() {
+    // The project spent its whole hour before we came: the first answer is a 429.
+    let (fake, api) = fake(FakeConfig {
+        rate_limit: Some(RateBucket {
+            limit: 60,
+            refill_every: Duration::from_millis(20),
+            initial: Some(0),
+        }),
+        ..FakeConfig::default()
+    })
+    .await;
+    let expires = now() + 3600;
+    for i in 0..20 {
+        fake.state.plant_server(
+            &format!("vf-broke-node-{i:02}"),
+            ours("broke", "node", expires),
+        );
+    }
+    let deleted = provision::teardown(&api, "broke").await.unwrap();
+    assert_eq!(deleted.servers.len(), 20);
+    assert!(fake.state.servers().is_empty());
+    let limited = fake.state.counts().rate_limited;
+    assert!(limited >= 1, "the empty bucket answered 429");
+    assert_eq!(api.rate_limited(), limited, "the client saw each 429");
     assert!(
-        limited > 0 && transient > 0,
-        "the fake did inject 429s ({limited}) and 503s ({transient})"
+        limited <= 3,
+        "after the first 429 the headers pace the requests: {limited}"
     );
+    assert_eq!(fake.state.recorded()[0].status, 429);
+}
+
+#[tokio::test]
+async fn a_hub_that_does_not_answer_as_a_grid_gets_the_fleet_deleted_even_with_keep() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let key = ssh_key_file();
+    let plan = plan(4, key.path(), "");
+    let mut o = opts(&fake);
+    o.keep = true;
+    let mut fleet = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
+        .await
+        .unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    fleet.hub_url = format!("http://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    let err = HcloudFleet::on(fleet).await.unwrap_err();
+    assert!(format!("{err:#}").contains("is not usable"), "{err:#}");
+    assert!(
+        run_servers(&fake).is_empty(),
+        "an unusable fleet is not kept"
+    );
+}
+
+#[tokio::test]
+async fn run_keep_leaves_the_fleet_to_its_ttl() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let key = ssh_key_file();
+    let plan = plan(4, key.path(), "");
+    let mut o = opts(&fake);
+    o.keep = true;
+    let fleet = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
+        .await
+        .unwrap();
+    fleet.teardown().await.unwrap();
+    let servers = run_servers(&fake);
+    assert_eq!(servers.len(), 2, "--keep: the hub and its node stay");
+    let hub = servers
+        .iter()
+        .find(|s| s["labels"]["viewerfleet-role"] == "hub")
+        .unwrap();
+    assert!(hub["labels"].get("viewerfleet-heartbeat").is_none());
+    let found = gc::find(
+        &api,
+        &GcOptions {
+            heartbeat_grace: Duration::ZERO,
+            dry_run: true,
+            ..GcOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(found[0]
+        .resources
+        .iter()
+        .all(|r| matches!(&r.verdict, Verdict::Keep(m) if m.contains("within its lifetime"))));
+    provision::teardown(&api, &fleet.run_id).await.unwrap();
 }
 
 #[tokio::test]
@@ -538,24 +1028,115 @@ async fn wrong_token_is_a_clear_error() {
     assert!(err.to_string().contains("HCLOUD_TOKEN"));
 }
 
+fn shipped(file: &str) -> Plan {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/peertube-1000");
+    scenario::load(&root.join(file), &Overrides::default()).unwrap()
+}
+
+#[tokio::test]
+async fn only_current_types_orderable_in_the_location_are_offered() {
+    let (_fake, api) = fake(FakeConfig::default()).await;
+    let cat = pricing::fetch(&api, "fsn1").await.unwrap();
+    for withdrawn in ["cx22", "cx32", "cx42", "cx52"] {
+        assert!(cat.offer(withdrawn).is_none(), "{withdrawn} is withdrawn");
+        let why = &cat
+            .not_orderable
+            .iter()
+            .find(|n| n.name == withdrawn)
+            .unwrap()
+            .why;
+        assert!(why.contains("unavailable since"), "{why}");
+    }
+    for current in [
+        "cx23", "cx33", "cx43", "cx53", "cpx22", "cpx62", "ccx13", "ccx63",
+    ] {
+        let o = cat.offer(current).unwrap();
+        assert!(o.default_choice(), "{current}");
+    }
+    let retiring = cat.offer("cpx41").unwrap();
+    assert!(
+        retiring.unavailable_after.is_some() && !retiring.default_choice(),
+        "deprecated in fsn1, still orderable, never chosen by default"
+    );
+    assert!(
+        !cat.offer("cax31").unwrap().default_choice(),
+        "Arm: not by default"
+    );
+    // Elsewhere other rules: no cx in Ashburn, cpx41 current there.
+    let ash = pricing::fetch(&api, "ash").await.unwrap();
+    assert!(ash.offer("cx33").is_none());
+    assert!(ash.offer("cpx41").unwrap().default_choice());
+
+    // Forcing a type that cannot be ordered names why and lists what can.
+    let mut spec = spec(&shipped("live-normal.yaml"));
+    spec.hub_type = Some("cx32".into());
+    let err = sizing::plan(&spec, 1000, Duration::from_secs(600), &cat).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("fleet.hub_type")
+            && text.contains("`cx32` cannot be ordered in fsn1")
+            && text.contains("unavailable since")
+            && text.contains("cx33 (4 shared cores, 8 GB"),
+        "{text}"
+    );
+    spec.hub_type = None;
+    spec.node_type = Some("cx33".into());
+    let err = sizing::plan(&spec, 1000, Duration::from_secs(600), &ash).unwrap_err();
+    assert!(err.to_string().contains("not offered there"), "{err}");
+    // A listed type that cannot be ordered is skipped with a note; a retiring one warns.
+    spec.node_type = None;
+    spec.node_types = Some(vec!["cx32".into(), "cpx41".into()]);
+    spec.server_limit = 100;
+    let p = sizing::plan(&spec, 1000, Duration::from_secs(600), &cat).unwrap();
+    assert_eq!(p.chosen.offer.name, "cpx41");
+    assert!(
+        p.notes.iter().any(|n| n.contains("`cx32` skipped")),
+        "{:?}",
+        p.notes
+    );
+    assert!(
+        p.notes.iter().any(|n| n.contains("`cpx41` is deprecated")),
+        "{:?}",
+        p.notes
+    );
+    // The hub's default follows the location.
+    spec.node_types = None;
+    let p = sizing::plan(&spec, 100, Duration::from_secs(600), &ash).unwrap();
+    assert_eq!(
+        p.hub.name, "cpx32",
+        "no cx in ash: the cheapest current 4-core 8 GB"
+    );
+}
+
 /// The four PeerTube 1000-viewer scenarios against the fake's prices.
 #[tokio::test]
-async fn plan_sizes_the_four_1000_viewer_scenarios_from_fake_pricing() {
+async fn plan_fits_the_four_1000_viewer_scenarios_into_the_server_limit() {
     let (_fake, api) = fake(FakeConfig::default()).await;
     let cat = pricing::fetch(&api, "fsn1").await.unwrap();
     assert_eq!(cat.currency, "EUR");
-    let hub = cat.offer("cx32").unwrap().hourly_net;
+    let hub = cat.offer("cx33").unwrap().hourly_net;
     let ipv4 = cat.ipv4_hourly_net;
     assert!((ipv4 - 0.5 / 730.0).abs() < 1e-6);
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/peertube-1000");
-    for (file, nodes, node_type, per_node) in [
-        ("live-normal.yaml", 63, "cx32", 16),
-        ("live-high.yaml", 63, "cx32", 16),
-        ("live-high-half-p2p-off.yaml", 63, "cx32", 16),
-        ("vod.yaml", 84, "cx52", 12),
+    for (file, limit, nodes, node_type, per_node, cheapest) in [
+        // Within a new project's 10 servers: bigger types; the cheapest needs 64 servers.
+        ("live-normal.yaml", 10, 7, "ccx53", 152, Some((63, "cx33"))),
+        ("live-high.yaml", 10, 7, "ccx53", 152, Some((63, "cx33"))),
+        (
+            "live-high-half-p2p-off.yaml",
+            10,
+            7,
+            "ccx53",
+            152,
+            Some((63, "cx33")),
+        ),
+        // With the limit raised the cheapest fleet is chosen.
+        ("live-normal.yaml", 70, 63, "cx33", 16, None),
+        // 720p viewers: nothing fits 10 servers; the cheapest fleet, with a warning.
+        ("vod.yaml", 10, 84, "cx53", 12, None),
     ] {
-        let plan = scenario::load(&root.join(file), &Overrides::default()).unwrap();
-        let spec = spec(&plan);
+        let plan = shipped(file);
+        let mut spec = spec(&plan);
+        spec.server_limit = limit;
         let p = sizing::plan(&spec, plan.viewers, plan.duration, &cat).unwrap();
         assert_eq!(
             (
@@ -564,8 +1145,9 @@ async fn plan_sizes_the_four_1000_viewer_scenarios_from_fake_pricing() {
                 p.chosen.viewers_per_node
             ),
             (nodes, node_type, per_node),
-            "{file}"
+            "{file} with limit {limit}"
         );
+        assert_eq!(p.hub.name, "cx33", "{file}");
         let node_price = cat.offer(node_type).unwrap().hourly_net;
         let expected = nodes as f64 * node_price + hub + ipv4;
         assert!(
@@ -574,10 +1156,16 @@ async fn plan_sizes_the_four_1000_viewer_scenarios_from_fake_pricing() {
             p.hourly_net
         );
         assert_eq!(
+            p.cheapest_over_limit
+                .as_ref()
+                .map(|c| (c.nodes, c.offer.name.as_str())),
+            cheapest,
+            "{file}"
+        );
+        assert_eq!(
             p.billed_hours, 1,
             "{file}: 10 min provisioning + 10 min run"
         );
-        assert!(p.over_limit(), "{file}: above a new project's 10 servers");
         let mut out = Vec::new();
         sizing::render(&mut out, file, &p, &spec.budget).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -585,11 +1173,119 @@ async fn plan_sizes_the_four_1000_viewer_scenarios_from_fake_pricing() {
             text.contains(&format!("nodes: {nodes} × {node_type}")),
             "{text}"
         );
-        assert!(
-            text.contains("WARNING") && text.contains("resource_limit_exceeded"),
-            "{text}"
-        );
+        assert_eq!(text.contains("WARNING"), p.over_limit(), "{text}");
+        if let Some((n, t)) = cheapest {
+            assert!(
+                text.contains(&format!(
+                    "chosen to fit fleet.server_limit ({limit}): {} servers",
+                    nodes + 1
+                )) && text.contains(&format!(
+                    "The cheapest fleet, {n} × {t} ({} servers)",
+                    n + 1
+                )),
+                "{text}"
+            );
+        }
     }
+    // The cheapest live fleet: 64 servers for 0.5575 EUR/h.
+    let mut spec = spec(&shipped("live-normal.yaml"));
+    spec.server_limit = 70;
+    let p = sizing::plan(&spec, 1000, Duration::from_secs(600), &cat).unwrap();
+    assert!((p.hourly_net - 0.5575).abs() < 1e-3, "{}", p.hourly_net);
+    let vod = shipped("vod.yaml");
+    let p = sizing::plan(&self::spec(&vod), 1000, vod.duration, &cat).unwrap();
+    assert!(p.over_limit());
+}
+
+/// The live 1000-viewer fleet with the limit raised: 63 nodes and the hub.
+fn live_fleet(key: &std::path::Path) -> (Plan, HcloudFleetSpec) {
+    let plan = shipped("live-normal.yaml");
+    let mut spec = spec(&plan);
+    spec.server_limit = 70;
+    spec.controller_ips = vec!["198.51.100.7/32".into()];
+    spec.ssh_public_key = Some(key.display().to_string());
+    spec.register_timeout = "30s".into();
+    (plan, spec)
+}
+
+/// `up` then teardown of the live fleet; returns (requests of up, of teardown).
+async fn up_and_down(fake: &FakeHcloud, api: &HcloudApi, key: &std::path::Path) -> (u64, u64) {
+    let (plan, spec) = live_fleet(key);
+    let fleet = CloudFleet::up(api, &plan, &spec, opts(fake), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(fleet.nodes.len(), 63);
+    assert_eq!(run_servers(fake).len(), 64);
+    let up = fleet.up_requests;
+    let before = api.requests();
+    fleet.teardown().await.unwrap();
+    assert!(run_servers(fake).is_empty());
+    assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
+    (up, api.requests() - before)
+}
+
+#[tokio::test]
+async fn up_and_teardown_of_the_1000_viewer_live_fleet_fit_the_hourly_bucket() {
+    let (fake, api) = fake(FakeConfig::default()).await;
+    let key = ssh_key_file();
+    let (up, down) = up_and_down(&fake, &api, key.path()).await;
+    println!("1000-viewer live fleet (64 servers), Hetzner's 3600/h bucket: up {up} requests, teardown {down} requests");
+    assert_eq!(fake.state.counts().rate_limited, 0, "no 429");
+    assert_eq!(
+        fake.state.counts().requests,
+        up + down,
+        "every request counted by the client"
+    );
+    assert!(up <= sizing::up_requests(64) as u64, "up: {up}");
+    assert!(
+        down <= sizing::teardown_requests(64) as u64,
+        "teardown: {down}"
+    );
+    // One poll request covers many actions.
+    let polls: Vec<_> = fake
+        .state
+        .recorded()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path == "/v1/actions")
+        .collect();
+    let most = polls
+        .iter()
+        .map(|r| r.query.matches("id=").count())
+        .max()
+        .unwrap();
+    assert!(most >= 50, "up to 50 actions per poll, got {most}");
+    assert!(
+        !fake
+            .state
+            .recorded()
+            .iter()
+            .any(|r| r.path.starts_with("/v1/actions/")),
+        "no action polled on its own"
+    );
+}
+
+#[tokio::test]
+async fn with_a_minute_of_budget_left_up_and_teardown_pace_themselves_instead_of_failing() {
+    // 60 requests in the bucket (one minute of Hetzner's refill), refilled one per 10 ms:
+    // Hetzner's bucket with its clock sped up 100 times.
+    let (fake, api) = fake(FakeConfig {
+        rate_limit: Some(RateBucket {
+            limit: 60,
+            refill_every: Duration::from_millis(10),
+            initial: None,
+        }),
+        ..FakeConfig::default()
+    })
+    .await;
+    let key = ssh_key_file();
+    let (up, down) = up_and_down(&fake, &api, key.path()).await;
+    let limited = fake.state.counts().rate_limited;
+    println!("1000-viewer live fleet, a 60-request bucket: up {up} requests, teardown {down}, {limited} answered 429");
+    assert!(
+        up + down > 60,
+        "the fleet needs more than the bucket holds: pacing carried it"
+    );
+    assert!(limited <= 4, "paced by the headers, not by 429s: {limited}");
 }
 
 #[test]
@@ -827,6 +1523,17 @@ mod terraform {
             !names.iter().any(|n| n.contains("token")),
             "the token never goes through a variable"
         );
+        // Its default server types are ones Hetzner still sells.
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("terraform/variables.tf"),
+        )
+        .unwrap();
+        for withdrawn in ["\"cx22\"", "\"cx32\"", "\"cx42\"", "\"cx52\""] {
+            assert!(
+                !text.contains(withdrawn),
+                "variables.tf defaults to {withdrawn}"
+            );
+        }
         let versions = body("versions.tf");
         assert!(versions.to_string().contains("hetznercloud/hcloud"));
     }

@@ -1,12 +1,17 @@
 //! The cloud commands as users run them: the `viewerfleet` binary against the fake Hetzner API
-//! (HCLOUD_ENDPOINT), including Ctrl-C/SIGTERM while it waits for nodes to register.
+//! (HCLOUD_ENDPOINT) and the kit's WebDriver stub (as the target, and behind the fake's
+//! simulated hub): `plan` on every shipped scenario, `up`/`down`, a whole `run` with
+//! `fleet: hcloud`, the target check before any server, Ctrl-C/SIGTERM, `kill -9` then `gc`.
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::process::Stdio;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::process::Command;
 use viewerfleet_kit::fake_hcloud::{FakeConfig, FakeHcloud};
+use viewerfleet_kit::webdriver_stub::{self, Stub, StubConfig, StubCounters};
 
 const TOKEN: &str = "cli-test-token-83b1e4";
 const BIN: &str = env!("CARGO_BIN_EXE_viewerfleet");
@@ -23,7 +28,24 @@ async fn fake(config: FakeConfig) -> FakeHcloud {
     .unwrap()
 }
 
-fn scenario(dir: &std::path::Path) -> std::path::PathBuf {
+/// The target: the stub's PeerTube-like page, video API and exporter.
+async fn target() -> Stub {
+    Stub::serve("127.0.0.1:0".parse().unwrap(), StubConfig::default())
+        .await
+        .unwrap()
+}
+
+fn target_url(stub: &Stub) -> String {
+    format!("http://{}/w/test", stub.addr())
+}
+
+/// A scenario of `viewers` viewers with `fleet: hcloud`; `fleet_extra` goes under `fleet:`.
+fn scenario(
+    dir: &std::path::Path,
+    url: &str,
+    viewers: u32,
+    fleet_extra: &str,
+) -> std::path::PathBuf {
     let key = dir.join("id.pub");
     std::fs::write(
         &key,
@@ -34,7 +56,7 @@ fn scenario(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::write(
         &path,
         format!(
-            "name: cli-cloud\ntarget:\n  kind: peertube\n  video: live\n  url: https://peertube.example/w/x\nviewers:\n  count: 12\nduration: 1m\nfleet:\n  kind: hcloud\n  controller_ips: [\"198.51.100.7/32\"]\n  ssh_public_key: {}\n  node_type: cx32\n  viewers_per_node: 4\n  register_timeout: 10m\n",
+            "name: cli-cloud\ntarget:\n  kind: peertube\n  video: live\n  url: {url}\nviewers:\n  count: {viewers}\nduration: 1m\nfleet:\n  kind: hcloud\n  controller_ips: [\"198.51.100.7/32\"]\n  ssh_public_key: {}\n  node_type: cx33\n  viewers_per_node: 4\n  register_timeout: 10m\n{fleet_extra}",
             key.display()
         ),
     )
@@ -67,6 +89,10 @@ async fn until(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     }
 }
 
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
 async fn signal_while_waiting_for_nodes(signal: Signal) {
     // Nodes never register: `up` waits until it is interrupted.
     let fake = fake(FakeConfig {
@@ -74,19 +100,16 @@ async fn signal_while_waiting_for_nodes(signal: Signal) {
         ..FakeConfig::default()
     })
     .await;
+    let target = target().await;
     let dir = tempfile::tempdir().unwrap();
-    let path = scenario(dir.path());
+    let path = scenario(dir.path(), &target_url(&target), 12, "");
     let child = command(&fake, dir.path())
         .arg("up")
         .arg(&path)
         .spawn()
         .unwrap();
     let pid = Pid::from_raw(child.id().unwrap() as i32);
-    until("the hub and 3 nodes to exist", 120, || {
-        fake.state.servers_matching("viewerfleet-run").len() == 4
-    })
-    .await;
-    // Creation is done; the firewall update and then the wait for registration follow.
+    // Creation is done once the hub's firewall names the nodes; registration follows.
     until("the hub firewall to name the nodes", 60, || {
         fake.state
             .recorded()
@@ -94,12 +117,13 @@ async fn signal_while_waiting_for_nodes(signal: Signal) {
             .any(|r| r.path.ends_with("/actions/set_rules"))
     })
     .await;
+    assert_eq!(fake.state.servers_matching("viewerfleet-run").len(), 4);
     kill(pid, signal).unwrap();
     let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
         .await
         .expect("exits after the signal")
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = text(&out.stderr);
     // 128 + the signal, as `run` exits.
     let expected = if signal == Signal::SIGTERM { 143 } else { 130 };
     assert_eq!(out.status.code(), Some(expected), "{stderr}");
@@ -115,7 +139,7 @@ async fn signal_while_waiting_for_nodes(signal: Signal) {
         stderr.contains("every server of the run was deleted"),
         "{stderr}"
     );
-    assert!(!stderr.contains(TOKEN) && !String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+    assert!(!stderr.contains(TOKEN) && !text(&out.stdout).contains(TOKEN));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -129,14 +153,15 @@ async fn sigterm_while_waiting_for_nodes_leaves_zero_servers() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn up_writes_an_inventory_and_down_deletes_the_run() {
+async fn up_writes_an_inventory_hands_over_to_the_ttl_and_down_deletes_the_run() {
     let fake = fake(FakeConfig {
         node_boot: Some(Duration::from_millis(100)),
         ..FakeConfig::default()
     })
     .await;
+    let target = target().await;
     let dir = tempfile::tempdir().unwrap();
-    let path = scenario(dir.path());
+    let path = scenario(dir.path(), &target_url(&target), 12, "");
     let inventory = dir.path().join("inventory.json");
     let out = tokio::time::timeout(
         Duration::from_secs(120),
@@ -150,7 +175,7 @@ async fn up_writes_an_inventory_and_down_deletes_the_run() {
     .await
     .unwrap()
     .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let inv: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&inventory).unwrap()).unwrap();
@@ -162,12 +187,22 @@ async fn up_writes_an_inventory_and_down_deletes_the_run() {
         stderr.contains(&format!("viewerfleet down {run}")),
         "{stderr}"
     );
-    assert_eq!(
-        fake.state
-            .servers_matching(&format!("viewerfleet-run={run}"))
-            .len(),
-        4,
-        "up leaves the fleet running"
+    let requests = fake.state.counts().requests;
+    assert!(
+        stderr.contains(&format!("{requests} Hetzner API requests")),
+        "the request count is printed: {requests}\n{stderr}"
+    );
+    let servers = fake
+        .state
+        .servers_matching(&format!("viewerfleet-run={run}"));
+    assert_eq!(servers.len(), 4, "up leaves the fleet running");
+    let hub = servers
+        .iter()
+        .find(|s| s["labels"]["viewerfleet-role"] == "hub")
+        .unwrap();
+    assert!(
+        hub["labels"].get("viewerfleet-heartbeat").is_none(),
+        "handed over: the TTL decides, not a heartbeat nobody refreshes"
     );
     assert!(!stderr.contains(TOKEN));
 
@@ -177,16 +212,13 @@ async fn up_writes_an_inventory_and_down_deletes_the_run() {
         .output()
         .await
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         stdout.contains("deleted 4 server(s), 2 firewall(s), 1 SSH key(s)"),
         "{stdout}"
     );
+    assert!(stdout.contains("Hetzner API requests"), "{stdout}");
     assert!(fake.state.servers().is_empty());
 
     let out = command(&fake, dir.path())
@@ -195,7 +227,402 @@ async fn up_writes_an_inventory_and_down_deletes_the_run() {
         .await
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a run id"));
+    assert!(text(&out.stderr).contains("not a run id"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server() {
+    // The fake's hub hands sessions to a WebDriver stub: a whole run, no browser.
+    let sessions = Arc::new(StubCounters::default());
+    let fake = fake(FakeConfig {
+        node_boot: Some(Duration::from_millis(100)),
+        webdriver: Some(webdriver_stub::app(StubConfig::default(), sessions.clone())),
+        ..FakeConfig::default()
+    })
+    .await;
+    let target = target().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(
+        dir.path(),
+        &target_url(&target),
+        6,
+        "  heartbeat_interval: 1s\n",
+    );
+    let yaml = std::fs::read_to_string(&path).unwrap().replace(
+        "duration: 1m\n",
+        "duration: 5s\nsampling_interval: 500ms\nmeasure_at: 4s\nsteady_window: 2s\n",
+    );
+    let yaml = yaml.replace(
+        "  url: ",
+        &format!("  exporter: http://{}/metrics\n  url: ", target.addr()),
+    );
+    std::fs::write(&path, yaml).unwrap();
+    let out_dir = dir.path().join("run");
+    let out = tokio::time::timeout(
+        Duration::from_secs(180),
+        command(&fake, dir.path())
+            .args(["run", "--no-report"])
+            .arg(&path)
+            .arg("--out")
+            .arg(&out_dir)
+            .output(),
+    )
+    .await
+    .expect("the run ends")
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+
+    let events: Vec<serde_json::Value> =
+        std::fs::read_to_string(out_dir.join("raw/viewer_events.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let playing: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["event"] == "playing").collect();
+    assert_eq!(playing.len(), 6, "{stderr}");
+    // Placement is the Grid fleet's: each viewer is named by the node it landed on.
+    let mut nodes: Vec<&str> = playing
+        .iter()
+        .map(|e| e["node"].as_str().unwrap_or_default())
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(nodes.len(), 2, "6 viewers on two 4-slot nodes: {nodes:?}");
+    assert!(
+        nodes.iter().all(|n| n.starts_with("http://[2001:db8:")),
+        "{nodes:?}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["fleet"]["kind"], "hcloud");
+
+    // Every session and every server released; the heartbeat kept beating meanwhile.
+    assert_eq!(sessions.sessions_created.load(Relaxed), 6);
+    assert_eq!(sessions.sessions_deleted.load(Relaxed), 6);
+    assert!(
+        fake.state.servers_matching("viewerfleet-run").is_empty(),
+        "{stderr}"
+    );
+    assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
+    let hub_id = fake
+        .state
+        .recorded()
+        .iter()
+        .find(|r| {
+            r.method == "POST"
+                && r.path == "/v1/servers"
+                && r.body["labels"]["viewerfleet-role"] == "hub"
+        })
+        .map(|r| r.body["name"].as_str().unwrap().to_string())
+        .unwrap();
+    let beats = fake
+        .state
+        .recorded()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.body["labels"]["viewerfleet-heartbeat"].is_string())
+        .count();
+    assert!(beats >= 2, "heartbeats on {hub_id}: {beats}");
+    assert!(!stderr.contains(TOKEN));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn up_and_run_check_the_target_before_creating_any_server() {
+    let fake = fake(FakeConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let path = scenario(dir.path(), &format!("http://127.0.0.1:{port}/w/x"), 8, "");
+    for args in [vec!["up"], vec!["run", "--no-report"]] {
+        let out = command(&fake, dir.path())
+            .args(&args)
+            .arg(&path)
+            .output()
+            .await
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(stderr.contains("did not answer"), "{args:?}: {stderr}");
+    }
+    assert_eq!(fake.state.counts().requests, 0, "not one API request");
+
+    // The page answers but the video does not exist: PeerTube's API says 404.
+    let app = axum::Router::new()
+        .route(
+            "/videos/embed/{id}",
+            axum::routing::get(|| async { "player" }),
+        )
+        .route(
+            "/api/v1/videos/{id}",
+            axum::routing::get(|| async { (axum::http::StatusCode::NOT_FOUND, "{}") }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let path = scenario(dir.path(), &format!("http://{addr}/w/gone"), 8, "");
+    let out = command(&fake, dir.path())
+        .arg("up")
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("no such video") && stderr.contains("404"),
+        "{stderr}"
+    );
+
+    // The page and video are there but the exporter is not.
+    let target = target().await;
+    let path = scenario(dir.path(), &target_url(&target), 8, "");
+    let yaml = std::fs::read_to_string(&path).unwrap().replace(
+        "  url: ",
+        &format!("  exporter: http://127.0.0.1:{port}/metrics\n  url: "),
+    );
+    std::fs::write(&path, yaml).unwrap();
+    let out = command(&fake, dir.path())
+        .arg("up")
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("target.exporter did not answer"),
+        "{stderr}"
+    );
+    assert_eq!(fake.state.counts().requests, 0, "still not one API request");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn webdriver_open_to_the_world_is_refused_unless_opted_in_with_a_loud_warning() {
+    let fake = fake(FakeConfig {
+        node_boot: Some(Duration::from_millis(100)),
+        ..FakeConfig::default()
+    })
+    .await;
+    let target = target().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), &target_url(&target), 4, "");
+    let open = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("[\"198.51.100.7/32\"]", "[\"0.0.0.0/0\", \"::/0\"]");
+    std::fs::write(&path, &open).unwrap();
+    let out = command(&fake, dir.path())
+        .arg("up")
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("fleet.controller_ips[0]")
+            && stderr.contains("the whole internet")
+            && stderr.contains("webdriver_open_to_the_internet: true"),
+        "{stderr}"
+    );
+    assert_eq!(fake.state.counts().requests, 0);
+
+    std::fs::write(&path, open + "  webdriver_open_to_the_internet: true\n").unwrap();
+    let out = command(&fake, dir.path())
+        .arg("up")
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("ANYONE") && stderr.contains("0.0.0.0/0, ::/0"),
+        "{stderr}"
+    );
+    let hub_fw = fake
+        .state
+        .firewalls()
+        .into_iter()
+        .find(|f| f["name"].as_str().unwrap().ends_with("-hub"))
+        .unwrap();
+    assert!(
+        hub_fw["rules"].to_string().contains("0.0.0.0/0"),
+        "as asked"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_file_readable_by_others_is_warned_about() {
+    use std::os::unix::fs::PermissionsExt;
+    let fake = fake(FakeConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("hcloud-token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let path = scenario(
+        dir.path(),
+        "https://peertube.example/w/x",
+        8,
+        &format!("  token_file: {}\n", token.display()),
+    );
+    let out = command(&fake, dir.path())
+        .env_remove("HCLOUD_TOKEN")
+        .arg("plan")
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("mode 644") && stderr.contains(&format!("chmod 600 {}", token.display())),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(TOKEN) && !text(&out.stdout).contains(TOKEN));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_of_the_controller_then_gc_deletes_the_run_once_its_heartbeat_is_stale() {
+    // Nodes never register: `up` waits, beating, until it is killed without a chance to
+    // clean up.
+    let fake = fake(FakeConfig {
+        node_boot: None,
+        ..FakeConfig::default()
+    })
+    .await;
+    let target = target().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(
+        dir.path(),
+        &target_url(&target),
+        8,
+        "  heartbeat_interval: 1s\n",
+    );
+    let mut child = command(&fake, dir.path())
+        .arg("up")
+        .arg(&path)
+        .spawn()
+        .unwrap();
+    let beating = || {
+        fake.state
+            .recorded()
+            .iter()
+            .filter(|r| r.method == "PUT" && r.body["labels"]["viewerfleet-heartbeat"].is_string())
+            .count()
+    };
+    until("two heartbeats", 60, || beating() >= 2).await;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    assert_eq!(fake.state.servers_matching("viewerfleet-run").len(), 3);
+
+    let gc = |grace: &str| {
+        let mut c = command(&fake, dir.path());
+        c.args(["gc", "--cloud", "--heartbeat-grace", grace]);
+        c
+    };
+    // The TTL is hours away, the heartbeat seconds: a generous grace keeps the run.
+    let out = gc("10m").output().await.unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("keep server") && stdout.contains("alive"),
+        "{stdout}"
+    );
+    assert_eq!(fake.state.servers_matching("viewerfleet-run").len(), 3);
+
+    // Once the heartbeat is older than the grace, the whole run goes, before its TTL.
+    let last_beat = || -> i64 {
+        fake.state.servers_matching("viewerfleet-role=hub")[0]["labels"]["viewerfleet-heartbeat"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    until("the heartbeat to be 2 s old", 30, || {
+        chrono::Utc::now().timestamp() - last_beat() >= 2
+    })
+    .await;
+    let out = gc("1s").output().await.unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("heartbeat stopped"), "{stdout}");
+    assert!(
+        stdout.contains("deleted 3 server(s), 2 firewall(s), 1 SSH key(s)"),
+        "{stdout}"
+    );
+    assert!(fake.state.servers().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_with_a_huge_older_than_deletes_nothing_young_and_a_bad_one_is_explained() {
+    let fake = fake(FakeConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let expires = (chrono::Utc::now().timestamp() + 3600).to_string();
+    fake.state.plant_server(
+        "vf-young-node-001",
+        serde_json::json!({"viewerfleet-run": "young", "viewerfleet-role": "node", "viewerfleet-expires": expires}),
+    );
+    // 300 billion years: more seconds than an i64 holds (it used to wrap to the past).
+    let out = command(&fake, dir.path())
+        .args(["gc", "--cloud", "--older-than", "300000000000y"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("keep server vf-young-node-001"), "{stdout}");
+    assert!(stdout.contains("deleted 0 server(s)"), "{stdout}");
+    assert_eq!(fake.state.servers().len(), 1);
+    let out = command(&fake, dir.path())
+        .args(["gc", "--cloud", "--older-than", "99999999999999999999999y"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--older-than"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(fake.state.servers().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_succeeds_on_every_shipped_scenario() {
+    let fake = fake(FakeConfig::default()).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in std::fs::read_dir(root.join("scenarios")).unwrap() {
+        for f in std::fs::read_dir(dir.unwrap().path()).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|e| e == "yaml") {
+                files.push(f);
+            }
+        }
+    }
+    assert!(files.len() >= 10, "{files:?}");
+    for file in &files {
+        let out = command(&fake, root)
+            .arg("plan")
+            .arg(file)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            file.display(),
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stdout).contains("viewers on Hetzner Cloud"),
+            "{}",
+            file.display()
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -211,22 +638,29 @@ async fn plan_prints_node_counts_and_costs_for_the_four_1000_viewer_scenarios() 
         .output()
         .await
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Fake prices: cx32 0.0113, cx52 0.0540 EUR/h net; a primary IPv4 0.50 EUR/month.
-    for (name, nodes, hourly) in [
-        ("peertube-1000-live-normal", "63 × cx32", "0.7239 EUR/h"),
-        ("peertube-1000-live-high ", "63 × cx32", "0.7239 EUR/h"),
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Fake prices: cx33 0.0087, cx53 0.0444, ccx53 0.3105 EUR/h net; a primary IPv4 0.50 EUR/month.
+    for (name, nodes, hourly, fits) in [
+        (
+            "peertube-1000-live-normal",
+            "7 × ccx53",
+            "2.1829 EUR/h",
+            true,
+        ),
+        (
+            "peertube-1000-live-high ",
+            "7 × ccx53",
+            "2.1829 EUR/h",
+            true,
+        ),
         (
             "peertube-1000-live-high-half-p2p-off",
-            "63 × cx32",
-            "0.7239 EUR/h",
+            "7 × ccx53",
+            "2.1829 EUR/h",
+            true,
         ),
-        ("peertube-1000-vod", "84 × cx52", "4.5480 EUR/h"),
+        ("peertube-1000-vod", "84 × cx53", "3.7390 EUR/h", false),
     ] {
         let section = stdout
             .split("\n\n")
@@ -234,7 +668,17 @@ async fn plan_prints_node_counts_and_costs_for_the_four_1000_viewer_scenarios() 
             .unwrap_or_else(|| panic!("no plan for {name}:\n{stdout}"));
         assert!(section.contains(&format!("nodes: {nodes}")), "{section}");
         assert!(section.contains(hourly), "{section}");
-        assert!(section.contains("WARNING"), "{section}");
+        assert!(section.contains("hub: 1 × cx33"), "{section}");
+        assert_eq!(section.contains("WARNING"), !fits, "{section}");
+        if fits {
+            assert!(
+                section.contains("chosen to fit fleet.server_limit (10): 8 servers")
+                    && section
+                        .contains("The cheapest fleet, 63 × cx33 (64 servers), costs 0.5575 EUR/h"),
+                "{section}"
+            );
+        }
+        assert!(section.contains("Hetzner API: about"), "{section}");
     }
     // The budget is configurable from the command line: 720p viewers (1 core each).
     let out = command(&fake, root)
@@ -247,9 +691,9 @@ async fn plan_prints_node_counts_and_costs_for_the_four_1000_viewer_scenarios() 
         .output()
         .await
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = text(&out.stdout);
     assert!(
-        stdout.contains("1.000 cores") && stdout.contains("84 × cx52"),
+        stdout.contains("1.000 cores") && stdout.contains("84 × cx53"),
         "{stdout}"
     );
 
@@ -261,7 +705,7 @@ async fn plan_prints_node_counts_and_costs_for_the_four_1000_viewer_scenarios() 
         .await
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("set HCLOUD_TOKEN"));
+    assert!(text(&out.stderr).contains("set HCLOUD_TOKEN"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -316,12 +760,8 @@ async fn plan_sizes_nodes_from_a_calibration() {
         .output()
         .await
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         stdout.contains("budget per viewer: 0.500 cores, 300 MB"),
         "{stdout}"
@@ -340,7 +780,7 @@ async fn plan_sizes_nodes_from_a_calibration() {
         .await
         .unwrap();
     assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = text(&out.stderr);
     assert!(stderr.contains("no `project` profile"), "{stderr}");
 
     // Not a calibration at all.
@@ -351,5 +791,5 @@ async fn plan_sizes_nodes_from_a_calibration() {
         .await
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a calibration"));
+    assert!(text(&out.stderr).contains("not a calibration"));
 }

@@ -6,11 +6,13 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bad_input;
 mod cli;
 mod cloud;
 mod cloud_cli;
 mod dashboards;
 mod engine;
+mod fuzz;
 mod layers;
 mod netns_preflight;
 mod refsite_cli;

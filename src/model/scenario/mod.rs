@@ -3,13 +3,18 @@
 //! engine never looks at the command line.
 //!
 //! Unknown fields are errors, and every error names the file, the line where it can be
-//! found, the field and what is allowed.
+//! found, the field and what is allowed — never a type of this program. Before any parsing,
+//! the file must pass the input limits of `limits` (a regular file, 1 MiB, UTF-8, nested at
+//! most 32 levels), so no file can make validation slow or endless.
 
 pub mod fleet;
+mod limits;
 mod plan;
 mod spec;
 
-pub use plan::{Plan, TargetPlan, ViewerPlan};
+pub use limits::{MAX_NESTING, MAX_SCENARIO_BYTES};
+
+pub use plan::{Plan, TargetPlan, ViewerPlan, MAX_DURATION};
 pub use spec::{FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewersSpec};
 
 use crate::model::kinds::{FleetKind, Throttling};
@@ -93,20 +98,25 @@ impl Overrides {
 /// Reads, parses and validates a scenario file.
 pub fn load(path: &Path, overrides: &Overrides) -> Result<Plan, ScenarioError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|err| ScenarioError {
-        file: file.clone(),
-        line: None,
-        field: "(file)".into(),
-        message: format!("cannot read the scenario file: {err}"),
-    })?;
+    let text = limits::read_scenario_file(path).map_err(|r| whole_file(&file, r))?;
     parse(&text, &file, overrides)
 }
 
 /// Parses and validates scenario text; `file` is only used in error messages.
 pub fn parse(text: &str, file: &str, overrides: &Overrides) -> Result<Plan, ScenarioError> {
+    limits::check_text(text).map_err(|r| whole_file(file, r))?;
     let mut spec = spec::parse_spec(text, file)?;
     overrides.apply_to(&mut spec, file)?;
     plan::build(spec, text, file, overrides)
+}
+
+fn whole_file(file: &str, refusal: limits::Refusal) -> ScenarioError {
+    ScenarioError {
+        file: file.to_string(),
+        line: refusal.line,
+        field: "(file)".into(),
+        message: refusal.message,
+    }
 }
 
 /// Finds the 1-based line of a dotted field path in YAML text, by following indentation.

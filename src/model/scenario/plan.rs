@@ -98,258 +98,65 @@ fn picked(index: u32, share: f64) -> bool {
     ((i + 1.0) * share).floor() > (i * share).floor()
 }
 
+/// The longest run a scenario may plan: longer runs are surely a typo (`duration: 150h`),
+/// and every report sizes its time series by the run's length.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Errors of one scenario file: each names the file, the field's line and the field.
+struct Checker<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Checker<'_> {
+    fn err(&self, field: &str, message: String) -> ScenarioError {
+        ScenarioError {
+            file: self.file.to_string(),
+            line: super::locate(self.text, field),
+            field: field.to_string(),
+            message,
+        }
+    }
+
+    fn duration(&self, field: &str, value: &str) -> Result<Duration, ScenarioError> {
+        humantime::parse_duration(value).map_err(|e| {
+            self.err(
+                field,
+                format!("`{value}` is not a duration ({e}); write e.g. `90s`, `5m` or `1h 30m`"),
+            )
+        })
+    }
+}
+
 pub(super) fn build(
     spec: ScenarioSpec,
     text: &str,
     file: &str,
     overrides: &Overrides,
 ) -> Result<Plan, ScenarioError> {
-    let err = |field: &str, message: String| ScenarioError {
-        file: file.to_string(),
-        line: super::locate(text, field),
-        field: field.to_string(),
-        message,
-    };
-    let duration_field = |field: &str, value: &str| -> Result<Duration, ScenarioError> {
-        humantime::parse_duration(value).map_err(|e| {
-            err(
-                field,
-                format!("`{value}` is not a duration ({e}); write e.g. `90s`, `5m` or `1h 30m`"),
-            )
-        })
-    };
-
-    if spec.name.trim().is_empty()
-        || !spec
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-    {
-        return Err(err(
-            "name",
-            format!(
-                "`{}` is not allowed; use letters, digits, `-`, `_` or `.` (it names the output folder)",
-                spec.name
-            ),
-        ));
-    }
-
-    let viewers = overrides.viewers.unwrap_or(spec.viewers.count);
-    if viewers == 0 {
-        return Err(err("viewers.count", "must be at least 1 (got 0)".into()));
-    }
-    if viewers > 100_000 {
-        return Err(err(
-            "viewers.count",
-            format!("{viewers} is more than the 100000 viewers one run supports"),
-        ));
-    }
-
-    let duration = match &overrides.duration {
-        Some(value) => humantime::parse_duration(value).map_err(|e| ScenarioError {
-            file: "--duration".into(),
-            line: None,
-            field: "duration".into(),
-            message: format!("`{value}` is not a duration ({e}); write e.g. `90s` or `5m`"),
-        })?,
-        None => duration_field("duration", &spec.duration)?,
-    };
-    if duration < Duration::from_secs(5) {
-        return Err(err("duration", "must be at least 5s".into()));
-    }
-    let written_duration = duration_field("duration", &spec.duration)?;
-    // A duration given on the command line scales the whole timeline (ramp, measure point,
-    // window), so a shortened run keeps the scenario's shape.
-    let scale = |d: Duration| -> Duration {
-        if overrides.duration.is_some() && !written_duration.is_zero() {
-            d.mul_f64(duration.as_secs_f64() / written_duration.as_secs_f64())
-        } else {
-            d
-        }
-    };
-    let ramp = match &spec.viewers.ramp {
-        Some(value) => scale(duration_field("viewers.ramp", value)?),
-        None => Duration::ZERO,
-    };
-    if ramp >= duration {
-        return Err(err(
-            "viewers.ramp",
-            format!(
-                "the ramp ({}) must end before the run does (duration {})",
-                humantime::format_duration(ramp),
-                humantime::format_duration(duration)
-            ),
-        ));
-    }
-    let sampling_interval = match &spec.sampling_interval {
-        Some(value) => duration_field("sampling_interval", value)?,
-        None => Duration::from_secs(2),
-    };
-    if sampling_interval < Duration::from_millis(500) || sampling_interval > duration / 2 {
-        return Err(err(
-            "sampling_interval",
-            "must be between 500ms and half the duration".into(),
-        ));
-    }
-    // With duration overridden (shorter runs), a measure point beyond the end moves to it.
-    let measure_at = match &spec.measure_at {
-        Some(value) => scale(duration_field("measure_at", value)?),
-        None => duration,
-    };
-    if measure_at > duration && overrides.duration.is_none() {
-        return Err(err(
-            "measure_at",
-            format!(
-                "{} is after the end of the run ({}); choose a point within the duration",
-                humantime::format_duration(measure_at),
-                humantime::format_duration(duration)
-            ),
-        ));
-    }
-    let measure_at = measure_at.min(duration);
-    let steady_window = match &spec.steady_window {
-        Some(value) => scale(duration_field("steady_window", value)?),
-        None => scale(Duration::from_secs(30)).min(measure_at),
-    };
-    // A shortened run samples often enough to keep two samples in its window.
-    let sampling_interval = if overrides.duration.is_some() {
-        sampling_interval
-            .min(steady_window / 2)
-            .max(Duration::from_millis(500))
-    } else {
-        sampling_interval
-    };
-    if steady_window > measure_at || steady_window < sampling_interval * 2 {
-        return Err(err(
-            "steady_window",
-            "must hold at least two samples and end at measure_at (start at or after 0s)".into(),
-        ));
-    }
-
-    let p2p_off_share = spec.viewers.p2p_off_share.unwrap_or(0.0);
-    if !(0.0..=1.0).contains(&p2p_off_share) || p2p_off_share.is_nan() {
-        return Err(err(
-            "viewers.p2p_off_share",
-            format!("{p2p_off_share} is not a share; use a number from 0.0 to 1.0"),
-        ));
-    }
-    if let Some(network) = &spec.viewers.network {
-        check_network(network, "viewers.network", &err)?;
-    }
-    let alt_network = match &spec.viewers.alt_network {
-        Some(alt) => {
-            if !(0.0..=1.0).contains(&alt.share) {
-                return Err(err(
-                    "viewers.alt_network.share",
-                    format!("{} is not a share; use a number from 0.0 to 1.0", alt.share),
-                ));
-            }
-            check_network(&alt.profile, "viewers.alt_network.profile", &err)?;
-            Some((alt.share, alt.profile))
-        }
-        None => None,
-    };
-
-    let t = &spec.target;
-    let latency = t.latency.unwrap_or(Latency::Normal);
-    if t.video == VideoKind::Vod && t.latency.is_some() {
-        return Err(err(
-            "target.latency",
-            "applies to live videos only; remove it or set `video: live`".into(),
-        ));
-    }
-    match t.kind {
-        TargetKind::Peertube => {
-            let url = t.url.as_deref().ok_or_else(|| {
-                err(
-                    "target",
-                    "`kind: peertube` needs `url:` (the video's watch or embed URL)".into(),
-                )
-            })?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err("target.url", format!("`{url}` is not an http(s) URL")));
-            }
-            if let Some(exporter) = &t.exporter {
-                if !(exporter.starts_with("http://") || exporter.starts_with("https://")) {
-                    return Err(err(
-                        "target.exporter",
-                        format!("`{exporter}` is not an http(s) URL; e.g. http://127.0.0.1:9091/metrics"),
-                    ));
-                }
-            }
-            for (field, value) in [
-                ("target.metrics_interval", &t.metrics_interval),
-                ("target.vod_length", &t.vod_length),
-            ] {
-                if value.is_some() {
-                    return Err(err(field, "applies to `kind: refsite` only".into()));
-                }
-            }
-        }
-        TargetKind::Refsite => {
-            for (field, value) in [("target.url", &t.url), ("target.exporter", &t.exporter)] {
-                if value.is_some() {
-                    return Err(err(
-                        field,
-                        "refsite is started by the run itself; remove this field (it applies to `kind: peertube`)".into(),
-                    ));
-                }
-            }
-        }
-    }
-    let metrics_interval = match &t.metrics_interval {
-        Some(value) => duration_field("target.metrics_interval", value)?,
-        None => Duration::from_secs(15),
-    };
-    if metrics_interval < Duration::from_secs(1) {
-        return Err(err("target.metrics_interval", "must be at least 1s".into()));
-    }
-    let vod_length = match &t.vod_length {
-        Some(value) => duration_field("target.vod_length", value)?,
-        None => Duration::from_secs(120),
-    };
-    if vod_length < Duration::from_secs(10) || vod_length > Duration::from_secs(3600) {
-        return Err(err(
-            "target.vod_length",
-            "must be between 10s and 1h".into(),
-        ));
-    }
-
-    let max_failed_viewers = match &spec.max_failed_viewers {
-        None => 0,
-        Some(FailedThreshold::Count(n)) => *n,
-        Some(FailedThreshold::Share(s)) => {
-            let share = s
-                .strip_suffix('%')
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|v| (0.0..=100.0).contains(v))
-                .ok_or_else(|| {
-                    err(
-                        "max_failed_viewers",
-                        format!("`{s}` is neither a count (e.g. 2) nor a percentage (e.g. \"5%\")"),
-                    )
-                })?;
-            (viewers as f64 * share / 100.0).floor() as u32
-        }
-    };
-
+    let check = Checker { file, text };
+    check_name(&check, &spec.name)?;
+    let target = target(&check, &spec.target)?;
+    let viewers = viewer_count(&check, spec.viewers.count, overrides)?;
+    let (p2p_off_share, alt_network) = viewer_mix(&check, &spec.viewers)?;
+    let timeline = timeline(&check, &spec, overrides)?;
+    let max_failed_viewers = failure_threshold(&check, spec.max_failed_viewers.as_ref(), viewers)?;
     let fleet = spec
         .fleet
         .plan(viewers)
-        .map_err(|(field, message)| err(&format!("fleet.{field}"), message))?;
-
+        .map_err(|(field, message)| check.err(&format!("fleet.{field}"), message))?;
     if let Some(n) = &spec.viewers.network {
-        check_tc_fleet(n, "viewers.network", &fleet, &err)?;
+        check_tc_fleet(n, "viewers.network", &fleet, &check)?;
     }
     if let Some((_, n)) = &alt_network {
-        check_tc_fleet(n, "viewers.alt_network.profile", &fleet, &err)?;
+        check_tc_fleet(n, "viewers.alt_network.profile", &fleet, &check)?;
     }
 
     let mut yaml = text.to_string();
     if overrides.viewers.is_some() || overrides.duration.is_some() {
         yaml.push_str(&format!(
             "\n# Overridden on the command line: viewers.count = {viewers}, duration = {}\n",
-            humantime::format_duration(duration)
+            humantime::format_duration(timeline.duration)
         ));
     }
     if let Some(kind) = overrides.fleet {
@@ -366,27 +173,365 @@ pub(super) fn build(
     Ok(Plan {
         name: spec.name,
         description: spec.description,
-        target: TargetPlan {
-            kind: t.kind,
-            video: t.video,
-            latency,
-            url: t.url.clone(),
-            exporter: t.exporter.clone(),
-            metrics_interval,
-            vod_length,
-        },
+        target,
         viewers,
-        ramp,
+        ramp: timeline.ramp,
         p2p_off_share,
         network: spec.viewers.network.map(|n| with_throttling(n, &fleet)),
         alt_network: alt_network.map(|(share, n)| (share, with_throttling(n, &fleet))),
-        duration,
-        sampling_interval,
-        measure_at,
-        steady_window,
+        duration: timeline.duration,
+        sampling_interval: timeline.sampling_interval,
+        measure_at: timeline.measure_at,
+        steady_window: timeline.steady_window,
         max_failed_viewers,
         fleet,
         yaml,
+    })
+}
+
+/// The name becomes a folder name.
+fn check_name(check: &Checker, name: &str) -> Result<(), ScenarioError> {
+    if name.trim().is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return Err(check.err(
+            "name",
+            format!(
+                "`{name}` is not allowed; use letters, digits, `-`, `_` or `.` (it names the output folder)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// How many viewers: the file's count, or `--viewers`.
+fn viewer_count(check: &Checker, count: u32, overrides: &Overrides) -> Result<u32, ScenarioError> {
+    let viewers = overrides.viewers.unwrap_or(count);
+    if viewers == 0 {
+        return Err(check.err("viewers.count", "must be at least 1 (got 0)".into()));
+    }
+    if viewers > 100_000 {
+        return Err(check.err(
+            "viewers.count",
+            format!("{viewers} is more than the 100000 viewers one run supports"),
+        ));
+    }
+    Ok(viewers)
+}
+
+/// Who has P2P off and who gets the second network profile.
+#[allow(clippy::type_complexity)]
+fn viewer_mix(
+    check: &Checker,
+    spec: &super::spec::ViewersSpec,
+) -> Result<(f64, Option<(f64, NetworkProfile)>), ScenarioError> {
+    let p2p_off_share = spec.p2p_off_share.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&p2p_off_share) {
+        return Err(check.err(
+            "viewers.p2p_off_share",
+            format!("{p2p_off_share} is not a share; use a number from 0.0 to 1.0"),
+        ));
+    }
+    if let Some(network) = &spec.network {
+        check_network(network, "viewers.network", check)?;
+    }
+    let alt_network = match &spec.alt_network {
+        Some(alt) => {
+            if !(0.0..=1.0).contains(&alt.share) {
+                return Err(check.err(
+                    "viewers.alt_network.share",
+                    format!("{} is not a share; use a number from 0.0 to 1.0", alt.share),
+                ));
+            }
+            check_network(&alt.profile, "viewers.alt_network.profile", check)?;
+            Some((alt.share, alt.profile))
+        }
+        None => None,
+    };
+    Ok((p2p_off_share, alt_network))
+}
+
+/// The run's clock: its length, the ramp, sampling, the measurement point and its window.
+struct Timeline {
+    duration: Duration,
+    ramp: Duration,
+    sampling_interval: Duration,
+    measure_at: Duration,
+    steady_window: Duration,
+}
+
+fn timeline(
+    check: &Checker,
+    spec: &ScenarioSpec,
+    overrides: &Overrides,
+) -> Result<Timeline, ScenarioError> {
+    let written_duration = check.duration("duration", &spec.duration)?;
+    let duration = match &overrides.duration {
+        Some(value) => humantime::parse_duration(value).map_err(|e| ScenarioError {
+            file: "--duration".into(),
+            line: None,
+            field: "duration".into(),
+            message: format!("`{value}` is not a duration ({e}); write e.g. `90s` or `5m`"),
+        })?,
+        None => written_duration,
+    };
+    if duration < Duration::from_secs(5) {
+        return Err(check.err("duration", "must be at least 5s".into()));
+    }
+    if duration > MAX_DURATION {
+        return Err(check.err(
+            "duration",
+            format!(
+                "{} is longer than the {} a run may last; split it into several runs (`viewerfleet suite --repeat`)",
+                humantime::format_duration(duration),
+                humantime::format_duration(MAX_DURATION)
+            ),
+        ));
+    }
+    // A duration given on the command line scales the whole timeline (ramp, measure point,
+    // window), so a shortened run keeps the scenario's shape.
+    let ratio = if overrides.duration.is_some() && !written_duration.is_zero() {
+        duration.as_secs_f64() / written_duration.as_secs_f64()
+    } else {
+        1.0
+    };
+    let scaled = |field: &str, value: &str| -> Result<Duration, ScenarioError> {
+        let d = check.duration(field, value)?;
+        if d > MAX_DURATION {
+            return Err(check.err(
+                field,
+                format!(
+                    "{} is longer than a run may last ({})",
+                    humantime::format_duration(d),
+                    humantime::format_duration(MAX_DURATION)
+                ),
+            ));
+        }
+        Duration::try_from_secs_f64(d.as_secs_f64() * ratio).map_err(|_| {
+            check.err(
+                field,
+                format!(
+                    "`{value}` scaled to --duration {} is out of range; shorten it",
+                    humantime::format_duration(duration)
+                ),
+            )
+        })
+    };
+    let ramp = match &spec.viewers.ramp {
+        Some(value) => scaled("viewers.ramp", value)?,
+        None => Duration::ZERO,
+    };
+    if ramp >= duration {
+        return Err(check.err(
+            "viewers.ramp",
+            format!(
+                "the ramp ({}) must end before the run does (duration {})",
+                humantime::format_duration(ramp),
+                humantime::format_duration(duration)
+            ),
+        ));
+    }
+    let sampling_interval = match &spec.sampling_interval {
+        Some(value) => check.duration("sampling_interval", value)?,
+        None => Duration::from_secs(2),
+    };
+    if sampling_interval < Duration::from_millis(500) || sampling_interval > duration / 2 {
+        return Err(check.err(
+            "sampling_interval",
+            "must be between 500ms and half the duration".into(),
+        ));
+    }
+    // With duration overridden (shorter runs), a measure point beyond the end moves to it.
+    let measure_at = match &spec.measure_at {
+        Some(value) => scaled("measure_at", value)?,
+        None => duration,
+    };
+    if measure_at > duration && overrides.duration.is_none() {
+        return Err(check.err(
+            "measure_at",
+            format!(
+                "{} is after the end of the run ({}); choose a point within the duration",
+                humantime::format_duration(measure_at),
+                humantime::format_duration(duration)
+            ),
+        ));
+    }
+    let measure_at = measure_at.min(duration);
+    let steady_window = match &spec.steady_window {
+        Some(value) => scaled("steady_window", value)?,
+        None => Duration::try_from_secs_f64(30.0 * ratio)
+            .unwrap_or(MAX_DURATION)
+            .min(measure_at),
+    };
+    // A shortened run samples often enough to keep two samples in its window.
+    let sampling_interval = if overrides.duration.is_some() {
+        sampling_interval
+            .min(steady_window / 2)
+            .max(Duration::from_millis(500))
+    } else {
+        sampling_interval
+    };
+    if steady_window > measure_at || steady_window < sampling_interval * 2 {
+        return Err(check.err(
+            "steady_window",
+            "must hold at least two samples and end at measure_at (start at or after 0s)".into(),
+        ));
+    }
+    Ok(Timeline {
+        duration,
+        ramp,
+        sampling_interval,
+        measure_at,
+        steady_window,
+    })
+}
+
+/// What the viewers watch: refsite (started by the run) or a PeerTube video.
+fn target(check: &Checker, t: &super::spec::TargetSpec) -> Result<TargetPlan, ScenarioError> {
+    let latency = t.latency.unwrap_or(Latency::Normal);
+    if t.video == VideoKind::Vod && t.latency.is_some() {
+        return Err(check.err(
+            "target.latency",
+            "applies to live videos only; remove it or set `video: live`".into(),
+        ));
+    }
+    match t.kind {
+        TargetKind::Peertube => {
+            let url = t.url.as_deref().ok_or_else(|| {
+                check.err(
+                    "target",
+                    "`kind: peertube` needs `url:` (the video's watch or embed URL, e.g. https://peertube.example/w/<uuid>)".into(),
+                )
+            })?;
+            check_video_url(url).map_err(|message| check.err("target.url", message))?;
+            if let Some(exporter) = &t.exporter {
+                check_http_url(exporter).map_err(|why| {
+                    check.err(
+                        "target.exporter",
+                        format!("`{exporter}` {why}; write the exporter's URL, e.g. http://127.0.0.1:9091/metrics"),
+                    )
+                })?;
+            }
+            for (field, value) in [
+                ("target.metrics_interval", &t.metrics_interval),
+                ("target.vod_length", &t.vod_length),
+            ] {
+                if value.is_some() {
+                    return Err(check.err(field, "applies to `kind: refsite` only".into()));
+                }
+            }
+        }
+        TargetKind::Refsite => {
+            for (field, value) in [("target.url", &t.url), ("target.exporter", &t.exporter)] {
+                if value.is_some() {
+                    return Err(check.err(
+                        field,
+                        "refsite is started by the run itself; remove this field (it applies to `kind: peertube`)".into(),
+                    ));
+                }
+            }
+        }
+    }
+    let metrics_interval = match &t.metrics_interval {
+        Some(value) => check.duration("target.metrics_interval", value)?,
+        None => Duration::from_secs(15),
+    };
+    if metrics_interval < Duration::from_secs(1) || metrics_interval > Duration::from_secs(3600) {
+        return Err(check.err(
+            "target.metrics_interval",
+            "must be between 1s and 1h (PeerTube's players POST every 15s)".into(),
+        ));
+    }
+    let vod_length = match &t.vod_length {
+        Some(value) => check.duration("target.vod_length", value)?,
+        None => Duration::from_secs(120),
+    };
+    if vod_length < Duration::from_secs(10) || vod_length > Duration::from_secs(3600) {
+        return Err(check.err("target.vod_length", "must be between 10s and 1h".into()));
+    }
+    Ok(TargetPlan {
+        kind: t.kind,
+        video: t.video,
+        latency,
+        url: t.url.clone(),
+        exporter: t.exporter.clone(),
+        metrics_interval,
+        vod_length,
+    })
+}
+
+/// A PeerTube video's watch or embed URL, as the PeerTube adapter reads it.
+fn check_video_url(url: &str) -> Result<(), String> {
+    const SHAPES: &str = "https://<instance>/w/<uuid>, https://<instance>/videos/watch/<uuid> or https://<instance>/videos/embed/<uuid>";
+    check_http_url(url).map_err(|why| format!("`{url}` {why}; write the video's URL: {SHAPES}"))?;
+    let parsed = url::Url::parse(url).map_err(|e| e.to_string())?;
+    let segments: Vec<&str> = parsed
+        .path_segments()
+        .map(|s| s.filter(|p| !p.is_empty()).collect())
+        .unwrap_or_default();
+    if matches!(
+        segments.as_slice(),
+        ["w", _] | ["videos", "watch", _] | ["videos", "embed", _]
+    ) {
+        return Ok(());
+    }
+    let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
+    let site = [
+        ("youtube.com", "YouTube"),
+        ("youtu.be", "YouTube"),
+        ("vimeo.com", "Vimeo"),
+        ("dailymotion.com", "Dailymotion"),
+        ("twitch.tv", "Twitch"),
+    ]
+    .iter()
+    .find(|(domain, _)| host == *domain || host.ends_with(&format!(".{domain}")))
+    .map(|(_, name)| *name);
+    Err(match site {
+        Some(name) => format!(
+            "`{url}` is a {name} page, not a PeerTube video: `kind: peertube` drives PeerTube's player; give {SHAPES}"
+        ),
+        None => format!(
+            "`{url}` is not a PeerTube video URL (its path is `{}`); expected {SHAPES}",
+            parsed.path()
+        ),
+    })
+}
+
+/// `Ok` for an http(s) URL with a host; else why not.
+fn check_http_url(url: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("is not a URL ({e})"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) {
+        return Err("is not an http:// or https:// URL with a host".into());
+    }
+    Ok(())
+}
+
+/// `max_failed_viewers`: a count, or a share of the viewers.
+fn failure_threshold(
+    check: &Checker,
+    threshold: Option<&FailedThreshold>,
+    viewers: u32,
+) -> Result<u32, ScenarioError> {
+    Ok(match threshold {
+        None => 0,
+        Some(FailedThreshold::Count(n)) => *n,
+        Some(FailedThreshold::Share(s)) => {
+            let share = s
+                .strip_suffix('%')
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|v| (0.0..=100.0).contains(v))
+                .ok_or_else(|| {
+                    check.err(
+                        "max_failed_viewers",
+                        format!(
+                            "`{s}` is neither a count (e.g. 2) nor a percentage from 0% to 100% (e.g. \"5%\")"
+                        ),
+                    )
+                })?;
+            (viewers as f64 * share / 100.0).floor() as u32
+        }
     })
 }
 
@@ -396,10 +541,10 @@ fn check_tc_fleet(
     network: &NetworkProfile,
     field: &str,
     fleet: &FleetPlan,
-    err: &dyn Fn(&str, String) -> ScenarioError,
+    check: &Checker,
 ) -> Result<(), ScenarioError> {
     if network.apply == Some(Throttling::Tc) && matches!(fleet, FleetPlan::Local(_)) {
-        return Err(err(
+        return Err(check.err(
             &format!("{field}.apply"),
             "`tc` needs one network interface per viewer, which the local fleet does not \
              have; use `fleet: kind: netns` (as root) or `apply: http-only`"
@@ -427,8 +572,9 @@ fn with_throttling(mut network: NetworkProfile, fleet: &FleetPlan) -> NetworkPro
 fn check_network(
     network: &NetworkProfile,
     field: &str,
-    err: &dyn Fn(&str, String) -> ScenarioError,
+    check: &Checker,
 ) -> Result<(), ScenarioError> {
+    let err = |field: &str, message: String| check.err(field, message);
     for (name, value, max) in [
         ("download_kbps", network.download_kbps, 10_000_000),
         ("upload_kbps", network.upload_kbps, 10_000_000),

@@ -97,11 +97,49 @@ pub struct AltNetwork {
 }
 
 /// A failure threshold: a count (`2`) or a share of the viewers (`"5%"`).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum FailedThreshold {
     Count(u32),
     Share(String),
+}
+
+/// By hand rather than `untagged`, so a wrong value is told what both forms look like (an
+/// untagged enum only says that no variant matched, under its type name, without a line).
+impl<'de> Deserialize<'de> for FailedThreshold {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ThresholdVisitor;
+        const FORMS: &str =
+            "a count of viewers (0 or more, e.g. 2) or a share in quotes (e.g. \"5%\")";
+        impl serde::de::Visitor<'_> for ThresholdVisitor {
+            type Value = FailedThreshold;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(FORMS)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                u32::try_from(v).map(FailedThreshold::Count).map_err(|_| {
+                    E::custom(format!(
+                        "{v} is more viewers than a run can have; write {FORMS}"
+                    ))
+                })
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("{v} is negative; write {FORMS}"))),
+                }
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Err(E::custom(format!(
+                    "{v} is not a whole number; write {FORMS}"
+                )))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(FailedThreshold::Share(v.to_string()))
+            }
+        }
+        deserializer.deserialize_any(ThresholdVisitor)
+    }
 }
 
 pub(super) fn parse_spec(text: &str, file: &str) -> Result<ScenarioSpec, ScenarioError> {
@@ -117,12 +155,17 @@ pub(super) fn parse_spec(text: &str, file: &str) -> Result<ScenarioSpec, Scenari
             }
             _ => ("(file)".to_string(), message),
         };
-        let line = line.or_else(|| super::locate(text, &field));
+        // A mark at the end of the text (a value cut short) is on the last line.
+        let last_line = text.split('\n').count();
+        let line = line
+            .map(|l| l.min(last_line))
+            .or_else(|| super::locate(text, &field))
+            .or_else(|| second_document_line(text, &message));
         ScenarioError {
             file: file.to_string(),
             line,
             field,
-            message: strip_location(&message) + renamed_value_hint(&message),
+            message: humanize(&strip_location(&message)) + renamed_value_hint(&message),
         }
     })
 }
@@ -136,6 +179,98 @@ fn renamed_value_hint(message: &str) -> &'static str {
     } else {
         ""
     }
+}
+
+/// The line of the `---` that starts a second document, for that error.
+fn second_document_line(text: &str, message: &str) -> Option<usize> {
+    if !message.contains("more than one document") {
+        return None;
+    }
+    let mut seen_content = false;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("---") && seen_content {
+            return Some(i + 1);
+        }
+        if !trimmed.is_empty() && !trimmed.starts_with('#') && !trimmed.starts_with("---") {
+            seen_content = true;
+        }
+    }
+    None
+}
+
+/// Rewrites what serde expected in the words of the scenario reference: "a whole number from
+/// 0 to 65535", not `u16`; the fleet kinds, not `internally tagged enum FleetSpec`. No
+/// message may name a type of this program.
+pub(super) fn humanize(message: &str) -> String {
+    if message.contains("more than one document") {
+        return "holds more than one YAML document (a `---` line between two); a scenario file holds one".into();
+    }
+    let (head, expected) = match message.rfind("expected ") {
+        Some(pos) => message.split_at(pos + "expected ".len()),
+        None => (message, ""),
+    };
+    // A note may follow the expected form in parentheses.
+    let (expected, note) = match expected.find(" (") {
+        Some(pos) => expected.split_at(pos),
+        None => (expected, ""),
+    };
+    let expected = match expected {
+        "u8" => "a whole number from 0 to 255".to_string(),
+        "u16" => "a whole number from 0 to 65535".to_string(),
+        "u32" => "a whole number from 0 to 4294967295".to_string(),
+        "u64" | "usize" => "a whole number of 0 or more".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "option" => "a value".to_string(),
+        "path string" => "a file path".to_string(),
+        "struct ScenarioSpec" => {
+            "the scenario's fields (`name:`, `target:`, `viewers:`, `duration:`, `fleet:`)"
+                .to_string()
+        }
+        "internally tagged enum FleetSpec" => format!(
+            "a `fleet:` section with `kind:` {} and that fleet's fields",
+            crate::model::kinds::one_of(crate::model::kinds::FleetKind::NAMES)
+        ),
+        "enum OnLimit" => "`teardown` or `run_with_what_exists`".to_string(),
+        "enum OnNodeFailure" => "`drop` or `replace`".to_string(),
+        other => other.to_string(),
+    };
+    without_type_names(&format!("{head}{expected}{note}"))
+}
+
+/// Replaces any `struct Name` / `enum Name` that serde may still mention.
+fn without_type_names(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    'outer: while !rest.is_empty() {
+        for marker in [
+            "untagged enum ",
+            "internally tagged enum ",
+            "adjacently tagged enum ",
+            "struct ",
+            "enum ",
+        ] {
+            if let Some(after) = rest.strip_prefix(marker) {
+                let name_len = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                if after.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    out.push_str(if marker == "struct " {
+                        "a mapping of fields (`key: value` lines)"
+                    } else {
+                        "one of the forms the scenario reference (README) lists"
+                    });
+                    rest = &after[name_len..];
+                    continue 'outer;
+                }
+            }
+        }
+        let mut chars = rest.chars();
+        out.extend(chars.next());
+        rest = chars.as_str();
+    }
+    out
 }
 
 /// Drops yaml_serde's " at line L column C" suffix: the line is reported separately.

@@ -155,3 +155,102 @@ fn locate_follows_indentation() {
     assert_eq!(locate(GOOD, "fleet.kind"), Some(19));
     assert_eq!(locate(GOOD, "viewers.nothing"), None);
 }
+
+#[test]
+fn negative_failure_threshold_names_its_line_and_both_forms() {
+    let text = format!("{GOOD}max_failed_viewers: -1\n");
+    let err = parse_err(&text);
+    assert_eq!(err.field, "max_failed_viewers");
+    assert_eq!(err.line, Some(text.lines().count()));
+    assert!(err.message.contains("a count of viewers"), "{err}");
+    assert!(err.message.contains("\"5%\""), "{err}");
+    assert!(!err.to_string().contains("enum"), "{err}");
+}
+
+#[test]
+fn serde_type_names_become_what_is_allowed() {
+    let err = parse_err(&GOOD.replace("  count: 8", "  count: -3"));
+    assert_eq!(err.field, "viewers.count");
+    assert!(
+        err.message
+            .ends_with("expected a whole number from 0 to 4294967295"),
+        "{err}"
+    );
+    let err = parse_err(&GOOD.replace("fleet:\n  kind: local\n", "fleet: 3\n"));
+    assert!(
+        err.message
+            .contains("`kind:` `local`, `netns`, `grid` or `hcloud`"),
+        "{err}"
+    );
+    let err = parse_err("- just\n- a list\n");
+    assert!(err.message.contains("the scenario's fields"), "{err}");
+}
+
+#[test]
+fn fleet_fields_keep_their_name_and_line_with_kind_first_or_later() {
+    let kind_first = GOOD.replace("  kind: local\n", "  kind: netns\n  target_port: 70000\n");
+    let err = parse_err(&kind_first);
+    assert_eq!(err.field, "fleet.target_port");
+    assert_eq!(err.line, Some(20));
+    let kind_later = GOOD.replace(
+        "  kind: local\n",
+        "  max_parallel_starts: 3\n  kind: local\n",
+    );
+    let plan = parse(&kind_later, "s.yaml", &Overrides::default()).unwrap();
+    assert_eq!(plan.fleet.kind(), crate::model::kinds::FleetKind::Local);
+    let err = parse_err(&GOOD.replace("  kind: local\n", "  max_parallel_starts: 3\n"));
+    assert!(err.message.contains("missing `kind:`"), "{err}");
+}
+
+#[test]
+fn peertube_urls_need_a_video_path() {
+    let peertube = |url: &str| {
+        GOOD.replace("kind: refsite", "kind: peertube").replace(
+            "  latency: normal",
+            &format!("  latency: normal\n  url: {url}"),
+        )
+    };
+    for ok in [
+        "https://p.example/w/9c9de5e8-0a1e-484a-b099-e80766180a6d",
+        "https://p.example/videos/watch/9c9de5e8-0a1e-484a-b099-e80766180a6d",
+        "http://127.0.0.1:8080/videos/embed/abc",
+    ] {
+        parse(&peertube(ok), "s.yaml", &Overrides::default()).expect(ok);
+    }
+    let err = parse_err(&peertube("https://www.youtube.com/watch?v=dQw4w9WgXcQ"));
+    assert_eq!(err.field, "target.url");
+    assert!(err.message.contains("is a YouTube page"), "{err}");
+    assert!(err.message.contains("/videos/embed/<uuid>"), "{err}");
+    let err = parse_err(&peertube("https://p.example/about"));
+    assert!(err.message.contains("its path is `/about`"), "{err}");
+    let err = parse_err(&peertube("peertube.example/w/1"));
+    assert!(err.message.contains("is not a URL"), "{err}");
+}
+
+#[test]
+fn durations_are_bounded_before_they_reach_arithmetic() {
+    let err = parse_err(&GOOD.replace("duration: 3m", "duration: 8d"));
+    assert_eq!(err.field, "duration");
+    assert!(err.message.contains("7days"), "{err}");
+    // A tiny written duration scaled to a long one would overflow: an error, not a panic.
+    let text = GOOD
+        .replace("duration: 3m", "duration: 1ns")
+        .replace("  ramp: 30s", "  ramp: 6d");
+    let over = Overrides {
+        duration: Some("7d".into()),
+        ..Default::default()
+    };
+    let err = parse(&text, "s.yaml", &over).expect_err("out of range");
+    assert_eq!(err.field, "viewers.ramp");
+}
+
+#[test]
+fn files_that_are_not_scenarios_are_refused_before_parsing() {
+    let err = load(std::path::Path::new("/dev/zero"), &Overrides::default()).unwrap_err();
+    assert_eq!(err.field, "(file)");
+    assert!(err.message.contains("a character device"), "{err}");
+    let deep = format!("name: {}", "[".repeat(100_000));
+    let err = parse_err(&deep);
+    assert_eq!(err.line, Some(1));
+    assert!(err.message.contains("nesting level 33"), "{err}");
+}

@@ -123,13 +123,19 @@ pub fn check_hub_url(url: &str) -> Result<String, String> {
 
 /// Hub URLs from an inventory file (see the module docs for the format).
 pub fn read_inventory(path: &Path) -> anyhow::Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        anyhow::anyhow!(
-            "fleet.inventory: cannot read {}: {e}; write it with `terraform output -json > {}`",
-            path.display(),
-            path.display()
-        )
-    })?;
+    // A regular file of at most 1 MiB: a device or a FIFO here would never end.
+    let text = crate::model::rawdata::read_regular_file(path, 1024 * 1024)
+        .and_then(|bytes| {
+            String::from_utf8(bytes)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "fleet.inventory: cannot read {}: {e}; write it with `terraform output -json > {}`",
+                path.display(),
+                path.display()
+            )
+        })?;
     let value: serde_json::Value = yaml_serde::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "fleet.inventory: {} is neither JSON nor YAML: {e}",
@@ -192,6 +198,17 @@ mod tests {
         assert_eq!(
             check_hub_url("http://127.0.0.1:4444/wd/hub").unwrap(),
             "http://127.0.0.1:4444/wd/hub/"
+        );
+    }
+
+    #[test]
+    fn an_inventory_that_is_a_device_is_refused_not_read() {
+        let err = read_inventory(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is a character device, not a regular file"),
+            "{err}"
         );
     }
 

@@ -14,12 +14,14 @@ pub struct HcloudFleetSpec {
     /// Server type of the viewer nodes; unset: the cheapest type for the run [default: unset].
     #[serde(default)]
     pub node_type: Option<String>,
-    /// Server types `plan` may choose from when `node_type` is unset.
-    #[serde(default = "default_node_types")]
-    pub node_types: Vec<String>,
-    /// Server type of the Selenium hub (IPv4 + IPv6) [default: cx32].
-    #[serde(default = "default_hub_type")]
-    pub hub_type: String,
+    /// Server types `plan` may choose from when `node_type` is unset [default: every x86
+    /// type orderable in the location and not deprecated, as `/server_types` lists them].
+    #[serde(default)]
+    pub node_types: Option<Vec<String>>,
+    /// Server type of the Selenium hub (IPv4 + IPv6) [default: the cheapest x86 type
+    /// orderable in the location, not deprecated, with at least 4 cores and 8 GB].
+    #[serde(default)]
+    pub hub_type: Option<String>,
     /// OS image [default: debian-12, what grid/node-bootstrap.sh is written for].
     #[serde(default = "default_image")]
     pub image: String,
@@ -29,13 +31,19 @@ pub struct HcloudFleetSpec {
     /// Force this many viewers per node instead of computing it from the budget.
     #[serde(default)]
     pub viewers_per_node: Option<u32>,
-    /// Servers the Hetzner project may hold; `plan` warns above it [default: 10, a new project's usual limit].
+    /// Servers the Hetzner project may hold: the fleet (hub included) is sized to fit it,
+    /// with bigger types if needed [default: 10, a new project's usual limit].
     #[serde(default = "default_server_limit")]
     pub server_limit: u32,
     /// Addresses (CIDR) of the machine running viewerfleet: only they reach the hub's port 4444
     /// and SSH. Needed for `up`/`run`, e.g. `["203.0.113.7/32", "2001:db8::/64"]`.
     #[serde(default)]
     pub controller_ips: Vec<String>,
+    /// Accept `controller_ips` that open the hub's WebDriver port to (a large part of) the
+    /// internet, e.g. `0.0.0.0/0`: whoever reaches it controls every browser of the run
+    /// [default: false].
+    #[serde(default)]
+    pub webdriver_open_to_the_internet: bool,
     /// SSH public key file installed on every server [default: ~/.ssh/id_ed25519.pub, then id_rsa.pub].
     #[serde(default)]
     pub ssh_public_key: Option<String>,
@@ -57,9 +65,14 @@ pub struct HcloudFleetSpec {
     /// after the run's planned end].
     #[serde(default = "default_ttl")]
     pub ttl: String,
-    /// Servers created at once (Hetzner rate-limits at 3600 requests/hour) [default: 5].
+    /// Servers created (and deleted) at once at most; fewer while the API's request budget
+    /// is low [default: 10].
     #[serde(default = "default_parallel")]
     pub parallel_creates: u32,
+    /// How often the controller refreshes the run's heartbeat label on the hub (one API
+    /// request each); `gc` deletes runs whose heartbeat stopped [default: 1m].
+    #[serde(default = "default_heartbeat")]
+    pub heartbeat_interval: String,
 }
 
 /// What one viewer costs and what a node keeps for the OS, the JVM and the Selenium node.
@@ -115,17 +128,6 @@ pub enum OnNodeFailure {
 fn default_location() -> String {
     "fsn1".into()
 }
-fn default_node_types() -> Vec<String> {
-    [
-        "cx22", "cx32", "cx42", "cx52", "cpx31", "cpx41", "cpx51", "ccx23", "ccx33", "ccx43",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-fn default_hub_type() -> String {
-    "cx32".into()
-}
 fn default_image() -> String {
     "debian-12".into()
 }
@@ -139,7 +141,10 @@ fn default_ttl() -> String {
     "4h".into()
 }
 fn default_parallel() -> u32 {
-    5
+    10
+}
+fn default_heartbeat() -> String {
+    "1m".into()
 }
 fn default_cpu() -> f64 {
     0.165
@@ -169,6 +174,11 @@ fn is_name(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
+/// A source range wider than a /8 (IPv4) or a /16 (IPv6): the whole internet at `/0`.
+fn wide_open(addr: std::net::IpAddr, len: u8) -> bool {
+    len < if addr.is_ipv4() { 8 } else { 16 }
+}
+
 impl HcloudFleetSpec {
     /// Checks every field; errors are `(field below fleet., message naming the fix)`.
     pub fn validate(&self, _viewers: u32) -> Result<(), (String, String)> {
@@ -182,26 +192,35 @@ impl HcloudFleetSpec {
                 ),
             );
         }
-        for (field, value) in [("hub_type", &self.hub_type), ("image", &self.image)] {
-            if !(is_name(value) || value.contains('.')) {
+        if !(is_name(&self.image) || self.image.contains('.')) {
+            return bad(
+                "image",
+                format!(
+                    "`{}` is not a Hetzner image name, e.g. debian-12",
+                    self.image
+                ),
+            );
+        }
+        let types = self.node_types.iter().flatten().enumerate();
+        for (field, value) in [
+            ("hub_type".to_string(), &self.hub_type),
+            ("node_type".to_string(), &self.node_type),
+        ]
+        .into_iter()
+        .filter_map(|(f, v)| v.as_ref().map(|v| (f, v)))
+        .chain(types.map(|(i, t)| (format!("node_types[{i}]"), t)))
+        {
+            if !is_name(value) {
                 return bad(
-                    field,
-                    format!("`{value}` is not a Hetzner name, e.g. cx32 or debian-12"),
+                    &field,
+                    format!("`{value}` is not a server type name, e.g. cx33 or ccx33 (see `viewerfleet plan` for what can be ordered)"),
                 );
             }
         }
-        if let Some(t) = &self.node_type {
-            if !is_name(t) {
-                return bad(
-                    "node_type",
-                    format!("`{t}` is not a server type name, e.g. ccx33"),
-                );
-            }
-        }
-        if self.node_type.is_none() && self.node_types.is_empty() {
+        if self.node_type.is_none() && self.node_types.as_ref().is_some_and(|t| t.is_empty()) {
             return bad(
                 "node_types",
-                "is empty; list server types to choose from or set node_type".into(),
+                "is empty; list server types to choose from, set node_type, or remove it to choose from every type on sale".into(),
             );
         }
         let b = &self.budget;
@@ -254,16 +273,23 @@ impl HcloudFleetSpec {
             );
         }
         for (i, cidr) in self.controller_ips.iter().enumerate() {
-            if crate::model::net::parse_cidr(cidr).is_none() {
+            let Some((addr, len)) = crate::model::net::parse_cidr(cidr) else {
                 return bad(
                     &format!("controller_ips[{i}]"),
                     format!("`{cidr}` is not an address range; write e.g. 203.0.113.7/32 or 2001:db8::/64"),
+                );
+            };
+            if wide_open(addr, len) && !self.webdriver_open_to_the_internet {
+                return bad(
+                    &format!("controller_ips[{i}]"),
+                    format!("`{cidr}` opens the hub's WebDriver port (4444) and SSH to {}: whoever reaches the port controls every browser of the run (their pages, cookies and network). List this machine's public address instead (e.g. 203.0.113.7/32; see `curl -4 ifconfig.co`), or, if you really mean it, set fleet.webdriver_open_to_the_internet: true", if len == 0 { "the whole internet" } else { "a large part of the internet" }),
                 );
             }
         }
         for (field, value) in [
             ("register_timeout", &self.register_timeout),
             ("ttl", &self.ttl),
+            ("heartbeat_interval", &self.heartbeat_interval),
         ] {
             if humantime::parse_duration(value).is_err() {
                 return bad(
@@ -272,7 +298,28 @@ impl HcloudFleetSpec {
                 );
             }
         }
+        let beat = self.heartbeat_interval();
+        if beat < Duration::from_secs(1) || beat > Duration::from_secs(300) {
+            return bad(
+                "heartbeat_interval",
+                format!("`{}` must be from 1s to 5m: each beat is one API request, and `gc` treats a heartbeat older than 10 minutes as a dead controller", self.heartbeat_interval),
+            );
+        }
         Ok(())
+    }
+
+    /// The `controller_ips` that open the hub to (a large part of) the internet, accepted
+    /// because `webdriver_open_to_the_internet` is set.
+    pub fn open_to_the_internet(&self) -> Vec<String> {
+        self.controller_ips
+            .iter()
+            .filter(|c| crate::model::net::parse_cidr(c).is_some_and(|(a, l)| wide_open(a, l)))
+            .cloned()
+            .collect()
+    }
+
+    pub fn heartbeat_interval(&self) -> Duration {
+        humantime::parse_duration(&self.heartbeat_interval).unwrap_or(Duration::from_secs(60))
     }
 
     pub fn register_timeout(&self) -> Duration {
@@ -307,5 +354,42 @@ mod tests {
         let spec: HcloudFleetSpec = yaml_serde::from_str("budget: {cpu_per_viewer: 0}").unwrap();
         assert_eq!(spec.validate(10).unwrap_err().0, "budget.cpu_per_viewer");
         assert!(yaml_serde::from_str::<HcloudFleetSpec>("nodes: 3").is_err());
+        let spec: HcloudFleetSpec = yaml_serde::from_str("node_types: [cx33, \"CX43\"]").unwrap();
+        assert_eq!(spec.validate(10).unwrap_err().0, "node_types[1]");
+        let spec: HcloudFleetSpec = yaml_serde::from_str("heartbeat_interval: 1h").unwrap();
+        assert_eq!(spec.validate(10).unwrap_err().0, "heartbeat_interval");
+    }
+
+    #[test]
+    fn no_server_type_is_built_in() {
+        let spec = HcloudFleetSpec::default();
+        assert_eq!(spec.hub_type, None, "the hub type comes from /server_types");
+        assert_eq!(spec.node_types, None, "node types come from /server_types");
+    }
+
+    #[test]
+    fn webdriver_open_to_the_world_is_refused_unless_opted_in() {
+        for open in ["0.0.0.0/0", "::/0", "0.0.0.0/1", "2000::/3"] {
+            let spec: HcloudFleetSpec =
+                yaml_serde::from_str(&format!("controller_ips: [\"203.0.113.7/32\", \"{open}\"]"))
+                    .unwrap();
+            let (field, msg) = spec.validate(10).unwrap_err();
+            assert_eq!(field, "controller_ips[1]", "{open}");
+            assert!(
+                msg.contains("controls every browser")
+                    && msg.contains("webdriver_open_to_the_internet: true"),
+                "{msg}"
+            );
+            let spec: HcloudFleetSpec = yaml_serde::from_str(&format!(
+                "controller_ips: [\"{open}\"]\nwebdriver_open_to_the_internet: true"
+            ))
+            .unwrap();
+            assert_eq!(spec.validate(10), Ok(()));
+            assert_eq!(spec.open_to_the_internet(), vec![open.to_string()]);
+        }
+        let spec: HcloudFleetSpec =
+            yaml_serde::from_str("controller_ips: [\"198.51.0.0/16\", \"2001:db8::/48\"]").unwrap();
+        assert_eq!(spec.validate(10), Ok(()));
+        assert!(spec.open_to_the_internet().is_empty());
     }
 }

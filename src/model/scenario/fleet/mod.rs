@@ -25,14 +25,87 @@ pub const DEFAULT_CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// and prints a shell error here), the default browser of every fleet.
 pub const DEFAULT_CHROMIUM: &str = "/usr/lib/chromium/chromium";
 
-/// The `fleet:` section as written.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// The `fleet:` section as written: `kind:` and that provider's fields.
+#[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum FleetSpec {
     Local(LocalFleetSpec),
     Netns(NetnsFleetSpec),
     Grid(GridFleetSpec),
     Hcloud(Box<HcloudFleetSpec>),
+}
+
+/// By hand rather than `#[serde(tag = "kind")]`: a tagged enum buffers the section first,
+/// and its errors then lose the field's name and line (`fleet.target_port: 70000 …` became
+/// `(file): invalid value` at the wrong line). Here, when `kind:` comes first (as in every
+/// example), the rest of the section goes straight to the provider's struct, so each error
+/// keeps its field and line; a `kind:` written later costs only that precision.
+impl<'de> Deserialize<'de> for FleetSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(FleetVisitor)
+    }
+}
+
+struct FleetVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FleetVisitor {
+    type Value = FleetSpec;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a `fleet:` section with `kind:` {} and that fleet's fields",
+            crate::model::kinds::one_of(FleetKind::NAMES)
+        )
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<FleetSpec, A::Error> {
+        use serde::de::value::MapAccessDeserializer;
+        use serde::de::Error;
+        let mut before_kind = yaml_serde::Mapping::new();
+        loop {
+            let Some(key) = map.next_key::<String>()? else {
+                return Err(A::Error::custom(format!(
+                    "missing `kind:`; write one of {}",
+                    crate::model::kinds::one_of(FleetKind::NAMES)
+                )));
+            };
+            if key == "kind" {
+                let kind: FleetKind = map.next_value()?;
+                if before_kind.is_empty() {
+                    let rest = MapAccessDeserializer::new(map);
+                    return Ok(match kind {
+                        FleetKind::Local => FleetSpec::Local(LocalFleetSpec::deserialize(rest)?),
+                        FleetKind::Netns => FleetSpec::Netns(NetnsFleetSpec::deserialize(rest)?),
+                        FleetKind::Grid => FleetSpec::Grid(GridFleetSpec::deserialize(rest)?),
+                        FleetKind::Hcloud => {
+                            FleetSpec::Hcloud(Box::new(HcloudFleetSpec::deserialize(rest)?))
+                        }
+                    });
+                }
+                while let Some((k, v)) = map.next_entry::<String, yaml_serde::Value>()? {
+                    before_kind.insert(yaml_serde::Value::String(k), v);
+                }
+                let fields = yaml_serde::Value::Mapping(before_kind);
+                let spec = match kind {
+                    FleetKind::Local => yaml_serde::from_value(fields).map(FleetSpec::Local),
+                    FleetKind::Netns => yaml_serde::from_value(fields).map(FleetSpec::Netns),
+                    FleetKind::Grid => yaml_serde::from_value(fields).map(FleetSpec::Grid),
+                    FleetKind::Hcloud => {
+                        yaml_serde::from_value(fields).map(|spec| FleetSpec::Hcloud(Box::new(spec)))
+                    }
+                };
+                return spec.map_err(|e| {
+                    A::Error::custom(format!(
+                        "{} (write `kind:` as the first line of `fleet:` to have the field and line named)",
+                        super::spec::humanize(&e.to_string())
+                    ))
+                });
+            }
+            let value: yaml_serde::Value = map.next_value()?;
+            before_kind.insert(yaml_serde::Value::String(key), value);
+        }
+    }
 }
 
 /// The `fleet:` section, validated.

@@ -1,0 +1,314 @@
+//! The fleet's Selenium Grid 4 hub, simulated under `/hub/`: what a real hub built from
+//! `grid/` would answer once the fake's node servers have booted.
+//!
+//! - `GET /hub/status`: Grid 4's shape: every booted node server (label
+//!   `viewerfleet-role=node`) as a node at `http://[<its /64>::1]:5555`, `UP`, with
+//!   `maxSessions` and one slot per session from its user data (`MAX_SESSIONS=` in
+//!   `node.env`), each slot with the stereotype from the node's `node.toml` and the session
+//!   running in it (with the capabilities it was requested with, as the Grid echoes them);
+//! - `POST /hub/session`: the distributor, one request at a time: the session goes to the
+//!   node with the most free slots and is created by the WebDriver endpoint behind the hub
+//!   (`FakeConfig::webdriver`, e.g. the kit's WebDriver stub); no free slot: `session not
+//!   created`, as a Grid whose queue timed out answers;
+//! - `/hub/session/{id}/…`: handed to that endpoint while the session's node exists; after
+//!   the node's server was deleted, `invalid session id` (the node is lost);
+//! - `GET /hub/se/grid/newsessionqueue/queue`: an empty queue.
+
+use super::{FakeState, Inner, Stored};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{Method, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, delete, get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+/// A session the hub placed on a node.
+#[derive(Debug, Clone)]
+pub(super) struct HubSession {
+    pub node: i64,
+    pub capabilities: Value,
+    pub started: String,
+}
+
+pub(super) fn routes() -> Router<FakeState> {
+    Router::new()
+        .route("/hub/status", get(status))
+        .route("/hub/session", post(new_session))
+        .route("/hub/session/{id}", delete(delete_session))
+        .route("/hub/session/{id}/{*rest}", any(session_command))
+        .route("/hub/se/grid/newsessionqueue/queue", get(queue))
+}
+
+/// A node as the hub sees it.
+struct Node {
+    server: i64,
+    uri: String,
+    max_sessions: u32,
+    stereotype: Value,
+}
+
+/// `NAME=value` from the server's `node.env`.
+fn env_value(user_data: &str, name: &str) -> Option<String> {
+    user_data.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix(&format!("{name}="))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// The stereotype line of the node's `node.toml`, placeholders filled from `node.env`, as
+/// node-bootstrap.sh fills them.
+fn stereotype(user_data: &str) -> Value {
+    let text = user_data
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("stereotype = '"))
+        .and_then(|rest| rest.strip_suffix('\''))
+        .unwrap_or(r#"{"browserName": "chrome"}"#);
+    let mut filled = text.to_string();
+    while let Some(start) = filled.find('@') {
+        let Some(len) = filled[start + 1..].find('@') else {
+            break;
+        };
+        let name = filled[start + 1..start + 1 + len].to_string();
+        let value = env_value(user_data, &name).unwrap_or_default();
+        filled.replace_range(start..start + len + 2, &value);
+    }
+    serde_json::from_str(&filled).unwrap_or_else(|_| json!({"browserName": "chrome"}))
+}
+
+/// Booted node servers, in id order.
+fn nodes(state: &FakeState, inner: &Inner) -> Vec<Node> {
+    let Some(boot) = state.config().node_boot else {
+        return Vec::new();
+    };
+    inner
+        .servers
+        .values()
+        .filter(|s| s.json["labels"]["viewerfleet-role"] == "node")
+        .filter(|s| s.delete_action.is_none() && s.created.elapsed() >= boot)
+        .filter_map(node)
+        .collect()
+}
+
+fn node(s: &Stored) -> Option<Node> {
+    let net = s.json["public_net"]["ipv6"]["ip"].as_str()?;
+    let host = net.trim_end_matches("/64").to_string() + "1";
+    Some(Node {
+        server: s.json["id"].as_i64()?,
+        uri: format!("http://[{host}]:5555"),
+        max_sessions: env_value(&s.user_data, "MAX_SESSIONS")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1),
+        stereotype: stereotype(&s.user_data),
+    })
+}
+
+async fn status(State(state): State<FakeState>) -> Response {
+    let mut inner = state.lock();
+    inner.reap();
+    let nodes = nodes(&state, &inner);
+    let json_nodes: Vec<Value> = nodes
+        .iter()
+        .map(|n| {
+            let node_id = format!("node-{}", n.server);
+            let mut sessions = inner.sessions.iter().filter(|(_, s)| s.node == n.server);
+            let slots: Vec<Value> = (0..n.max_sessions)
+                .map(|i| {
+                    let session = sessions.next().map(|(id, s)| {
+                        json!({"sessionId": id, "start": s.started, "stereotype": n.stereotype,
+                               "capabilities": s.capabilities, "uri": n.uri})
+                    });
+                    json!({"id": {"hostId": node_id, "id": format!("{node_id}-slot-{i}")},
+                           "lastStarted": "1970-01-01T00:00:00Z", "session": session,
+                           "stereotype": n.stereotype})
+                })
+                .collect();
+            json!({"id": node_id, "uri": n.uri, "availability": "UP", "maxSessions": n.max_sessions,
+                   "heartbeatPeriod": 60000, "version": "4.20.0 (simulated by viewerfleet-kit)",
+                   "osInfo": {"arch": "amd64", "name": "Linux", "version": "6.1"}, "slots": slots})
+        })
+        .collect();
+    Json(json!({"value": {
+        "ready": !json_nodes.is_empty(),
+        "message": if json_nodes.is_empty() { "Selenium Grid not ready." } else { "Selenium Grid ready." },
+        "nodes": json_nodes,
+    }}))
+    .into_response()
+}
+
+fn webdriver_error(status: StatusCode, error: &str, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"value": {"error": error, "message": message, "stacktrace": ""}})),
+    )
+        .into_response()
+}
+
+/// The capabilities a session was requested with, as the Grid echoes them in `/status`.
+fn requested_capabilities(body: &Value) -> Value {
+    let caps = &body["capabilities"];
+    let mut merged = caps["alwaysMatch"].clone();
+    if !merged.is_object() {
+        merged = json!({});
+    }
+    if let (Some(first), Some(m)) = (
+        caps["firstMatch"].get(0).and_then(|f| f.as_object()),
+        merged.as_object_mut(),
+    ) {
+        for (k, v) in first {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    merged
+}
+
+async fn forward(state: &FakeState, method: Method, path: &str, body: Bytes) -> Option<Response> {
+    let router = state.config().webdriver?;
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json; charset=utf-8")
+        .body(Body::from(body))
+        .ok()?;
+    router
+        .oneshot(request)
+        .await
+        .ok()
+        .map(IntoResponse::into_response)
+}
+
+async fn new_session(State(state): State<FakeState>, body: Bytes) -> Response {
+    // The distributor takes one request at a time.
+    let _distributor = state.distributor.lock().await;
+    let node = {
+        let mut inner = state.lock();
+        inner.reap();
+        let nodes = nodes(&state, &inner);
+        nodes
+            .iter()
+            .map(|n| {
+                let used = inner
+                    .sessions
+                    .values()
+                    .filter(|s| s.node == n.server)
+                    .count() as u32;
+                (n.max_sessions.saturating_sub(used), n.server)
+            })
+            .filter(|(free, _)| *free > 0)
+            .max_by_key(|(free, id)| (*free, -id))
+            .map(|(_, id)| id)
+    };
+    let Some(node) = node else {
+        return webdriver_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "session not created",
+            "Could not start a new session. New session request timed out: no free slot on any node",
+        );
+    };
+    let requested: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let Some(resp) = forward(&state, Method::POST, "/session", body).await else {
+        return webdriver_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "session not created",
+            "no WebDriver endpoint behind the simulated hub (FakeConfig::webdriver)",
+        );
+    };
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    if let Some(id) = answer["value"]["sessionId"].as_str() {
+        state.lock().sessions.insert(
+            id.to_string(),
+            HubSession {
+                node,
+                capabilities: requested_capabilities(&requested),
+                started: super::now(),
+            },
+        );
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// The session's node still exists.
+fn live(state: &FakeState, id: &str) -> bool {
+    let mut inner = state.lock();
+    inner.reap();
+    let Some(node) = inner.sessions.get(id).map(|s| s.node) else {
+        return false;
+    };
+    let alive = inner
+        .servers
+        .get(&node)
+        .is_some_and(|s| s.delete_action.is_none());
+    if !alive {
+        inner.sessions.remove(id);
+    }
+    alive
+}
+
+async fn delete_session(State(state): State<FakeState>, Path(id): Path<String>) -> Response {
+    if !live(&state, &id) {
+        return webdriver_error(
+            StatusCode::NOT_FOUND,
+            "invalid session id",
+            "Unable to find session with ID",
+        );
+    }
+    let resp = forward(
+        &state,
+        Method::DELETE,
+        &format!("/session/{id}"),
+        Bytes::new(),
+    )
+    .await;
+    state.lock().sessions.remove(&id);
+    resp.unwrap_or_else(|| Json(json!({"value": null})).into_response())
+}
+
+async fn session_command(
+    State(state): State<FakeState>,
+    Path((id, rest)): Path<(String, String)>,
+    method: Method,
+    body: Bytes,
+) -> Response {
+    if !live(&state, &id) {
+        return webdriver_error(
+            StatusCode::NOT_FOUND,
+            "invalid session id",
+            "Unable to find session with ID: its node is gone",
+        );
+    }
+    forward(&state, method, &format!("/session/{id}/{rest}"), body)
+        .await
+        .unwrap_or_else(|| {
+            webdriver_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "unknown error",
+                "no WebDriver endpoint behind the simulated hub",
+            )
+        })
+}
+
+async fn queue() -> Json<Value> {
+    Json(json!({"value": []}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stereotype_comes_from_the_node_toml_in_the_user_data() {
+        let user_data = "write_files:\n- content: |\n    ROLE=node\n    CHROME_BINARY=/usr/lib/chromium/chromium\n    MAX_SESSIONS=16\n- content: |\n    stereotype = '{\"browserName\": \"chrome\", \"goog:chromeOptions\": {\"binary\": \"@CHROME_BINARY@\"}}'\n";
+        assert_eq!(
+            stereotype(user_data),
+            json!({"browserName": "chrome", "goog:chromeOptions": {"binary": "/usr/lib/chromium/chromium"}})
+        );
+        assert_eq!(env_value(user_data, "MAX_SESSIONS").as_deref(), Some("16"));
+        assert_eq!(stereotype("nothing"), json!({"browserName": "chrome"}));
+    }
+}
