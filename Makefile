@@ -10,10 +10,21 @@ DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 
 .PHONY: demo test test-fast test-real bench deps system-deps web-deps grid-deps build lint clean
 
-## demo: install what is missing, build, run the four local scenarios, print the comparison.
+DEMO_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/live-high.yaml \
+	scenarios/local/live-high-half-p2p-off.yaml scenarios/local/vod.yaml
+
+## demo: install what is missing, build, run the four scenarios, print the comparison. As
+## root (network namespaces and tc), every viewer gets its own address and each scenario
+## runs twice: under the 2023 conditions (HTTP throttled, P2P free) and on real links (tc,
+## HTTP and P2P alike). Otherwise the local fleet, 2023 conditions only.
 demo: deps build
-	$(BIN) suite scenarios/local/live-normal.yaml scenarios/local/live-high.yaml \
-		scenarios/local/live-high-half-p2p-off.yaml scenarios/local/vod.yaml --out $(DEMO_OUT)
+	@if [ "$$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null; then \
+		echo "demo: netns fleet (each viewer its own IPv6 and link), http-only and tc"; \
+		$(BIN) suite $(DEMO_SCENARIOS) --fleet netns --apply http-only,tc --out $(DEMO_OUT); \
+	else \
+		echo "demo: not root, so the local fleet (one shared address), http-only only"; \
+		$(BIN) suite $(DEMO_SCENARIOS) --apply http-only --out $(DEMO_OUT); \
+	fi
 
 ## test: install what is missing, check formatting and lints, run every test: the fast tier
 ## first (seconds, no browser), then the real tier (Chromium, Grid, namespaces; one at a time).

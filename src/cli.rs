@@ -1,6 +1,7 @@
 //! Command-line types only (clap). They are turned into validated configuration by the
 //! module that owns each command; no core module imports clap types beyond its `cli_*` entry.
 
+use crate::model::kinds::{FleetKind, Throttling};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -141,6 +142,12 @@ pub struct RunArgs {
     /// Override the scenario's duration (e.g. 90s, 5m).
     #[arg(long)]
     pub duration: Option<String>,
+    /// Run on this fleet instead of the scenario's: `local` or `netns` (as root).
+    #[arg(long)]
+    pub fleet: Option<FleetKind>,
+    /// Apply the network profile this way: `http-only`, `tc` or `cdp-all`.
+    #[arg(long)]
+    pub apply: Option<Throttling>,
     /// Do not build the report at the end of the run.
     #[arg(long)]
     pub no_report: bool,
@@ -211,6 +218,13 @@ pub struct SuiteArgs {
     /// Override every scenario's duration.
     #[arg(long)]
     pub duration: Option<String>,
+    /// Run every scenario on this fleet instead: `local` or `netns` (as root).
+    #[arg(long)]
+    pub fleet: Option<FleetKind>,
+    /// Run every scenario once per throttling mode, e.g. `http-only,tc`: the runs are named
+    /// `<scenario>@<mode>` and compared side by side.
+    #[arg(long, value_delimiter = ',')]
+    pub apply: Vec<Throttling>,
 }
 
 #[derive(Debug, Args)]

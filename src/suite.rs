@@ -4,6 +4,7 @@
 //! `interrupted`), then compares what finished: mean and 95% CI per scenario with repeats.
 
 use crate::engine::RunOutcome;
+use crate::model::kinds::Throttling;
 use crate::model::scenario::Overrides;
 use crate::report::compare::{dir_name, Comparison, FailedRun};
 use crate::sys::shutdown::Shutdown;
@@ -53,11 +54,11 @@ impl ScenarioRunner for EngineRunner {
 /// A suite, checked before anything runs.
 #[derive(Debug, Clone)]
 pub struct SuitePlan {
-    /// `(name = file stem, path)` in run order.
-    pub scenarios: Vec<(String, PathBuf)>,
+    /// `(name, path, overrides)` in run order; the name is the file stem, with `@<mode>`
+    /// when the suite runs each scenario once per throttling mode.
+    pub scenarios: Vec<(String, PathBuf, Overrides)>,
     pub repeat: u32,
     pub out: PathBuf,
-    pub overrides: Overrides,
 }
 
 /// What a suite did.
@@ -82,8 +83,10 @@ pub enum SuiteError {
 impl SuitePlan {
     /// Checks every scenario (parses and validates it with the overrides) and the output
     /// folders before the first run starts.
+    /// `modes`: run each scenario once per throttling mode (empty: as written).
     pub fn new(
         scenarios: &[PathBuf],
+        modes: &[Throttling],
         repeat: u32,
         out: &Path,
         overrides: Overrides,
@@ -91,25 +94,39 @@ impl SuitePlan {
         if repeat == 0 {
             return Err(SuiteError::Repeat.into());
         }
-        let mut named = Vec::new();
+        let variants: Vec<Option<Throttling>> = if modes.is_empty() {
+            vec![None]
+        } else {
+            modes.iter().copied().map(Some).collect()
+        };
+        let mut named: Vec<(String, PathBuf, Overrides)> = Vec::new();
         for path in scenarios {
-            crate::model::scenario::load(path, &overrides)?;
-            let name = path
+            let stem = path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "scenario".into());
-            if named.iter().any(|(n, _)| n == &name) {
-                return Err(SuiteError::DuplicateName(name).into());
+            for mode in &variants {
+                let overrides = Overrides {
+                    apply: mode.or(overrides.apply),
+                    ..overrides.clone()
+                };
+                crate::model::scenario::load(path, &overrides)?;
+                let name = match mode {
+                    Some(mode) => format!("{stem}@{mode}"),
+                    None => stem.clone(),
+                };
+                if named.iter().any(|(n, _, _)| n == &name) {
+                    return Err(SuiteError::DuplicateName(name).into());
+                }
+                named.push((name, path.clone(), overrides));
             }
-            named.push((name, path.clone()));
         }
         let plan = Self {
             scenarios: named,
             repeat,
             out: out.to_path_buf(),
-            overrides,
         };
-        for (_, _, dir) in plan.runs() {
+        for (_, _, dir, _) in plan.runs() {
             if dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
                 return Err(SuiteError::OutNotEmpty(dir).into());
             }
@@ -117,15 +134,16 @@ impl SuitePlan {
         Ok(plan)
     }
 
-    /// `(name, scenario, run folder)` in run order: round robin over repeats.
-    pub fn runs(&self) -> Vec<(String, PathBuf, PathBuf)> {
+    /// `(name, scenario, run folder, overrides)` in run order: round robin over repeats.
+    pub fn runs(&self) -> Vec<(String, PathBuf, PathBuf, Overrides)> {
         let mut runs = Vec::new();
         for k in 1..=self.repeat {
-            for (name, path) in &self.scenarios {
+            for (name, path, overrides) in &self.scenarios {
                 runs.push((
                     name.clone(),
                     path.clone(),
                     self.out.join(format!("{name}-{k}")),
+                    overrides.clone(),
                 ));
             }
         }
@@ -147,7 +165,7 @@ pub async fn run_suite(
     let mut finished: Vec<(String, PathBuf)> = Vec::new();
     let mut failed: Vec<FailedRun> = Vec::new();
     let mut started = 0;
-    for (i, (name, scenario, dir)) in runs.iter().enumerate() {
+    for (i, (name, scenario, dir, overrides)) in runs.iter().enumerate() {
         if stop.is_triggered() {
             interrupted = true;
             break;
@@ -160,7 +178,7 @@ pub async fn run_suite(
             scenario.display(),
             dir.display()
         );
-        match runner.run(scenario, dir, &plan.overrides).await {
+        match runner.run(scenario, dir, overrides).await {
             Ok(outcome) => {
                 let _ = writeln!(
                     progress,
@@ -223,7 +241,7 @@ pub async fn run_suite(
         }
     }
     // Group by the scenario's file stem, in the suite's order.
-    let order: Vec<&String> = plan.scenarios.iter().map(|(n, _)| n).collect();
+    let order: Vec<&String> = plan.scenarios.iter().map(|(n, _, _)| n).collect();
     reports.sort_by_key(|(name, _)| order.iter().position(|n| *n == name));
     let keys: Vec<(String, String)> = reports
         .iter()
@@ -346,6 +364,7 @@ fleet:
         let files = scenarios(dir.path(), names);
         let plan = SuitePlan::new(
             &files,
+            &[],
             repeat,
             &dir.path().join("out"),
             Overrides::default(),
@@ -419,8 +438,14 @@ fleet:
     async fn stop_flag_prevents_the_next_run() {
         let dir = tempfile::tempdir().unwrap();
         let files = scenarios(dir.path(), &["a"]);
-        let plan =
-            SuitePlan::new(&files, 1, &dir.path().join("out"), Overrides::default()).unwrap();
+        let plan = SuitePlan::new(
+            &files,
+            &[],
+            1,
+            &dir.path().join("out"),
+            Overrides::default(),
+        )
+        .unwrap();
         let runner = StandIn {
             steps: Mutex::new(vec![Step::Finish]),
             calls: Mutex::new(Vec::new()),
@@ -438,17 +463,59 @@ fleet:
     fn plan_is_checked_before_anything_runs() {
         let dir = tempfile::tempdir().unwrap();
         let files = scenarios(dir.path(), &["a"]);
-        let err = SuitePlan::new(&files, 0, dir.path(), Overrides::default()).unwrap_err();
+        let err = SuitePlan::new(&files, &[], 0, dir.path(), Overrides::default()).unwrap_err();
         assert!(err.to_string().contains("--repeat"));
         let twice = vec![files[0].clone(), files[0].clone()];
-        let err = SuitePlan::new(&twice, 1, dir.path(), Overrides::default()).unwrap_err();
+        let err = SuitePlan::new(&twice, &[], 1, dir.path(), Overrides::default()).unwrap_err();
         assert!(err.to_string().contains("named `a`"), "{err}");
         std::fs::create_dir_all(dir.path().join("out/a-1")).unwrap();
         std::fs::write(dir.path().join("out/a-1/x"), "").unwrap();
-        let err =
-            SuitePlan::new(&files, 1, &dir.path().join("out"), Overrides::default()).unwrap_err();
+        let err = SuitePlan::new(
+            &files,
+            &[],
+            1,
+            &dir.path().join("out"),
+            Overrides::default(),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("new or empty folder"), "{err}");
         let missing = vec![dir.path().join("nope.yaml")];
-        assert!(SuitePlan::new(&missing, 1, dir.path(), Overrides::default()).is_err());
+        assert!(SuitePlan::new(&missing, &[], 1, dir.path(), Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn each_mode_is_a_run_of_its_own_named_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = scenarios(dir.path(), &["a", "b"]);
+        let plan = SuitePlan::new(
+            &files,
+            &[Throttling::HttpOnly, Throttling::CdpAll],
+            2,
+            &dir.path().join("out"),
+            Overrides::default(),
+        )
+        .unwrap();
+        let names: Vec<String> = plan
+            .runs()
+            .iter()
+            .map(|r| r.2.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "a@http-only-1",
+                "a@cdp-all-1",
+                "b@http-only-1",
+                "b@cdp-all-1",
+                "a@http-only-2",
+                "a@cdp-all-2",
+                "b@http-only-2",
+                "b@cdp-all-2"
+            ]
+        );
+        assert!(plan
+            .runs()
+            .iter()
+            .all(|r| r.3.apply.is_some() && r.0.ends_with(&format!("@{}", r.3.apply.unwrap()))));
     }
 }

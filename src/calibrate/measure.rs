@@ -8,7 +8,7 @@ use crate::model::scenario::ViewerPlan;
 use crate::sys::hostinfo;
 use crate::sys::shutdown::Shutdown;
 use crate::target::{PlayerStats, Target};
-use crate::viewer::{wants_cdp, Viewer, ViewerTimeouts};
+use crate::viewer::{SlotShaping, Viewer, ViewerTimeouts};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -88,7 +88,7 @@ async fn play_and_measure(
         extra_args: vec!["--remote-debugging-pipe".into()],
         node: "local".into(),
         address: None,
-        tc_shaped: false,
+        shaping: SlotShaping::NONE,
     };
     // Sessions one at a time (chromedriver starts browsers serially anyway), pages opened
     // as soon as each exists.
@@ -185,8 +185,8 @@ async fn start_viewer(
 ) -> Result<Viewer, crate::viewer::ViewerError> {
     let viewer = Viewer::create_with_flags(slot, ViewerTimeouts::default(), &profile.flags).await?;
     let prepared = async {
-        if let Some(network) = plan.network.as_ref().filter(|n| wants_cdp(n, slot)) {
-            viewer.throttle_http(network).await?;
+        if let Some(network) = &plan.network {
+            viewer.throttle(network, slot).await?;
         }
         viewer.open(target, plan.p2p).await
     }

@@ -98,7 +98,7 @@ pub async fn run(options: &CalibrateOptions, shutdown: &Shutdown) -> anyhow::Res
     }
     let overrides = Overrides {
         viewers: Some(options.viewers),
-        duration: None,
+        ..Default::default()
     };
     let (plan, scenario_name) = match &options.scenario {
         Some(path) => (

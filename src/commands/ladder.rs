@@ -20,6 +20,7 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     let overrides = |viewers: u32| Overrides {
         viewers: Some(viewers),
         duration: args.hold.clone(),
+        ..Default::default()
     };
     let plan = scenario::load(&args.scenario, &overrides(steps[0]))?;
     for &v in &steps[1..] {

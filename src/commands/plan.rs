@@ -30,7 +30,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
 async fn plan_all(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let overrides = Overrides {
         viewers: args.viewers,
-        duration: None,
+        ..Default::default()
     };
     let calibrated = match &args.calibration {
         Some(path) => {

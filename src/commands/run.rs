@@ -12,6 +12,8 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     let overrides = Overrides {
         viewers: args.viewers,
         duration: args.duration.clone(),
+        fleet: args.fleet,
+        apply: args.apply,
     };
     // Validate before anything else, so a bad file costs nothing.
     let plan = scenario::load(&args.scenario, &overrides)?;

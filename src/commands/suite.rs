@@ -11,8 +11,16 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     let overrides = Overrides {
         viewers: args.viewers,
         duration: args.duration.clone(),
+        fleet: args.fleet,
+        apply: None,
     };
-    let plan = SuitePlan::new(&args.scenarios, args.repeat, &args.out, overrides)?;
+    let plan = SuitePlan::new(
+        &args.scenarios,
+        &args.apply,
+        args.repeat,
+        &args.out,
+        overrides,
+    )?;
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
     let runner = EngineRunner {

@@ -28,7 +28,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         &args.scenario,
         &Overrides {
             viewers: args.viewers,
-            duration: None,
+            ..Default::default()
         },
     )?;
     let spec = super::plan::hcloud_spec(&plan).with_context(|| {

@@ -71,23 +71,10 @@ pub async fn run_scenario(
         metrics_listen: options.metrics_listen,
         metrics: crate::metrics::controller::ControllerMetrics::new(),
         keep: options.keep,
+        write_report: options.write_report,
     };
     tracing::info!("run {}: {}", plan.name, plan.summary_line());
-    let mut outcome = run::execute(plan, ctx).await?;
-    if options.write_report {
-        // The report is rebuilt from raw data; a failure here loses nothing.
-        match crate::report::write_report(&outcome.run_dir) {
-            Ok(_) => outcome.summary.push_str(&format!(
-                "\nreport: {}",
-                outcome.run_dir.join("report.html").display()
-            )),
-            Err(err) => tracing::error!(
-                "building the report failed ({err:#}); run `viewerfleet report {}` to retry",
-                outcome.run_dir.display()
-            ),
-        }
-    }
-    Ok(outcome)
+    run::execute(plan, ctx).await
 }
 
 /// The command that re-runs this run, as written into the manifest.
@@ -99,11 +86,6 @@ fn rerun_command(scenario: &Path, out: &Path, overrides: &Overrides) -> Vec<Stri
         "--out".to_string(),
         format!("{}-rerun", out.display()),
     ];
-    if let Some(v) = overrides.viewers {
-        cmd.extend(["--viewers".to_string(), v.to_string()]);
-    }
-    if let Some(d) = &overrides.duration {
-        cmd.extend(["--duration".to_string(), d.clone()]);
-    }
+    cmd.extend(overrides.flags());
     cmd
 }

@@ -4,6 +4,7 @@
 use super::shared::{LiveState, Shared};
 use crate::model::rawdata::ViewerEventKind;
 use crate::model::scenario::Plan;
+use crate::report::ReportSummary;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,50 +73,115 @@ fn viewer_line(live: &LiveState, requested: u32) -> String {
     )
 }
 
-/// The closing summary: viewers, HTTP and P2P totals and the HTTP share, warnings.
-pub(super) fn summarize(plan: &Plan, live: &LiveState) -> String {
-    let failed = live.failed_or_lost();
+/// The closing summary: viewers, HTTP and P2P totals and the HTTP share, warnings. Built
+/// from the live state; when the run's report is written, its totals and viewer counts
+/// (from raw data) replace the live ones, so the terminal and the report say the same.
+pub(super) struct Summary {
+    requested: u32,
+    started: usize,
+    failed: usize,
+    /// Players' HTTP and P2P bytes.
+    players: (u64, u64),
+    /// The exporter's HTTP and P2P bytes since the run's first scrape.
+    exporter: Option<(f64, f64)>,
+    notes: Vec<String>,
+    report: Option<String>,
+}
+
+pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
     // Started = played a first frame (as in the report); only those have samples.
     let started = live.latest.len();
     let http: u64 = live.latest.values().map(|v| v.http_down_bytes).sum();
     let p2p: u64 = live.latest.values().map(|v| v.p2p_down_bytes).sum();
-    let share = |h: f64, p: f64| {
-        if h + p > 0.0 {
-            format!("{:.1}%", h * 100.0 / (h + p))
-        } else {
-            "n/a".into()
-        }
-    };
-    let mut text = format!(
-        "viewers: {} requested, {started} started, {failed} failed or lost\nplayers:  HTTP {:.1} MB, P2P {:.1} MB, HTTP share {}",
-        plan.viewers,
-        http as f64 / 1e6,
-        p2p as f64 / 1e6,
-        share(http as f64, p2p as f64)
-    );
-    if let Some(e) = &live.last_exporter {
-        let get = |k: &str| e.sums.get(k).copied().unwrap_or(0.0);
-        let eh = get("peertube_playback_http_downloaded_bytes_total");
-        let ep = get("peertube_playback_p2p_downloaded_bytes_total");
-        text.push_str(&format!(
-            "\nexporter: HTTP {:.1} MB, P2P {:.1} MB, HTTP share {}",
-            eh / 1e6,
-            ep / 1e6,
-            share(eh, ep)
-        ));
-    }
+    // A platform's counters run since it started (and count other players too): only the
+    // difference to the run's first scrape belongs to this run.
+    let exporter = live.last_exporter.as_ref().map(|last| {
+        let since_first = |k: &str| {
+            let first = live
+                .first_exporter
+                .as_ref()
+                .and_then(|f| f.sums.get(k).copied())
+                .unwrap_or(0.0);
+            (last.sums.get(k).copied().unwrap_or(0.0) - first).max(0.0)
+        };
+        (
+            since_first("peertube_playback_http_downloaded_bytes_total"),
+            since_first("peertube_playback_p2p_downloaded_bytes_total"),
+        )
+    });
+    let mut notes = Vec::new();
     let p2p_viewers = plan.viewer_plans().iter().filter(|v| v.p2p).count();
     if p2p_viewers >= 2 && started >= 2 && live.max_peers == 0 {
-        text.push_str("\nwarning: no P2P peer ever connected, so this run's P2P share is not a finding (check ICE candidates, the tracker, the fleet's network)");
+        notes.push("warning: no P2P peer ever connected, so this run's P2P share is not a finding (check ICE candidates, the tracker, the fleet's network)".to_string());
     }
     for (viewer, reason) in live.failures.iter().take(5) {
-        text.push_str(&format!("\nviewer {viewer}: {reason}"));
+        notes.push(format!("viewer {viewer}: {reason}"));
     }
     if live.failures.len() > 5 {
-        text.push_str(&format!(
-            "\n… and {} more failures in raw/viewer_events.jsonl",
+        notes.push(format!(
+            "… and {} more failures in raw/viewer_events.jsonl",
             live.failures.len() - 5
         ));
     }
-    text
+    Summary {
+        requested: plan.viewers,
+        started,
+        failed: live.failed_or_lost(),
+        players: (http, p2p),
+        exporter,
+        notes,
+        report: None,
+    }
+}
+
+impl Summary {
+    /// Takes the report's counts and totals (whole run, from raw data).
+    pub(super) fn use_report(&mut self, s: &ReportSummary, html: &std::path::Path) {
+        self.started = s.viewers.started as usize;
+        self.failed = (s.viewers.failed + s.viewers.lost) as usize;
+        if let Some(p) = &s.players {
+            self.players = (p.http_bytes, p.p2p_bytes);
+        }
+        self.exporter = s
+            .exporter
+            .as_ref()
+            .map(|e| (e.http_bytes as f64, e.p2p_bytes as f64));
+        self.report = Some(html.display().to_string());
+    }
+
+    pub(super) fn text(&self) -> String {
+        let share = |h: f64, p: f64| {
+            if h + p > 0.0 {
+                format!("{:.1}%", h * 100.0 / (h + p))
+            } else {
+                "n/a".into()
+            }
+        };
+        let (http, p2p) = (self.players.0 as f64, self.players.1 as f64);
+        let mut lines = vec![
+            format!(
+                "viewers: {} requested, {} started, {} failed or lost",
+                self.requested, self.started, self.failed
+            ),
+            format!(
+                "players:  HTTP {:.1} MB, P2P {:.1} MB, HTTP share {}",
+                http / 1e6,
+                p2p / 1e6,
+                share(http, p2p)
+            ),
+        ];
+        if let Some((eh, ep)) = self.exporter {
+            lines.push(format!(
+                "exporter: HTTP {:.1} MB, P2P {:.1} MB, HTTP share {} (since the run's first scrape)",
+                eh / 1e6,
+                ep / 1e6,
+                share(eh, ep)
+            ));
+        }
+        lines.extend(self.notes.iter().cloned());
+        if let Some(path) = &self.report {
+            lines.push(format!("report: {path}"));
+        }
+        lines.join("\n")
+    }
 }

@@ -37,6 +37,8 @@ pub struct RunContext {
     pub metrics: ControllerMetrics,
     /// Cloud fleets: leave the servers running after the run.
     pub keep: bool,
+    /// Build the report from raw data at the end.
+    pub write_report: bool,
 }
 
 pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> {
@@ -88,19 +90,15 @@ pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> 
 /// Records how the run ended, closes the raw data and stamps the manifest.
 async fn finish(
     ctx: &RunContext,
-    result: anyhow::Result<(u8, String)>,
+    result: anyhow::Result<(u8, progress::Summary)>,
     rec: RecorderHandle,
     recorder: Recorder,
 ) -> anyhow::Result<RunOutcome> {
     let interrupted = ctx.shutdown.is_triggered();
-    let (code, summary, error) = match &result {
-        Ok((code, summary)) => (*code, summary.clone(), None),
-        Err(_) if interrupted => (
-            ctx.shutdown.exit_code(),
-            "interrupted before viewers started".to_string(),
-            None,
-        ),
-        Err(err) => (2, String::new(), Some(format!("{err:#}"))),
+    let (code, error) = match &result {
+        Ok((code, _)) => (*code, None),
+        Err(_) if interrupted => (ctx.shutdown.exit_code(), None),
+        Err(err) => (2, Some(format!("{err:#}"))),
     };
     let (event, detail) = match (&error, interrupted) {
         (_, true) => (
@@ -114,9 +112,16 @@ async fn finish(
     drop(rec);
     recorder.finish().await.context("writing raw data")?;
     manifest::finish_manifest(&ctx.out, code, interrupted, ctx.shutdown.signal())?;
-    if let (Err(err), false) = (result, interrupted) {
-        return Err(err);
-    }
+    let summary = match result {
+        Ok((_, mut summary)) => {
+            if ctx.write_report {
+                write_report(&ctx.out, &mut summary);
+            }
+            summary.text()
+        }
+        Err(_) if interrupted => "interrupted before viewers started".to_string(),
+        Err(err) => return Err(err),
+    };
     Ok(RunOutcome {
         run_dir: ctx.out.clone(),
         ok: code == 0,
@@ -143,6 +148,18 @@ fn prepare_out_dir(out: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("creating output folder {}", out.display()))
 }
 
+/// Builds the report from the raw data just written; the summary then quotes its figures.
+/// A failure here loses nothing: `viewerfleet report` rebuilds it any time.
+fn write_report(out: &Path, summary: &mut progress::Summary) {
+    match crate::report::write_report(out) {
+        Ok(report) => summary.use_report(&report, &out.join("report.html")),
+        Err(err) => tracing::error!(
+            "building the report failed ({err:#}); run `viewerfleet report {}` to retry",
+            out.display()
+        ),
+    }
+}
+
 /// Checks a remote target, then opens the fleet: a target that does not answer costs no
 /// browser and no cloud server.
 async fn open_fleet(
@@ -164,7 +181,8 @@ async fn open_fleet(
         .context("starting the fleet")
 }
 
-/// Starts the target where the fleet says, runs the timeline, returns (exit code, summary).
+/// Starts the target where the fleet says, runs the timeline, returns the exit code and
+/// the live summary.
 async fn run_with_fleet(
     plan: &Plan,
     ctx: &RunContext,
@@ -172,7 +190,7 @@ async fn run_with_fleet(
     target_slot: &mut Option<StartedTarget>,
     rec: &RecorderHandle,
     started_wall: chrono::DateTime<chrono::Utc>,
-) -> anyhow::Result<(u8, String)> {
+) -> anyhow::Result<(u8, progress::Summary)> {
     let placement = fleet.target_placement();
     let started = tokio::select! {
         t = start::start(plan, &placement) => t,

@@ -83,7 +83,11 @@ pub(super) async fn sample_exporter(shared: Arc<Shared>, scraper: Scraper) {
             }
             None => {
                 last_error = None;
-                shared.live().last_exporter = Some(sample.clone());
+                let mut live = shared.live();
+                if live.first_exporter.is_none() {
+                    live.first_exporter = Some(sample.clone());
+                }
+                live.last_exporter = Some(sample.clone());
             }
         }
         shared.rec.send(Record::Exporter(sample));

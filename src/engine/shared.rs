@@ -20,6 +20,7 @@ pub(super) struct LiveState {
     pub states: HashMap<u32, ViewerEventKind>,
     pub failures: Vec<(u32, String)>,
     pub max_peers: u32,
+    pub first_exporter: Option<ExporterSample>,
     pub last_exporter: Option<ExporterSample>,
 }
 

@@ -8,7 +8,7 @@ use crate::model::rawdata::{ViewerEvent, ViewerEventKind, ViewerSample};
 use crate::model::scenario::ViewerPlan;
 use crate::target::PlayerStats;
 use crate::viewer::ViewerSlot;
-use crate::viewer::{self, Viewer, ViewerError};
+use crate::viewer::{Viewer, ViewerError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -170,10 +170,8 @@ async fn drive(
         Drive::Failed(err.to_string())
     };
     if let Some(profile) = &vp.network {
-        if viewer::wants_cdp(profile, slot) {
-            if let Err(err) = viewer.throttle_http(profile).await {
-                return failed(err);
-            }
+        if let Err(err) = viewer.throttle(profile, slot).await {
+            return failed(err);
         }
     }
     if let Err(err) = viewer.open(target, vp.p2p).await {
@@ -283,6 +281,9 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
         resolution: s.resolution,
         dropped_frames: s.dropped_frames,
         errors: s.errors,
+        http: s.http,
+        rtc: s.rtc,
+        engine: s.engine,
     }
 }
 

@@ -23,11 +23,11 @@ use super::{Fleet, StartPolicy, TargetPlacement};
 use crate::grid::local_state::{self as localstate, LocalGridState};
 use crate::grid::placement::PlacementCache;
 use crate::grid::{grid_status, GridStatus, NodeSlots};
-use crate::model::kinds::{FleetKind, ShapingLayer};
+use crate::model::kinds::{FleetKind, Throttling};
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::{GridFleetPlan, GridHubs};
 use crate::model::scenario::{NetworkProfile, Plan, ViewerPlan};
-use crate::viewer::ViewerSlot;
+use crate::viewer::{SlotShaping, ViewerSlot};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -246,11 +246,15 @@ impl Fleet for GridFleet {
             extra_args,
             node: "grid".into(),
             address: None,
-            // Wherever the Grid puts it, tc gives it this profile (then CDP is not needed).
-            tc_shaped: viewer
-                .network
-                .as_ref()
-                .is_some_and(|p| tc_matches(&self.nodes, p)),
+            // Wherever the Grid puts it, tc gives it this profile (then the browser only
+            // adds what tc could not: latency without netem).
+            shaping: SlotShaping {
+                rates: nodes_shape(&self.nodes)
+                    && viewer.network.as_ref().is_none_or(|p| {
+                        p.apply == Some(Throttling::Tc) || tc_matches(&self.nodes, p)
+                    }),
+                latency: nodes_delay(&self.nodes),
+            },
         })
     }
 
@@ -269,14 +273,15 @@ impl Fleet for GridFleet {
             })
             .await
         {
-            // A node that joined after the start and does not shape its slots: CDP instead.
+            // A node that joined after the start and does not shape its slots: a `tc`
+            // profile cannot be applied there (the viewer says so and fails).
             if self
                 .placement
                 .slots_of(&hub, &node)
                 .await
                 .is_some_and(|r| !r.as_ref().is_some_and(NodeSlots::rate_shaped))
             {
-                slot.tc_shaped = false;
+                slot.shaping = SlotShaping::NONE;
             }
             slot.node = node;
         }
@@ -354,6 +359,22 @@ impl Fleet for GridFleet {
 }
 
 /// Every node reports slots tc-shaped at exactly `profile`'s rates.
+/// Every node runs its browsers in rate-limited slots.
+fn nodes_shape(nodes: &[(String, Option<NodeSlots>)]) -> bool {
+    !nodes.is_empty()
+        && nodes
+            .iter()
+            .all(|(_, r)| r.as_ref().is_some_and(NodeSlots::rate_shaped))
+}
+
+/// Every node's slots add latency (netem).
+fn nodes_delay(nodes: &[(String, Option<NodeSlots>)]) -> bool {
+    !nodes.is_empty()
+        && nodes
+            .iter()
+            .all(|(_, r)| r.as_ref().is_some_and(|r| r.delay.starts_with("netem")))
+}
+
 fn tc_matches(nodes: &[(String, Option<NodeSlots>)], profile: &NetworkProfile) -> bool {
     let limited = profile.download_kbps.is_some() || profile.upload_kbps.is_some();
     limited
@@ -387,13 +408,13 @@ pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> Fle
         .chain(plan.alt_network.iter().map(|(_, p)| p))
         .collect();
     let limits = |p: &NetworkProfile| p.download_kbps.is_some() || p.upload_kbps.is_some();
-    // CDP is applied to a viewer unless its profile says tc, or tc already gives it exactly
-    // its profile (see `open_viewer`).
+    // The browser throttles unless the profile says tc, or leaves it to the fleet and tc
+    // already gives it exactly its profile (see `open_viewer`).
     let cdp = profiles.iter().any(|p| {
         limits(p)
             && match p.apply {
-                Some(ShapingLayer::Cdp | ShapingLayer::Both) => true,
-                Some(ShapingLayer::Tc) => false,
+                Some(Throttling::HttpOnly | Throttling::CdpAll) => true,
+                Some(Throttling::Tc) => false,
                 None => !tc_matches(nodes, p),
             }
     });
@@ -436,13 +457,13 @@ pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> Fle
             p.download_kbps.map_or("-".into(), |k| k.to_string()),
             p.upload_kbps.map_or("-".into(), |k| k.to_string())
         );
-        if p.apply == Some(ShapingLayer::Tc) && !p2p_shaped {
-            notes.push(format!("The scenario asks for tc shaping ({asked}) but not every node's slots are rate-limited: those viewers ran unshaped."));
+        if p.apply == Some(Throttling::Tc) && !p2p_shaped {
+            notes.push(format!("The scenario asks for tc shaping ({asked}) but not every node's slots are rate-limited: viewers placed on those nodes failed."));
         } else if !shaped.is_empty() && !tc_matches(nodes, p) {
-            notes.push(format!("The nodes' slot rates differ from the scenario's profile ({asked}): tc limits each browser to its node's slot rate{}.", if cdp { ", CDP throttles HTTP to the profile on top" } else { "" }));
+            notes.push(format!("The nodes' slot rates differ from the scenario's profile ({asked}): tc limits each browser to its node's slot rate{}.", if cdp { ", and the browser throttles to the profile on top" } else { "" }));
         }
         if p.latency_ms.is_some() && shaped.iter().any(|r| !r.delay.starts_with("netem")) {
-            notes.push("latency_ms was not applied by tc on every node (no netem there, or no delay asked of the slots); CDP adds latency to HTTP only.".into());
+            notes.push("latency_ms was not applied by tc on every node (no netem there, or no delay asked of the slots); the browser adds it to HTTP and WebSocket requests only.".into());
         }
     }
 
@@ -461,18 +482,20 @@ pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> Fle
             "tc on the viewer slots of {n} of {total} node(s) (rates as each node reports them)"
         )),
     };
-    let shaping = match (tc, cdp) {
-        (Some(tc), true) => format!("{tc} plus CDP network conditions (HTTP only)"),
-        (Some(tc), false) => tc,
-        (None, true) => "CDP network conditions only (HTTP; WebRTC is not shaped)".into(),
+    let browser = super::throttling(plan, tc.as_deref().filter(|_| !cdp));
+    let shaping = match (&tc, cdp) {
+        (Some(tc), true) => format!("{tc} plus, in the browser, {}", browser.text),
+        (Some(tc), false) => tc.clone(),
+        (None, true) => browser.text.clone(),
         (None, false) => "none applied by viewerfleet".into(),
     };
     FleetDescription {
         kind: FleetKind::Grid,
         own_address_per_viewer: own,
         http_shaped: cdp || p2p_shaped,
-        p2p_shaped,
+        p2p_shaped: p2p_shaped || browser.mode == Some(Throttling::CdpAll),
         shaping,
+        throttling: browser.mode,
         notes,
     }
 }
@@ -581,10 +604,7 @@ mod tests {
     fn a_foreign_grid_is_unknown_and_only_cdp_shaped() {
         let d = describe_nodes(&nodes(&[None]), &plan(SEED));
         assert!(!d.own_address_per_viewer && !d.p2p_shaped && d.http_shaped);
-        assert_eq!(
-            d.shaping,
-            "CDP network conditions only (HTTP; WebRTC is not shaped)"
-        );
+        assert!(d.shaping.starts_with("http-only: "), "{}", d.shaping);
         assert!(
             d.notes.iter().any(|n| n.contains("unknown")),
             "{:?}",
@@ -610,8 +630,7 @@ mod tests {
             d.shaping
         );
         assert!(
-            d.shaping
-                .ends_with("plus CDP network conditions (HTTP only)"),
+            d.shaping.contains("plus, in the browser, http-only: "),
             "{}",
             d.shaping
         );
@@ -636,7 +655,9 @@ mod tests {
         );
         assert!(!d.p2p_shaped);
         assert!(
-            d.notes.iter().any(|n| n.contains("ran unshaped")),
+            d.notes
+                .iter()
+                .any(|n| n.contains("viewers placed on those nodes failed")),
             "{:?}",
             d.notes
         );
@@ -645,7 +666,10 @@ mod tests {
     #[test]
     fn slot_rates_other_than_the_profile_are_named_and_cdp_added() {
         let d = describe_nodes(&nodes(&[slots(5000, 1000)]), &plan(SEED));
-        assert!(d.p2p_shaped && d.shaping.contains("plus CDP"), "{d:?}");
+        assert!(
+            d.p2p_shaped && d.shaping.contains("plus, in the browser, http-only"),
+            "{d:?}"
+        );
         assert!(
             d.notes
                 .iter()

@@ -8,7 +8,7 @@ use crate::model::kinds::FleetKind;
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::LocalFleetPlan;
 use crate::model::scenario::{Plan, ViewerPlan};
-use crate::viewer::ViewerSlot;
+use crate::viewer::{SlotShaping, ViewerSlot};
 
 pub struct LocalFleet {
     driver: ChromeDriver,
@@ -38,20 +38,17 @@ impl Fleet for LocalFleet {
     }
 
     fn description(&self, plan: &Plan) -> FleetDescription {
-        let shaped = plan.network.is_some();
+        let t = super::throttling(plan, None);
         FleetDescription {
             kind: FleetKind::Local,
             own_address_per_viewer: false,
-            http_shaped: shaped,
-            p2p_shaped: false,
-            shaping: if shaped {
-                "CDP network conditions (HTTP only)".into()
-            } else {
-                "none".into()
-            },
+            http_shaped: t.http,
+            p2p_shaped: t.p2p,
+            shaping: t.text,
+            throttling: t.mode,
             notes: vec![
                 "All viewers share this machine's address: platforms that deduplicate views by address count them as one viewer.".into(),
-                "P2P traffic is not throttled: CDP network conditions do not apply to WebRTC, and peers on one host talk over loopback.".into(),
+                "Peers on one host talk over loopback: no per-viewer link lies between them unless the browser emulates one.".into(),
                 "Viewers and the target share the same CPU cores.".into(),
             ],
         }
@@ -71,7 +68,7 @@ impl Fleet for LocalFleet {
             extra_args: vec!["--remote-debugging-pipe".into()],
             node: "local".into(),
             address: None,
-            tc_shaped: false,
+            shaping: SlotShaping::NONE,
         })
     }
 

@@ -13,13 +13,78 @@ pub mod hcloud;
 pub mod local;
 pub mod netns;
 
+use crate::model::kinds::Throttling;
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::FleetPlan;
-use crate::model::scenario::{Plan, ViewerPlan};
+use crate::model::scenario::{NetworkProfile, Plan, ViewerPlan};
 use crate::target::TargetPlacement;
 use crate::viewer::ViewerSlot;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// What the plan's network profiles do to HTTP and P2P on a fleet, for its description:
+/// the one place that words the throttling modes for reports.
+pub struct ThrottlingSummary {
+    pub mode: Option<Throttling>,
+    pub http: bool,
+    pub p2p: bool,
+    pub text: String,
+}
+
+/// `tc_text`: how this fleet's slots apply tc (None when it has no slots).
+pub fn throttling(plan: &Plan, tc_text: Option<&str>) -> ThrottlingSummary {
+    let profiles: Vec<&NetworkProfile> = plan
+        .network
+        .iter()
+        .chain(plan.alt_network.iter().map(|(_, p)| p))
+        .filter(|p| p.download_kbps.is_some() || p.upload_kbps.is_some() || p.latency_ms.is_some())
+        .collect();
+    // Unset on a fleet whose slots shape (a Grid's fleet-best): tc; else the 2023 conditions.
+    let effective = |p: &&NetworkProfile| {
+        p.apply.unwrap_or(if tc_text.is_some() {
+            Throttling::Tc
+        } else {
+            Throttling::HttpOnly
+        })
+    };
+    let mode = profiles.first().map(effective);
+    let mixed = profiles.iter().any(|p| Some(effective(p)) != mode);
+    let (http, p2p, text) = match (mode, tc_text) {
+        (None, _) => (false, false, "none".to_string()),
+        (Some(Throttling::HttpOnly), _) => (
+            true,
+            false,
+            "http-only: HTTP and WebSocket requests throttled in the browser, per request \
+             (CDP Network.emulateNetworkConditionsByRule); WebRTC not throttled, as in the \
+             PeerTube 2023 test"
+                .to_string(),
+        ),
+        (Some(Throttling::CdpAll), _) => (
+            true,
+            true,
+            "cdp-all: Chromium's whole-browser network emulation (Network.emulateNetworkConditions): \
+             HTTP as configured, WebRTC data channels far below the configured link"
+                .to_string(),
+        ),
+        (Some(Throttling::Tc), Some(tc)) => (true, true, format!("tc: {tc}")),
+        (Some(Throttling::Tc), None) => (
+            false,
+            false,
+            "tc asked for, but this fleet has no per-viewer interfaces: not applied".to_string(),
+        ),
+    };
+    let text = if mixed {
+        format!("{text} (the alternative network profile uses another mode)")
+    } else {
+        text
+    };
+    ThrottlingSummary {
+        mode,
+        http,
+        p2p,
+        text,
+    }
+}
 
 /// What opening a fleet needs besides its plan.
 #[derive(Debug, Clone, Default)]

@@ -7,7 +7,7 @@
 //! that enters the viewer's slot, and DevTools goes over `--remote-debugging-pipe`.
 
 use crate::model::kinds::FleetKind;
-use crate::model::kinds::ShapingLayer;
+use crate::model::kinds::Throttling;
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::netns::{NetnsFleetPlan, MAX_VIEWERS};
 use crate::model::scenario::{NetworkProfile, Plan, ViewerPlan};
@@ -24,12 +24,12 @@ use std::sync::Mutex;
 
 use super::chromedriver::{self, ChromeDriver};
 use super::{Fleet, TargetPlacement};
-use crate::viewer::ViewerSlot;
+use crate::viewer::{SlotShaping, ViewerSlot};
 
 /// The tc shaping a viewer gets: none when the profile asks for CDP only.
 pub fn tc_shaping(profile: Option<&NetworkProfile>) -> Shaping {
     match profile {
-        Some(p) if p.apply != Some(ShapingLayer::Cdp) => Shaping {
+        Some(p) if p.apply == Some(Throttling::Tc) => Shaping {
             down_kbit: p.download_kbps.unwrap_or(0),
             up_kbit: p.upload_kbps.unwrap_or(0),
             delay_ms: p.latency_ms.unwrap_or(0),
@@ -119,7 +119,7 @@ impl NetnsFleet {
         let delay = if self.netem {
             "latency with netem (half each way)"
         } else {
-            "latency not applied by tc (this kernel has no netem)"
+            "latency applied in the browser to HTTP and WebSocket requests only (this kernel has no netem)"
         };
         format!(
             "tc tbf on each slot's veth (download: bridge side, upload: inside the slot); {delay}"
@@ -154,39 +154,29 @@ impl Drop for NetnsFleet {
 #[async_trait::async_trait]
 impl Fleet for NetnsFleet {
     fn description(&self, plan: &Plan) -> FleetDescription {
+        let t = super::throttling(plan, Some(&self.describe_tc()));
+        let tc = t.mode == Some(Throttling::Tc);
         let profiles: Vec<&NetworkProfile> = plan
             .network
             .iter()
             .chain(plan.alt_network.iter().map(|(_, p)| p))
             .collect();
-        let limits = |p: &&NetworkProfile| p.download_kbps.is_some() || p.upload_kbps.is_some();
-        let tc = profiles
-            .iter()
-            .any(|p| limits(p) && p.apply != Some(ShapingLayer::Cdp));
-        let cdp = profiles
-            .iter()
-            .any(|p| limits(p) && matches!(p.apply, Some(ShapingLayer::Cdp | ShapingLayer::Both)));
-        let shaping = match (tc, cdp) {
-            (true, true) => format!("{} plus CDP network conditions", self.describe_tc()),
-            (true, false) => self.describe_tc(),
-            (false, true) => "CDP network conditions only (HTTP; WebRTC is not shaped)".into(),
-            (false, false) => "none".into(),
-        };
         let mut notes = vec![format!(
             "Each viewer runs in its own network namespace with its own IPv6 address from {}; the target runs in namespace {} at [{}]",
             self.net.prefix(), self.server.name, self.server.address
         )];
         if tc && !self.netem && profiles.iter().any(|p| p.latency_ms.is_some()) {
             notes.push(
-                "latency_ms was not applied by tc: this kernel has no netem qdisc".to_string(),
+                "latency_ms was not applied by tc (this kernel has no netem qdisc): it was applied to HTTP and WebSocket requests in the browser instead, so WebRTC ran without it".to_string(),
             );
         }
         FleetDescription {
             kind: FleetKind::Netns,
             own_address_per_viewer: true,
-            http_shaped: tc || cdp,
-            p2p_shaped: tc,
-            shaping,
+            http_shaped: t.http,
+            p2p_shaped: t.p2p,
+            shaping: t.text,
+            throttling: t.mode,
             notes,
         }
     }
@@ -235,7 +225,10 @@ impl Fleet for NetnsFleet {
             extra_args: slot_chromium_args(&self.target_origin()),
             node: info.name.clone(),
             address: Some(info.address.to_string()),
-            tc_shaped: info.rate_shaped(),
+            shaping: SlotShaping {
+                rates: info.rate_shaped(),
+                latency: info.delay_applied(),
+            },
         })
     }
 
@@ -306,12 +299,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cdp_only_profiles_get_no_tc() {
+    fn only_tc_profiles_get_tc() {
         let mut profile = NetworkProfile {
             download_kbps: Some(2000),
             upload_kbps: Some(300),
             latency_ms: Some(500),
-            apply: None,
+            apply: Some(Throttling::Tc),
         };
         assert_eq!(
             tc_shaping(Some(&profile)),
@@ -321,10 +314,10 @@ mod tests {
                 delay_ms: 500
             }
         );
-        profile.apply = Some(ShapingLayer::Cdp);
-        assert!(tc_shaping(Some(&profile)).is_none());
-        profile.apply = Some(ShapingLayer::Both);
-        assert_eq!(tc_shaping(Some(&profile)).up_kbit, 300);
+        for other in [Throttling::HttpOnly, Throttling::CdpAll] {
+            profile.apply = Some(other);
+            assert!(tc_shaping(Some(&profile)).is_none());
+        }
         assert!(tc_shaping(None).is_none());
     }
 }

@@ -139,14 +139,18 @@ named_enum! {
 }
 
 named_enum! {
-    /// Where a viewer's network profile is applied.
-    pub enum ShapingLayer {
-        /// Chromium's network emulation (CDP).
-        Cdp = "cdp",
-        /// Kernel queues on the viewer's own interface.
+    /// How a viewer's network profile is applied (README, "Throttling modes").
+    pub enum Throttling {
+        /// HTTP(S) and WebSocket requests throttled in the browser, per request (CDP
+        /// `Network.emulateNetworkConditionsByRule`); WebRTC not throttled: the PeerTube
+        /// 2023 test's conditions.
+        HttpOnly = "http-only",
+        /// Kernel queues (tc) on each viewer's own interface: HTTP and P2P alike, as a real
+        /// access link would; needs a fleet with one interface per viewer.
         Tc = "tc",
-        /// Both.
-        Both = "both",
+        /// Chromium's whole-browser network emulation (CDP `Network.emulateNetworkConditions`):
+        /// HTTP, and WebRTC data channels far harder than the configured link.
+        CdpAll = "cdp-all",
     }
 }
 

@@ -17,7 +17,7 @@
 //! ```
 //! Times (`t`) are seconds since the run's start (`manifest.started_at_unix_ms`).
 
-use crate::model::kinds::{named_enum, FleetKind, Latency, TargetKind, VideoKind};
+use crate::model::kinds::{named_enum, FleetKind, Latency, TargetKind, Throttling, VideoKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -117,6 +117,64 @@ pub struct ViewerSample {
     pub resolution: Option<u32>,
     pub dropped_frames: u64,
     pub errors: u32,
+    /// Segment requests by outcome (absent in raw data of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpOutcomes>,
+    /// WebRTC's own byte counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtc: Option<RtcCounts>,
+    /// The P2P engine's peer events, where the page exposes its engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineEvents>,
+}
+
+/// A page's media-segment requests by how they ended, cumulative since the page opened: what
+/// lets the origin's bytes be reconciled with what the players counted.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpOutcomes {
+    /// Bodies read to the end.
+    pub completed_bytes: u64,
+    /// Responses read to the end.
+    pub responses: u32,
+    /// Announced length (Content-Length) of responses the page aborted: what the origin sent
+    /// or started to send for them.
+    pub aborted_announced_bytes: u64,
+    /// Of those, what reached the page before the abort.
+    pub aborted_delivered_bytes: u64,
+    /// Announced length of responses still being read.
+    pub in_flight_bytes: u64,
+    /// Requests sent whose headers have not arrived yet.
+    pub waiting_requests: u32,
+    /// Segment requests that ended without their last byte.
+    pub aborts: u32,
+    /// Of those, requests aborted before their headers arrived (size unknown to the page).
+    pub aborted_waiting: u32,
+}
+
+/// WebRTC's own count: data-channel bytes summed over the page's peer connections.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RtcCounts {
+    /// Bytes that arrived (the receiver's view: delivered P2P bytes).
+    pub received_bytes: u64,
+    /// Bytes handed to `send()` (counted before delivery, like the engine's uploads).
+    pub sent_bytes: u64,
+    /// Peer connections the page opened.
+    pub connections: u32,
+}
+
+/// The P2P engine's peer events, cumulative.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EngineEvents {
+    /// Peers the engine closed or destroyed.
+    pub peer_closes: u32,
+    pub peer_errors: u32,
+    /// P2P segment downloads that timed out (`bytes-receiving-timeout`).
+    pub p2p_timeouts: u32,
+    /// P2P segment downloads that failed for any reason.
+    pub p2p_failures: u32,
 }
 
 /// One scrape of the target's Prometheus exporter.
@@ -198,6 +256,7 @@ impl Manifest {
                 http_shaped: false,
                 p2p_shaped: false,
                 shaping: String::new(),
+                throttling: None,
                 notes: Vec::new(),
             },
             target: TargetDescription {
@@ -233,8 +292,11 @@ pub struct FleetDescription {
     pub http_shaped: bool,
     /// P2P (WebRTC) is shaped: only a per-viewer interface qdisc does that.
     pub p2p_shaped: bool,
-    /// How shaping is applied, e.g. "CDP network conditions" or "tc tbf on each slot's veth".
+    /// How shaping is applied, in words naming the mode and its mechanism.
     pub shaping: String,
+    /// The throttling mode of the run's network profile (absent in older manifests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttling: Option<Throttling>,
     /// Further caveats, one sentence each.
     #[serde(default)]
     pub notes: Vec<String>,

@@ -47,6 +47,11 @@ impl SlotInfo {
         self.down != "none" || self.up != "none"
     }
 
+    /// Whether the slot's latency (netem) was applied; `false` also when none was asked.
+    pub fn delay_applied(&self) -> bool {
+        self.delay.contains("netem:")
+    }
+
     /// One line for logs and the report.
     pub fn describe(&self) -> String {
         format!(

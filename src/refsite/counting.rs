@@ -20,6 +20,8 @@ pub struct CountingBody {
     data: Bytes,
     offset: usize,
     pending: usize,
+    /// Bytes the connection took so far (counted in `sent`).
+    taken: u64,
     stats: Arc<SiteStats>,
     video: String,
     kind: ServedKind,
@@ -32,6 +34,7 @@ impl CountingBody {
             data,
             offset: 0,
             pending: 0,
+            taken: 0,
             stats,
             video: video.to_string(),
             kind,
@@ -42,6 +45,7 @@ impl CountingBody {
         if self.pending > 0 {
             self.stats
                 .add_sent(&self.video, self.kind, self.pending as u64);
+            self.taken += self.pending as u64;
             self.pending = 0;
         }
     }
@@ -82,7 +86,7 @@ impl Drop for CountingBody {
         if self.offset >= self.data.len() {
             self.settle();
         } else {
-            self.stats.add_aborted(self.kind);
+            self.stats.add_aborted(&self.video, self.kind, self.taken);
         }
     }
 }
@@ -143,5 +147,8 @@ mod tests {
         poll(&mut b);
         drop(b);
         assert_eq!(stats.segment_bytes("v"), CHUNK as u64);
+        assert!(stats.render().contains(&format!(
+            "refsite_origin_segment_aborted_bytes_total{{video=\"v\"}} {CHUNK}"
+        )));
     }
 }

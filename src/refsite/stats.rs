@@ -91,6 +91,8 @@ pub struct SiteStats {
     sent: Mutex<BTreeMap<(String, ServedKind), u64>>,
     requests: Mutex<BTreeMap<ServedKind, u64>>,
     aborted: Mutex<BTreeMap<ServedKind, u64>>,
+    /// Bytes of responses cut short, by video and kind (already in `sent`).
+    aborted_bytes: Mutex<BTreeMap<(String, ServedKind), u64>>,
     playback: Mutex<BTreeMap<PlaybackLabels, PlaybackValues>>,
     viewers: Mutex<HashSet<IpAddr>>,
     /// Valid announce messages received by the tracker.
@@ -122,10 +124,16 @@ impl SiteStats {
         *requests.entry(kind).or_default() += 1;
     }
 
-    /// Counts a response whose client went away before its last byte.
-    pub fn add_aborted(&self, kind: ServedKind) {
+    /// Counts a response whose client went away before its last byte, after `bytes` of it
+    /// had been taken by the connection.
+    pub fn add_aborted(&self, video: &str, kind: ServedKind, bytes: u64) {
         let mut aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
         *aborted.entry(kind).or_default() += 1;
+        drop(aborted);
+        if bytes > 0 {
+            let mut cut = self.aborted_bytes.lock().unwrap_or_else(|e| e.into_inner());
+            *cut.entry((video.to_string(), kind)).or_default() += bytes;
+        }
     }
 
     /// Remembers a client address (distinct addresses = viewers seen).
@@ -185,6 +193,14 @@ impl SiteStats {
     /// Renders everything in the Prometheus text exposition format (version 0.0.4).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
+        self.render_playback(&mut out);
+        self.render_origin(&mut out);
+        self.render_scalars(&mut out);
+        out
+    }
+
+    /// The players' reports, under PeerTube's names and labels.
+    fn render_playback(&self, out: &mut String) {
         let playback = self.playback_snapshot();
         type Getter = fn(&PlaybackValues) -> Option<u64>;
         let families: [(&str, &str, &str, Getter); 7] = [
@@ -232,8 +248,7 @@ impl SiteStats {
             ),
         ];
         for (name, kind, help, get) in families {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
+            header(out, name, kind, help);
             for (labels, values) in &playback {
                 if let Some(value) = get(values) {
                     let _ = writeln!(
@@ -249,10 +264,19 @@ impl SiteStats {
                 }
             }
         }
+    }
 
+    /// What the origin itself sent: by video and kind, segments split by whether the
+    /// response reached its last byte, and requests.
+    fn render_origin(&self, out: &mut String) {
         let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let cut = self
+            .aborted_bytes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         header(
-            &mut out,
+            out,
             "refsite_origin_sent_bytes_total",
             "counter",
             "Bytes the origin wrote to client connections, by video and kind (segment, playlist, page, static).",
@@ -265,23 +289,53 @@ impl SiteStats {
                 kind.as_str()
             );
         }
-        header(
-            &mut out,
-            "refsite_origin_segment_bytes_total",
-            "counter",
-            "Media segment bytes the origin wrote, by video (what the players' HTTP figure must match).",
-        );
-        for ((video, kind), bytes) in &sent {
-            if *kind == ServedKind::Segment {
-                let _ = writeln!(
-                    out,
-                    "refsite_origin_segment_bytes_total{{video=\"{}\"}} {bytes}",
-                    escape(video)
-                );
+        let per_video = |out: &mut String,
+                         name: &str,
+                         help: &str,
+                         pick: &dyn Fn(&ServedKind) -> bool,
+                         from: &BTreeMap<(String, ServedKind), u64>| {
+            header(out, name, "counter", help);
+            let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+            for ((video, kind), bytes) in from {
+                if pick(kind) {
+                    *sums.entry(video).or_default() += bytes;
+                }
             }
-        }
+            for (video, bytes) in sums {
+                let _ = writeln!(out, "{name}{{video=\"{}\"}} {bytes}", escape(video));
+            }
+        };
+        let segment = |k: &ServedKind| *k == ServedKind::Segment;
+        per_video(
+            out,
+            "refsite_origin_segment_bytes_total",
+            "Media segment bytes the origin wrote, by video (what the players' HTTP figure must match).",
+            &segment,
+            &sent,
+        );
+        per_video(
+            out,
+            "refsite_origin_segment_aborted_bytes_total",
+            "Of those, bytes of segment responses the client left before their last byte.",
+            &segment,
+            &cut,
+        );
+        per_video(
+            out,
+            "refsite_origin_playlist_bytes_total",
+            "HLS playlist bytes the origin wrote, by video.",
+            &|k| *k == ServedKind::Playlist,
+            &sent,
+        );
+        per_video(
+            out,
+            "refsite_origin_other_bytes_total",
+            "Bytes of everything else the origin wrote (pages, front-end files, API answers), by video.",
+            &|k| !matches!(k, ServedKind::Segment | ServedKind::Playlist),
+            &sent,
+        );
         header(
-            &mut out,
+            out,
             "refsite_http_requests_total",
             "counter",
             "HTTP requests received, by kind.",
@@ -299,7 +353,7 @@ impl SiteStats {
             );
         }
         header(
-            &mut out,
+            out,
             "refsite_origin_aborted_responses_total",
             "counter",
             "Responses cut short because the client closed the request before the last byte, by kind.",
@@ -316,6 +370,10 @@ impl SiteStats {
                 kind.as_str()
             );
         }
+    }
+
+    /// Tracker, viewers and playback-report counts.
+    fn render_scalars(&self, out: &mut String) {
         let scalars: [(&str, &str, &str, u64); 6] = [
             (
                 "refsite_tracker_peers",
@@ -355,10 +413,9 @@ impl SiteStats {
             ),
         ];
         for (name, kind, help, value) in scalars {
-            header(&mut out, name, kind, help);
+            header(out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
         }
-        out
     }
 }
 
@@ -427,6 +484,11 @@ mod tests {
         assert!(text.contains("refsite_origin_sent_bytes_total{video=\"v\",kind=\"playlist\"} 7"));
         assert!(text.contains("refsite_http_requests_total{kind=\"segment\"} 1"));
         assert!(text.contains("refsite_viewers_seen_total 1"));
+        assert!(text.contains("refsite_origin_playlist_bytes_total{video=\"v\"} 7"));
         assert_eq!(stats.segment_bytes("v"), 101);
+        stats.add_aborted("v", ServedKind::Segment, 40);
+        let text = stats.render();
+        assert!(text.contains("refsite_origin_segment_aborted_bytes_total{video=\"v\"} 40"));
+        assert!(text.contains("refsite_origin_aborted_responses_total{kind=\"segment\"} 1"));
     }
 }

@@ -7,6 +7,7 @@ use super::load::RunData;
 use super::model::*;
 use super::qoe;
 use super::rates::{mbps, Bins};
+use super::reconcile;
 use super::table::{self, Steady};
 use super::traffic;
 use crate::model::kinds::RateSource;
@@ -32,37 +33,19 @@ pub fn build(run: &RunData) -> RunReport {
     let ply = traffic::players(run, BIN_S, end_s, sampling_s);
 
     // Common data end: the earlier of the two sources, so both are measured on one window.
-    let ends: Vec<f64> = [exp.traffic.as_ref(), ply.traffic.as_ref()]
+    let data_end = [exp.traffic.as_ref(), ply.traffic.as_ref()]
         .into_iter()
         .flatten()
         .map(|t| t.data_to_s)
-        .collect();
-    let data_end = ends.iter().copied().fold(f64::INFINITY, f64::min);
+        .fold(f64::INFINITY, f64::min);
     let data_end = if data_end.is_finite() {
         data_end
     } else {
         last_t
     };
-    // T on the data's clock: the engine records when it reached it; a run killed before
-    // then has T = target ready + measure_at (the plan's clock starts when the target is).
-    let event_t = |kind: RunEventKind| run.run_events.iter().find(|e| e.event == kind).map(|e| e.t);
-    let measure_point = match (
-        event_t(RunEventKind::MeasurePoint),
-        event_t(RunEventKind::TargetReady),
-    ) {
-        (Some(t), _) => (t, "the engine's measure_point event".to_string()),
-        (None, Some(ready)) => (
-            ready + plan.measure_at_s,
-            format!("target ready ({ready:.0} s) + measure_at; the run never reached it"),
-        ),
-        (None, None) => (
-            plan.measure_at_s,
-            "measure_at (no run events recorded)".to_string(),
-        ),
-    };
     let windows = table::windows(
         plan.measure_at_s,
-        measure_point,
+        measure_point(run),
         plan.steady_window_s,
         sampling_s,
         m.target.playback_metrics_interval_s,
@@ -77,16 +60,126 @@ pub fn build(run: &RunData) -> RunReport {
         from_s: windows.exporter_steady_from_s,
         to_s: windows.steady_to_s,
     };
-    let exporter_table = exp
-        .traffic
+    let tables = Tables {
+        exporter: exp
+            .traffic
+            .as_ref()
+            .map(|t| table::source_table(t, exporter_steady, windows.rate_window_s)),
+        players: ply
+            .traffic
+            .as_ref()
+            .map(|t| table::source_table(t, steady, windows.rate_window_s)),
+        origin: origin_table(&exp, &windows, steady, data_end),
+    };
+    let http_reconciliation = tables
+        .players
         .as_ref()
-        .map(|t| table::source_table(t, exporter_steady, windows.rate_window_s));
-    let players_table = ply
-        .traffic
+        .and_then(|p| reconcile::http(run, &exp, p.http_bytes));
+    let p2p_reconciliation = tables
+        .players
         .as_ref()
-        .map(|t| table::source_table(t, steady, windows.rate_window_s));
+        .and_then(|p| reconcile::p2p(run, p.p2p_uploaded_bytes, p.p2p_bytes));
 
-    let origin = exp.origin_segments.as_ref().map(|(bins, total)| {
+    let q = qoe::compute(run, &ply.per_viewer, data_end);
+    let mut warnings = implausible;
+    if let Some(note) = &windows.steady_note {
+        warnings.push(format!("Steady window moved: {note}."));
+    }
+    warnings.extend(source_warnings(&tables, &ply, &q));
+    warnings.extend(reconcile::warnings(
+        http_reconciliation.as_ref(),
+        p2p_reconciliation.as_ref(),
+    ));
+    warnings.extend(steady_warnings(&q, steady));
+    if !run.truncated_files.is_empty() {
+        warnings.push(format!(
+            "Last line cut short (writer killed) in: {}.",
+            run.truncated_files.join(", ")
+        ));
+    }
+    let honesty = honesty::build(
+        run,
+        Findings {
+            gaps: exp.gaps.clone(),
+            exporter_status: exporter_status(run, &exp),
+            warnings,
+            cpu: honesty::cpu_check(run, (steady.from_s, steady.to_s), sampling_s),
+        },
+    );
+    let series = time_series(
+        run,
+        &exp,
+        &ply,
+        &q.watching,
+        windows.rate_window_s,
+        data_end,
+    );
+    let summary = summary(
+        run,
+        tables,
+        Reconciliations {
+            http: http_reconciliation,
+            p2p: p2p_reconciliation,
+        },
+        q.counts,
+        q.qoe,
+        windows,
+        honesty,
+    );
+    RunReport {
+        summary,
+        name: run
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| m.scenario_name.clone()),
+        series,
+        host_cpu: run.host_samples.iter().map(|s| (s.t, s.cpu_busy)).collect(),
+        viewers: q.rows,
+    }
+}
+
+/// The three sources of a run's rates and totals.
+struct Tables {
+    exporter: Option<SourceTable>,
+    players: Option<SourceTable>,
+    origin: Option<OriginTable>,
+}
+
+struct Reconciliations {
+    http: Option<HttpReconciliation>,
+    p2p: Option<P2pReconciliation>,
+}
+
+/// T on the data's clock: the engine records when it reached it; a run killed before then
+/// has T = target ready + measure_at (the plan's clock starts when the target is).
+fn measure_point(run: &RunData) -> (f64, String) {
+    let plan = &run.manifest.plan;
+    let event_t = |kind: RunEventKind| run.run_events.iter().find(|e| e.event == kind).map(|e| e.t);
+    match (
+        event_t(RunEventKind::MeasurePoint),
+        event_t(RunEventKind::TargetReady),
+    ) {
+        (Some(t), _) => (t, "the engine's measure_point event".to_string()),
+        (None, Some(ready)) => (
+            ready + plan.measure_at_s,
+            format!("target ready ({ready:.0} s) + measure_at; the run never reached it"),
+        ),
+        (None, None) => (
+            plan.measure_at_s,
+            "measure_at (no run events recorded)".to_string(),
+        ),
+    }
+}
+
+/// The origin's ground truth (refsite only): peak, rate at T, totals.
+fn origin_table(
+    exp: &traffic::ExporterTraffic,
+    windows: &Windows,
+    steady: Steady,
+    data_end: f64,
+) -> Option<OriginTable> {
+    exp.origin_segments.as_ref().map(|(bins, total)| {
         let peak = bins
             .trailing_rates(windows.rate_window_s, 0.0, data_end)
             .into_iter()
@@ -98,23 +191,18 @@ pub fn build(run: &RunData) -> RunReport {
             segment_bytes: total.round() as u64,
             sent_bytes: exp.origin_sent.map(|v| v.round() as u64),
         }
-    });
-    let deviation = |http: u64| {
-        origin
-            .as_ref()
-            .filter(|o| o.segment_bytes > 0)
-            .map(|o| (http as f64 - o.segment_bytes as f64) / o.segment_bytes as f64 * 100.0)
-    };
+    })
+}
 
-    let q = qoe::compute(run, &ply.per_viewer, data_end);
-
-    // Partial?
+/// Why a report covers less than the planned run, if it does.
+fn partial_reason(run: &RunData) -> Option<String> {
+    let last_t = run.last_t();
     let interrupted = run
         .run_events
         .iter()
         .find(|e| e.event == RunEventKind::Interrupted)
         .map(|e| e.t);
-    let partial_reason = if m.ended_at.is_none() {
+    if run.manifest.ended_at.is_none() {
         Some(format!(
             "the run did not finish (manifest.json has no end time: killed or still running); \
              the report covers the {last_t:.0} s recorded"
@@ -132,15 +220,18 @@ pub fn build(run: &RunData) -> RunReport {
                     e.detail.as_deref().unwrap_or("(no detail recorded)")
                 )
             })
-    };
-
-    // Warnings and honesty.
-    let mut warnings = implausible;
-    if let Some(note) = &windows.steady_note {
-        warnings.push(format!("Steady window moved: {note}."));
     }
+}
+
+/// Where the sources disagree, reset, or show no P2P at all.
+fn source_warnings(
+    tables: &Tables,
+    ply: &traffic::PlayerTraffic,
+    q: &qoe::QoeResult,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
     let p2p_viewers = q.rows.iter().filter(|r| r.p2p).count();
-    if let Some(p) = &players_table {
+    if let Some(p) = &tables.players {
         let max_peers = ply
             .per_viewer
             .values()
@@ -160,7 +251,7 @@ pub fn build(run: &RunData) -> RunReport {
             ));
         }
     }
-    if let Some(e) = &exporter_table {
+    if let Some(e) = &tables.exporter {
         if e.counter_resets > 0 {
             warnings.push(format!(
                 "The exporter's counters went down {} times (target restarted?): counted as \
@@ -169,7 +260,7 @@ pub fn build(run: &RunData) -> RunReport {
             ));
         }
     }
-    if let (Some(e), Some(p)) = (&exporter_table, &players_table) {
+    if let (Some(e), Some(p)) = (&tables.exporter, &tables.players) {
         if let (Some(es), Some(ps)) = (e.http_share, p.http_share) {
             if (es - ps).abs() > 0.15 {
                 warnings.push(format!(
@@ -192,20 +283,24 @@ pub fn build(run: &RunData) -> RunReport {
             }
         }
     }
-    if let (Some(o), Some(p)) = (&origin, &players_table) {
+    if let (Some(o), Some(p)) = (&tables.origin, &tables.players) {
         if o.segment_bytes > 0 {
             let dev =
                 (p.http_bytes as f64 - o.segment_bytes as f64) / o.segment_bytes as f64 * 100.0;
             if dev.abs() > 10.0 {
                 warnings.push(format!(
-                    "The players' HTTP bytes are {dev:+.1}% off what the origin really sent: \
-                     the players' counting misses or adds traffic (aborted or duplicate \
-                     requests, pages that did not report), so read their HTTP figures with \
-                     that margin."
+                    "The players' HTTP bytes are {dev:+.1}% off what the origin really sent \
+                     (the HTTP reconciliation below says where the difference went)."
                 ));
             }
         }
     }
+    warnings
+}
+
+/// Whether the steady window was steady: the same viewers watching from start to end.
+fn steady_warnings(q: &qoe::QoeResult, steady: Steady) -> Vec<String> {
+    let mut warnings = Vec::new();
     if !q.watching.is_empty() {
         let active_in = |t: f64| {
             q.watching
@@ -223,14 +318,13 @@ pub fn build(run: &RunData) -> RunReport {
             ));
         }
     }
-    if !run.truncated_files.is_empty() {
-        warnings.push(format!(
-            "Last line cut short (writer killed) in: {}.",
-            run.truncated_files.join(", ")
-        ));
-    }
-    let exporter_status = if run.exporter_samples.is_empty() {
-        match &m.target.exporter_url {
+    warnings
+}
+
+/// What became of the exporter's scrapes, in words.
+fn exporter_status(run: &RunData, exp: &traffic::ExporterTraffic) -> String {
+    if run.exporter_samples.is_empty() {
+        match &run.manifest.target.exporter_url {
             Some(url) => format!("configured ({url}) but never scraped"),
             None => "no exporter configured: rates come from the players only".to_string(),
         }
@@ -249,26 +343,40 @@ pub fn build(run: &RunData) -> RunReport {
             "{} scrapes ok, {} failed",
             exp.ok_scrapes, exp.failed_scrapes
         )
-    };
-    let cpu = honesty::cpu_check(run, (steady.from_s, steady.to_s), sampling_s);
-    let honesty = honesty::build(
-        run,
-        Findings {
-            gaps: exp.gaps.clone(),
-            exporter_status,
-            warnings,
-            cpu,
-        },
-    );
+    }
+}
 
-    // Top level: the exporter when it has data (as in the PeerTube post), else players.
+/// The report's summary: the top-level source (the exporter when it has data, as in the
+/// PeerTube post, else the players), its figures, and everything computed above.
+fn summary(
+    run: &RunData,
+    tables: Tables,
+    reconciliations: Reconciliations,
+    viewers: ViewerCounts,
+    qoe: Qoe,
+    windows: Windows,
+    honesty: Honesty,
+) -> ReportSummary {
+    let m = &run.manifest;
+    let partial_reason = partial_reason(run);
+    let Tables {
+        exporter: exporter_table,
+        players: players_table,
+        origin,
+    } = tables;
+    let deviation = |http: u64| {
+        origin
+            .as_ref()
+            .filter(|o| o.segment_bytes > 0)
+            .map(|o| (http as f64 - o.segment_bytes as f64) / o.segment_bytes as f64 * 100.0)
+    };
     let (source, top) = match (&exporter_table, &players_table) {
         (Some(e), _) => (RateSource::Exporter, Some(e.clone())),
         (None, Some(p)) => (RateSource::Players, Some(p.clone())),
         (None, None) => (RateSource::None, None),
     };
     let top_ref = top.as_ref();
-    let summary = ReportSummary {
+    ReportSummary {
         schema_version: SCHEMA_VERSION,
         scenario: m.scenario_name.clone(),
         started_at: m.started_at.clone(),
@@ -286,7 +394,7 @@ pub fn build(run: &RunData) -> RunReport {
             git_commit: m.git_commit.clone(),
             versions: m.versions.clone(),
         },
-        viewers: q.counts,
+        viewers,
         source,
         http_peak_mbps: top_ref.and_then(|t| t.http_peak_mbps),
         http_peak_at_s: top_ref.and_then(|t| t.http_peak_at_s),
@@ -304,16 +412,26 @@ pub fn build(run: &RunData) -> RunReport {
         exporter_origin_deviation_pct: exporter_table
             .as_ref()
             .and_then(|e| deviation(e.http_bytes)),
+        http_reconciliation: reconciliations.http,
+        p2p_reconciliation: reconciliations.p2p,
         exporter: exporter_table,
         players: players_table,
         origin,
-        windows: windows.clone(),
-        qoe: q.qoe,
+        windows,
+        qoe,
         honesty,
-    };
+    }
+}
 
-    // Time series.
-    let w = windows.rate_window_s;
+/// Rate series of every source, stalls and the viewers watching, for the plots and CSV.
+fn time_series(
+    run: &RunData,
+    exp: &traffic::ExporterTraffic,
+    ply: &traffic::PlayerTraffic,
+    watching: &[(f64, f64)],
+    w: f64,
+    data_end: f64,
+) -> Vec<Series> {
     let mut series = Vec::new();
     let mut rate_series = |name, bins: &Bins, from: f64, to: f64| {
         series.push(Series {
@@ -350,7 +468,7 @@ pub fn build(run: &RunData) -> RunReport {
         rate_series(names::PLAYERS_P2P, &t.p2p, 0.0, t.data_to_s);
         rate_series(names::PLAYERS_UP, &t.up, 0.0, t.data_to_s);
     }
-    let active = qoe::active_series(&q.watching, BIN_S, data_end.max(0.0));
+    let active = qoe::active_series(watching, BIN_S, data_end.max(0.0));
     if ply.traffic.is_some() {
         let stall_rate: Vec<(f64, f64)> = ply
             .stalls
@@ -393,18 +511,7 @@ pub fn build(run: &RunData) -> RunReport {
         unit: "viewers",
         points: active,
     });
-
-    RunReport {
-        summary,
-        name: run
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| m.scenario_name.clone()),
-        series,
-        host_cpu: run.host_samples.iter().map(|s| (s.t, s.cpu_busy)).collect(),
-        viewers: q.rows,
-    }
+    series
 }
 
 #[cfg(test)]
@@ -509,5 +616,137 @@ mod tests {
             10_000 * 20 + 10_000 * 80
         );
         assert!(s.honesty.exporter_status.contains("no exporter"));
+    }
+
+    /// Two viewers over 60 s; viewer 0 uploads 10 MB and its peer receives 6 MB; the origin
+    /// sent 31 MB of segments, the players counted 24 MB, aborted 4 MB, had 1 MB in flight
+    /// and two requests (≈ 0.6 MB) waiting at their last sample: 1.4 MB unexplained.
+    fn lossy_run() -> RunData {
+        use crate::model::rawdata::{EngineEvents, HttpOutcomes, RtcCounts};
+        let mut viewers = Vec::new();
+        for i in 0..=30 {
+            let t = i as f64 * 2.0;
+            let f = i as f64 / 30.0;
+            let last = i == 30;
+            for v in 0..2u32 {
+                let http = HttpOutcomes {
+                    completed_bytes: (12e6 * f) as u64,
+                    responses: (40.0 * f) as u32,
+                    aborted_announced_bytes: (2e6 * f) as u64,
+                    aborted_delivered_bytes: (0.5e6 * f) as u64,
+                    in_flight_bytes: if last { 500_000 } else { 300_000 },
+                    waiting_requests: if last { 1 } else { 0 },
+                    aborts: (4.0 * f) as u32,
+                    aborted_waiting: 0,
+                };
+                viewers.push(ViewerSample {
+                    t,
+                    viewer: v,
+                    http_down_bytes: (12e6 * f) as u64,
+                    p2p_down_bytes: if v == 1 { (6e6 * f) as u64 } else { 0 },
+                    p2p_up_bytes: if v == 0 { (10e6 * f) as u64 } else { 0 },
+                    peers: 1,
+                    playing: true,
+                    http: Some(http),
+                    rtc: Some(RtcCounts {
+                        received_bytes: if v == 1 { (6.1e6 * f) as u64 } else { 0 },
+                        sent_bytes: if v == 0 { (10e6 * f) as u64 } else { 0 },
+                        connections: 1,
+                    }),
+                    engine: Some(EngineEvents {
+                        peer_closes: if v == 1 { (3.0 * f) as u32 } else { 0 },
+                        peer_errors: 0,
+                        p2p_timeouts: if v == 1 { (9.0 * f) as u32 } else { 0 },
+                        p2p_failures: if v == 1 { (9.0 * f) as u32 } else { 0 },
+                    }),
+                    ..Default::default()
+                });
+            }
+        }
+        let exporter = (0..=30)
+            .map(|i| {
+                let t = i as f64 * 2.0;
+                let f = i as f64 / 30.0;
+                let mut sample = scrape(t, 24e6 * f, 6e6 * f);
+                for (name, value) in [
+                    (traffic::ORIGIN_SEGMENTS, 31e6 * f),
+                    (traffic::ORIGIN_PLAYLISTS, 0.2e6 * f),
+                    (traffic::ORIGIN_OTHER, 0.1e6 * f),
+                ] {
+                    sample.sums.insert(name.to_string(), value);
+                }
+                sample
+            })
+            .collect();
+        run_data(exporter, viewers)
+    }
+
+    #[test]
+    fn p2p_sent_but_never_delivered_is_reconciled_and_reported() {
+        let report = build(&lossy_run());
+        let s = &report.summary;
+        let r = s.p2p_reconciliation.as_ref().unwrap();
+        assert_eq!(r.uploaded_bytes, 10_000_000);
+        assert_eq!(r.downloaded_bytes, 6_000_000);
+        assert_eq!(r.undelivered_bytes, 4_000_000);
+        assert!((r.undelivered_share.unwrap() - 0.4).abs() < 1e-9);
+        assert_eq!(r.rtc_received_bytes, Some(6_100_000));
+        assert_eq!(r.p2p_timeouts, Some(9));
+        assert_eq!(r.peer_closes, Some(3));
+        // The P2P figure of the report is the receivers' bytes.
+        assert_eq!(s.players.as_ref().unwrap().p2p_bytes, 6_000_000);
+        assert!(s
+            .honesty
+            .warnings
+            .iter()
+            .any(|w| w.contains("P2P uploads exceed what the swarm received by 4.00 MB (40%")));
+    }
+
+    #[test]
+    fn the_origins_segment_bytes_are_explained_by_outcome() {
+        let report = build(&lossy_run());
+        let r = report.summary.http_reconciliation.clone().unwrap();
+        assert_eq!(r.at_s, 60.0);
+        assert_eq!(r.origin_segment_bytes, 31_000_000);
+        assert_eq!(r.players_bytes, 24_000_000);
+        assert_eq!(r.aborted_bytes, 4_000_000);
+        assert_eq!(r.in_flight_bytes, 1_000_000);
+        assert_eq!(r.completed_bytes, 24_000_000);
+        assert_eq!(r.waiting_requests, 2);
+        // Two requests without headers, at the mean response (12 MB / 40) each.
+        assert_eq!(r.waiting_estimate_bytes, 600_000);
+        assert_eq!(r.rest_bytes, 1_400_000);
+        assert!((r.rest_share.unwrap() - 1.4 / 31.0).abs() < 1e-9);
+        assert_eq!(r.playlist_bytes, Some(200_000));
+        // A rest above 2% is a warning; one within is not.
+        let warned = |report: &RunReport| {
+            report
+                .summary
+                .honesty
+                .warnings
+                .iter()
+                .any(|w| w.contains("of the origin's segment bytes are not explained"))
+        };
+        assert!(warned(&report));
+        let mut run = lossy_run();
+        for sample in &mut run.exporter_samples {
+            let origin = sample.sums[traffic::ORIGIN_SEGMENTS];
+            sample
+                .sums
+                .insert(traffic::ORIGIN_SEGMENTS.to_string(), origin * 30.0 / 31.0);
+        }
+        let report = build(&run);
+        let r = report.summary.http_reconciliation.as_ref().unwrap();
+        assert!(r.rest_share.unwrap().abs() <= 0.02, "{r:?}");
+        assert!(!warned(&report));
+    }
+
+    #[test]
+    fn without_the_pages_request_figures_there_is_no_http_reconciliation() {
+        let mut run = lossy_run();
+        for sample in &mut run.viewer_samples {
+            sample.http = None;
+        }
+        assert!(build(&run).summary.http_reconciliation.is_none());
     }
 }

@@ -4,6 +4,7 @@
 use super::model::{ReportSummary, RunReport};
 use super::render::{self, Table};
 use super::stats::{mean_ci, MeanCi};
+use crate::model::kinds::RateSource;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,8 @@ pub struct GroupStats {
     pub p2p_savings: Option<MeanCi>,
     pub ttff_median_ms: Option<MeanCi>,
     pub stalls_per_viewer_minute: Option<MeanCi>,
+    /// P2P bytes uploaders counted that no receiver got, as a share of the uploads.
+    pub p2p_undelivered: Option<MeanCi>,
     pub viewers_started: Option<MeanCi>,
     pub partial_runs: usize,
     pub cpu_saturated_runs: usize,
@@ -62,6 +65,11 @@ impl GroupStats {
             p2p_savings: pick(&|s| s.p2p_savings),
             ttff_median_ms: pick(&|s| s.qoe.ttff_median_ms),
             stalls_per_viewer_minute: pick(&|s| s.qoe.stalls_per_viewer_minute),
+            p2p_undelivered: pick(&|s| {
+                s.p2p_reconciliation
+                    .as_ref()
+                    .and_then(|r| r.undelivered_share)
+            }),
             viewers_started: pick(&|s| Some(s.viewers.started as f64)),
             partial_runs: runs.iter().filter(|r| r.summary.partial).count(),
             cpu_saturated_runs: runs
@@ -128,6 +136,7 @@ impl Comparison {
             "P2P savings",
             "TTFF p50",
             "Stalls/v-min",
+            "P2P undelivered",
             "Notes",
         ])
         .with_last_left();
@@ -147,10 +156,10 @@ impl Comparison {
                 .iter()
                 .map(|r| {
                     let flags = render::flags(&r.summary);
-                    match r.summary.source.as_str() {
-                        "exporter" => flags,
-                        "players" => format!("from players' stats, {flags}"),
-                        _ => format!("no traffic data, {flags}"),
+                    match r.summary.source {
+                        RateSource::Exporter => flags,
+                        RateSource::Players => format!("from players' stats, {flags}"),
+                        RateSource::None => format!("no traffic data, {flags}"),
                     }
                 })
                 .collect();
@@ -170,6 +179,7 @@ impl Comparison {
                 render::mean_ci(s.p2p_savings, 100.0, 1, "%"),
                 render::mean_ci(s.ttff_median_ms, 1.0, 0, " ms"),
                 render::mean_ci(s.stalls_per_viewer_minute, 1.0, 2, ""),
+                render::mean_ci(s.p2p_undelivered, 100.0, 1, "%"),
                 notes,
             ]);
         }
@@ -215,8 +225,11 @@ pub fn wrap(text: &str, width: usize) -> String {
 pub const LEGEND: &str =
     "Rates in Mbit/s. T = each run's measurement point; \"at T\" = mean over its \
 steady window; peak = highest trailing-window mean; HTTP share = HTTP / (HTTP + P2P); P2P savings \
-= 1 - HTTP share; TTFF = time to first frame; Stalls/v-min = stalls per viewer-minute. Rates come \
-from the platform's exporter unless Notes say otherwise; each run's report.md says how.";
+= 1 - HTTP share; TTFF = time to first frame; Stalls/v-min = stalls per viewer-minute; P2P \
+undelivered = share of the P2P bytes uploaders counted that no receiver got (P2P figures are the \
+receivers'). A name@mode run used that throttling mode (http-only: the 2023 conditions, HTTP \
+throttled and P2P free; tc: real per-viewer links for both). Rates come from the platform's exporter \
+unless Notes say otherwise; each run's report.md says how.";
 
 /// `compare.json`.
 #[derive(Debug, Serialize)]

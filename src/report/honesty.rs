@@ -5,7 +5,7 @@
 use super::load::RunData;
 use super::model::{CpuCheck, Honesty};
 use super::rates::Gap;
-use crate::model::kinds::FleetKind;
+use crate::model::kinds::{FleetKind, Throttling};
 
 /// A host sample above this busy share counts as saturated.
 pub const CPU_BUSY_THRESHOLD: f64 = 0.90;
@@ -36,7 +36,17 @@ pub fn implications(run: &RunData) -> Vec<String> {
     } else {
         out.push("Every viewer had its own network address.".to_string());
     }
-    if fleet.p2p_shaped {
+    if fleet.throttling == Some(Throttling::CdpAll) {
+        out.push(
+            "P2P (WebRTC) was throttled by Chromium's whole-browser network emulation, which \
+             slows data channels far below the configured link (measured on Chromium 156: \
+             about 14 KB/s from a sender emulating 300 kbit/s up and 500 ms) and makes P2P \
+             engines time their peers out: P2P figures are far below what these links would \
+             carry. Use `apply: http-only` for the 2023 conditions or `apply: tc` for real \
+             per-viewer links."
+                .to_string(),
+        );
+    } else if fleet.p2p_shaped {
         out.push(format!(
             "P2P (WebRTC) was throttled per viewer ({}).",
             fleet.shaping

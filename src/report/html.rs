@@ -110,6 +110,11 @@ impl Renderer for HtmlRenderer {
         b.push_str("<h2>Bandwidth</h2>\n");
         b.push_str(&render::seed_table(s).html());
         list(&mut b, &prose::origin_lines(s));
+        let reconciliation = prose::reconciliation_lines(s);
+        if !reconciliation.is_empty() {
+            b.push_str("<h3>Where the bytes went</h3>\n");
+            list(&mut b, &reconciliation);
+        }
         if let Some(svg) = bandwidth_chart(
             r,
             "exporter",

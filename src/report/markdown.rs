@@ -27,6 +27,11 @@ impl Renderer for MarkdownRenderer {
         out.push_str(&render::seed_table(s).markdown());
         out.push('\n');
         bullets(&mut out, &prose::origin_lines(s));
+        let reconciliation = prose::reconciliation_lines(s);
+        if !reconciliation.is_empty() {
+            out.push_str("### Where the bytes went\n\n");
+            bullets(&mut out, &reconciliation);
+        }
         out.push_str("How these were computed:\n\n");
         bullets(&mut out, &prose::method_lines(s));
         out.push_str("## Quality of experience\n\n");

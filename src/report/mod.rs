@@ -20,6 +20,7 @@ mod plausibility;
 mod prose;
 mod qoe;
 mod rates;
+mod reconcile;
 pub mod render;
 mod stats;
 mod svg;

@@ -48,6 +48,12 @@ pub struct ReportSummary {
     pub origin_deviation_pct: Option<f64>,
     /// Same with the exporter's HTTP bytes (lags by up to one playback-metrics interval).
     pub exporter_origin_deviation_pct: Option<f64>,
+    /// The origin's segment bytes against the players' counts, aborted and in-flight bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_reconciliation: Option<HttpReconciliation>,
+    /// P2P uploaded vs delivered across the swarm, with WebRTC's own count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p2p_reconciliation: Option<P2pReconciliation>,
     pub exporter: Option<SourceTable>,
     pub players: Option<SourceTable>,
     /// Ground-truth origin rates (refsite only).
@@ -116,6 +122,58 @@ pub struct OriginTable {
     pub at_mbps: Option<f64>,
     pub segment_bytes: u64,
     pub sent_bytes: Option<u64>,
+}
+
+/// Where the origin's media-segment bytes went (see `report::reconcile`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpReconciliation {
+    /// Compared up to this time (the players' last sample).
+    pub at_s: f64,
+    pub origin_segment_bytes: u64,
+    /// Segment bytes of responses the client left before their last byte, as the origin saw.
+    pub origin_cut_short_bytes: Option<u64>,
+    pub playlist_bytes: Option<u64>,
+    /// Pages, front-end files, API answers.
+    pub other_bytes: Option<u64>,
+    /// The players' HTTP figure (their own count, e.g. PeerTube's `network-info`).
+    pub players_bytes: u64,
+    /// Segment responses the pages read to the end, counted at the same instant as the
+    /// aborted and in-flight ones.
+    pub completed_bytes: u64,
+    /// Announced length of the segment responses the pages aborted.
+    pub aborted_bytes: u64,
+    /// Of those, what reached the pages before the abort.
+    pub aborted_delivered_bytes: u64,
+    pub aborts: u64,
+    /// Announced length of responses still being read at the last sample.
+    pub in_flight_bytes: u64,
+    /// Requests without headers yet at the last sample.
+    pub waiting_requests: u64,
+    /// Requests aborted before their headers arrived.
+    pub aborted_waiting: u64,
+    /// The likely size of both: their count × the mean completed response (an estimate;
+    /// the origin may have sent all of it while the browser held the headers).
+    pub waiting_estimate_bytes: u64,
+    /// Origin − (completed + aborted + in flight + waiting estimate).
+    pub rest_bytes: i64,
+    pub rest_share: Option<f64>,
+}
+
+/// What the swarm's uploaders counted against what its receivers got.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct P2pReconciliation {
+    pub uploaded_bytes: u64,
+    /// The P2P figure: what receivers got.
+    pub downloaded_bytes: u64,
+    /// Uploads − downloads (negative when peers outside the run uploaded to ours).
+    pub undelivered_bytes: i64,
+    pub undelivered_share: Option<f64>,
+    /// WebRTC data-channel bytes that arrived, summed over receivers.
+    pub rtc_received_bytes: Option<u64>,
+    pub rtc_sent_bytes: Option<u64>,
+    pub p2p_timeouts: Option<u64>,
+    pub p2p_failures: Option<u64>,
+    pub peer_closes: Option<u64>,
 }
 
 /// The windows every number was computed over, so the report can state them.

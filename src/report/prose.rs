@@ -127,6 +127,18 @@ pub fn origin_lines(s: &ReportSummary) -> Vec<String> {
     out
 }
 
+/// Where the origin's bytes went, and P2P sent vs delivered (see `reconcile`).
+pub fn reconciliation_lines(s: &ReportSummary) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(r) = &s.http_reconciliation {
+        out.extend(super::reconcile::http_lines(r));
+    }
+    if let Some(r) = &s.p2p_reconciliation {
+        out.extend(super::reconcile::p2p_lines(r));
+    }
+    out
+}
+
 pub fn qoe_lines(s: &ReportSummary) -> Vec<String> {
     let q = &s.qoe;
     vec![

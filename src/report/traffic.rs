@@ -11,6 +11,9 @@ pub const P2P_DOWN: &str = "peertube_playback_p2p_downloaded_bytes_total";
 pub const P2P_UP: &str = "peertube_playback_p2p_uploaded_bytes_total";
 pub const ORIGIN_SEGMENTS: &str = "refsite_origin_segment_bytes_total";
 pub const ORIGIN_SENT: &str = "refsite_origin_sent_bytes_total";
+pub const ORIGIN_CUT_SHORT: &str = "refsite_origin_segment_aborted_bytes_total";
+pub const ORIGIN_PLAYLISTS: &str = "refsite_origin_playlist_bytes_total";
+pub const ORIGIN_OTHER: &str = "refsite_origin_other_bytes_total";
 
 /// HTTP down, P2P down and P2P up bytes per bin from one source.
 #[derive(Debug, Clone)]
@@ -48,6 +51,10 @@ pub struct ExporterTraffic {
     /// `None` when no successful scrape carried the HTTP counter.
     pub traffic: Option<Traffic>,
     pub origin_segments: Option<(Bins, f64)>,
+    /// Segment bytes of responses the clients left before their last byte.
+    pub origin_aborted: Option<(Bins, f64)>,
+    pub origin_playlists: Option<u64>,
+    pub origin_other: Option<u64>,
     pub origin_sent: Option<f64>,
     pub gaps: Vec<Gap>,
     pub ok_scrapes: u32,
@@ -92,17 +99,24 @@ pub fn exporter(run: &RunData, bin_s: f64, end_s: f64, sampling_s: f64) -> Expor
         t.data_to_s = h.last_t.unwrap_or(0.0);
         t
     });
-    let origin_segments = seen(ORIGIN_SEGMENTS).then(|| {
-        let mut bins = Bins::new(bin_s, end_s);
-        let stats = counter(ORIGIN_SEGMENTS, &mut bins);
-        (bins, stats.increase)
-    });
-    let origin_sent = seen(ORIGIN_SENT).then(|| {
-        let mut bins = Bins::new(bin_s, end_s);
-        counter(ORIGIN_SENT, &mut bins).increase
-    });
+    let binned = |name: &str| {
+        seen(name).then(|| {
+            let mut bins = Bins::new(bin_s, end_s);
+            let stats = counter(name, &mut bins);
+            (bins, stats.increase)
+        })
+    };
+    let total = |name: &str| binned(name).map(|(_, t)| t.round().max(0.0) as u64);
+    // A refsite that has not cut a response short yet prints the name without a series.
+    let origin_aborted = seen(ORIGIN_SEGMENTS)
+        .then(|| binned(ORIGIN_CUT_SHORT).unwrap_or_else(|| (Bins::new(bin_s, end_s), 0.0)));
+    let origin_segments = binned(ORIGIN_SEGMENTS);
+    let origin_sent = binned(ORIGIN_SENT).map(|(_, t)| t);
     ExporterTraffic {
         traffic,
+        origin_aborted: origin_aborted.filter(|_| seen(ORIGIN_PLAYLISTS)),
+        origin_playlists: total(ORIGIN_PLAYLISTS),
+        origin_other: total(ORIGIN_OTHER),
         origin_segments,
         origin_sent,
         gaps,

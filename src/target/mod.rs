@@ -12,6 +12,8 @@ pub mod start;
 
 use std::net::SocketAddr;
 
+use crate::model::kinds::HttpByteSource;
+use crate::model::rawdata::{EngineEvents, HttpOutcomes, RtcCounts};
 use serde::Deserialize;
 
 /// Where the target (refsite) must run so that the viewers reach it.
@@ -46,8 +48,8 @@ pub struct PlayerStats {
     pub peers: u32,
     /// The player's own `network-info` event has fired at least once.
     pub network_info_seen: bool,
-    /// Where `http_bytes` came from: `network-info` or `resource-timing`.
-    pub http_source: String,
+    /// Where `http_bytes` came from.
+    pub http_source: Option<HttpByteSource>,
     pub has_video: bool,
     pub playing: bool,
     pub current_time: f64,
@@ -59,4 +61,7 @@ pub struct PlayerStats {
     pub dropped_frames: u64,
     pub errors: u32,
     pub last_error: Option<String>,
+    pub http: Option<HttpOutcomes>,
+    pub rtc: Option<RtcCounts>,
+    pub engine: Option<EngineEvents>,
 }

@@ -83,87 +83,11 @@ pub fn read_script() -> &'static str {
     READ
 }
 
-/// Installed before the page's own scripts: listens to the `<video>` element's events in
-/// the capture phase (they do not bubble) and to the player's `network-info` event, and
-/// counts segment bytes from Resource Timing for players whose P2P engine is off (their
-/// loader then fires no byte events).
-const PROBE: &str = r#"
-(() => {
-  if (window.__vf) return;
-  const vf = window.__vf = {
-    http: 0, p2pDown: 0, p2pUp: 0, peers: 0, netinfo: false,
-    firstFrameMs: null, stalls: 0, stalledMs: 0, waitingSince: null, errors: 0, lastError: null,
-    rtBytes: 0, hooked: false,
-  };
-  try { performance.setResourceTimingBufferSize(1000000); } catch (e) {}
-  const isSegment = (name) => /\.(ts|m4s|mp4|m4a|aac)(\?|$)/.test(name) || /\/segments?\//.test(name);
-  try {
-    new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) {
-        if (isSegment(e.name)) vf.rtBytes += (e.encodedBodySize || e.transferSize || 0);
-      }
-    }).observe({ type: 'resource', buffered: true });
-  } catch (e) {}
-  const now = () => performance.now();
-  document.addEventListener('playing', () => {
-    if (vf.firstFrameMs === null) vf.firstFrameMs = now();
-    if (vf.waitingSince !== null) { vf.stalledMs += now() - vf.waitingSince; vf.waitingSince = null; }
-  }, true);
-  document.addEventListener('waiting', () => {
-    if (vf.firstFrameMs !== null && vf.waitingSince === null) { vf.stalls += 1; vf.waitingSince = now(); }
-  }, true);
-  document.addEventListener('error', (ev) => {
-    if (ev.target && ev.target.tagName === 'VIDEO') {
-      vf.errors += 1;
-      const err = ev.target.error;
-      vf.lastError = err ? ('media error ' + err.code + ': ' + (err.message || '')) : 'media error';
-    }
-  }, true);
-  window.addEventListener('error', (ev) => { vf.lastError = String(ev.message || 'script error'); });
-  const onInfo = (a, b) => {
-    const d = (b && b.http) ? b : (a && a.http) ? a : (a && a.detail && a.detail.http) ? a.detail : null;
-    if (!d) return;
-    vf.netinfo = true;
-    vf.http = Number(d.http.downloaded) || 0;
-    if (d.p2p) {
-      vf.p2pDown = Number(d.p2p.downloaded) || 0;
-      vf.p2pUp = Number(d.p2p.uploaded) || 0;
-      vf.peers = Number(d.p2p.peersP2POnly !== undefined ? d.p2p.peersP2POnly : d.p2p.numPeers) || 0;
-    }
-  };
-  const hook = () => {
-    const p = window.videojsPlayer;
-    if (p && typeof p.on === 'function') { p.on('network-info', onInfo); vf.hooked = true; return; }
-    setTimeout(hook, 200);
-  };
-  hook();
-})();
-"#;
+/// Installed before the page's own scripts (see the file's header for what it counts).
+const PROBE: &str = include_str!("probe.js");
 
 /// Returns the probe's figures plus the video element's state, as `PlayerStats`.
-const READ: &str = r#"
-const vf = window.__vf;
-const v = document.querySelector('video');
-if (!vf) return { hasVideo: !!v, lastError: 'stats probe not installed' };
-let stalledMs = vf.stalledMs;
-if (vf.waitingSince !== null) stalledMs += performance.now() - vf.waitingSince;
-const q = v && v.getVideoPlaybackQuality ? v.getVideoPlaybackQuality() : null;
-const useNetInfo = vf.netinfo && vf.http > 0;
-return {
-  httpBytes: Math.round(useNetInfo ? vf.http : vf.rtBytes),
-  httpSource: useNetInfo ? 'network-info' : 'resource-timing',
-  p2pDownBytes: Math.round(vf.p2pDown), p2pUpBytes: Math.round(vf.p2pUp), peers: vf.peers,
-  networkInfoSeen: vf.netinfo,
-  hasVideo: !!v,
-  playing: !!v && !v.paused && !v.ended && v.readyState >= 3 && vf.waitingSince === null,
-  currentTime: v ? v.currentTime : 0,
-  firstFrameMs: vf.firstFrameMs,
-  stalls: vf.stalls, stalledMs: stalledMs,
-  resolution: v && v.videoHeight ? v.videoHeight : null,
-  droppedFrames: q ? q.droppedVideoFrames : 0,
-  errors: vf.errors, lastError: vf.lastError,
-};
-"#;
+const READ: &str = include_str!("read.js");
 
 #[cfg(test)]
 mod tests {

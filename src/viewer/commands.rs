@@ -80,6 +80,32 @@ impl WebDriverCompatibleCommand for CdpCommand {
     }
 }
 
+/// URL pattern of the HTTP-only throttling rule: every scheme (http, https, ws, wss), host,
+/// port (default ones included), path and query. Measured against Chromium 156: `*://*/*`
+/// matches default ports only, `*` nothing, and the empty pattern WebRTC data channels
+/// too; a pattern that matches nothing is accepted silently.
+pub const HTTP_URL_PATTERN: &str = "*://*:*";
+
+/// The CDP parameters that throttle HTTP(S) and WebSocket requests only
+/// (`Network.emulateNetworkConditionsByRule`, after `Network.enable`, which the rule needs
+/// and which must stay enabled: `Network.disable` removes the throttling). Latency applies
+/// to every request; throughputs are shared by all of a page's requests. `None` for a
+/// direction means not throttled.
+pub fn http_only_rules(
+    latency_ms: u32,
+    download_bytes_per_s: Option<u64>,
+    upload_bytes_per_s: Option<u64>,
+) -> serde_json::Value {
+    // -1: no limit in that direction (CDP's convention).
+    let throughput = |v: Option<u64>| v.map_or(-1i64, |b| b as i64);
+    serde_json::json!({ "offline": false, "matchedNetworkConditions": [{
+        "urlPattern": HTTP_URL_PATTERN,
+        "latency": latency_ms,
+        "downloadThroughput": throughput(download_bytes_per_s),
+        "uploadThroughput": throughput(upload_bytes_per_s),
+    }]})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +129,17 @@ mod tests {
         let body: serde_json::Value = serde_json::from_str(&body.unwrap()).unwrap();
         assert_eq!(body["network_conditions"]["download_throughput"], 250_000);
         assert_eq!(body["network_conditions"]["latency"], 500);
+    }
+
+    #[test]
+    fn http_only_rule_covers_every_url_and_leaves_an_unset_direction_free() {
+        let rules = http_only_rules(500, Some(250_000), None);
+        let list = rules["matchedNetworkConditions"].as_array().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0]["urlPattern"], "*://*:*");
+        assert_eq!(list[0]["downloadThroughput"], 250_000);
+        assert_eq!(list[0]["uploadThroughput"], -1);
+        assert_eq!(list[0]["latency"], 500);
+        assert_eq!(rules["offline"], false);
     }
 }

@@ -7,7 +7,7 @@
 mod commands;
 pub mod gc;
 
-use crate::model::kinds::ShapingLayer;
+use crate::model::kinds::Throttling;
 use crate::model::scenario::NetworkProfile;
 use crate::target::{PlayerStats, Target};
 use commands::{CdpCommand, NetworkConditions};
@@ -74,8 +74,23 @@ pub struct ViewerSlot {
     pub node: String,
     /// The viewer's own address, where it has one.
     pub address: Option<String>,
-    /// Shaping is already applied below the browser (tc); CDP throttling then is optional.
-    pub tc_shaped: bool,
+    /// What the slot's kernel queues (tc) already apply below the browser.
+    pub shaping: SlotShaping,
+}
+
+/// What a slot's tc shaping covers (rates both ways; latency needs netem).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlotShaping {
+    pub rates: bool,
+    pub latency: bool,
+}
+
+impl SlotShaping {
+    /// A slot with no shaping of its own (local fleet, a Grid node without slots).
+    pub const NONE: SlotShaping = SlotShaping {
+        rates: false,
+        latency: false,
+    };
 }
 
 /// Timeouts for WebDriver calls.
@@ -159,10 +174,62 @@ impl Viewer {
         })
     }
 
-    /// Throttles HTTP through ChromeDriver (throughputs in bytes/s; WebRTC is untouched).
-    pub async fn throttle_http(&self, profile: &NetworkProfile) -> Result<(), ViewerError> {
-        let conditions = NetworkConditions::from_profile(profile);
-        self.call("network conditions", self.client.issue_cmd(conditions))
+    /// Applies the viewer's network profile as its mode asks (see `Throttling`): per-request
+    /// HTTP rules (`http-only`), Chromium's whole-browser emulation (`cdp-all`), or, with
+    /// `tc` (rates applied by the slot), only the latency the slot could not apply (a kernel
+    /// without netem), to HTTP. Throughputs go to Chromium in bytes/s.
+    pub async fn throttle(
+        &self,
+        profile: &NetworkProfile,
+        slot: &ViewerSlot,
+    ) -> Result<(), ViewerError> {
+        let bytes = |kbps: Option<u32>| kbps.map(|k| k as u64 * 1000 / 8);
+        let latency = profile.latency_ms.unwrap_or(0);
+        // Unset (a Grid's fleet-best): tc where the slot shapes, HTTP-only rules otherwise.
+        let mode = profile.apply.unwrap_or(if slot.shaping.rates {
+            Throttling::Tc
+        } else {
+            Throttling::HttpOnly
+        });
+        match mode {
+            Throttling::CdpAll => self
+                .call(
+                    "network conditions",
+                    self.client
+                        .issue_cmd(NetworkConditions::from_profile(profile)),
+                )
+                .await
+                .map(|_| ()),
+            Throttling::HttpOnly => {
+                self.http_rules(commands::http_only_rules(
+                    latency,
+                    bytes(profile.download_kbps),
+                    bytes(profile.upload_kbps),
+                ))
+                .await
+            }
+            Throttling::Tc if !slot.shaping.rates => Err(ViewerError::Command {
+                what: "network profile",
+                message: format!(
+                    "`apply: tc` needs a slot shaped by tc, and {} has none; use a fleet with \
+                     viewer slots (netns, a Grid built with viewer slots) or `apply: http-only`",
+                    slot.node
+                ),
+            }),
+            Throttling::Tc if latency > 0 && !slot.shaping.latency => {
+                self.http_rules(commands::http_only_rules(latency, None, None))
+                    .await
+            }
+            Throttling::Tc => Ok(()),
+        }
+    }
+
+    async fn http_rules(&self, params: serde_json::Value) -> Result<(), ViewerError> {
+        let enable = CdpCommand::new("Network.enable", serde_json::json!({}));
+        self.call("enabling the network domain", self.client.issue_cmd(enable))
+            .await?;
+        let rules = CdpCommand::new("Network.emulateNetworkConditionsByRule", params);
+        self.call("HTTP throttling rules", self.client.issue_cmd(rules))
             .await
             .map(|_| ())
     }
@@ -182,6 +249,37 @@ impl Viewer {
         )
         .await?;
         Ok(opened)
+    }
+
+    /// Installs a script that runs before any page script on every page this viewer opens
+    /// (CDP `Page.addScriptToEvaluateOnNewDocument`).
+    pub async fn add_init_script(&self, source: &str) -> Result<(), ViewerError> {
+        let cmd = CdpCommand::new(
+            "Page.addScriptToEvaluateOnNewDocument",
+            serde_json::json!({ "source": source }),
+        );
+        self.call("installing a page script", self.client.issue_cmd(cmd))
+            .await
+            .map(|_| ())
+    }
+
+    /// Opens any page (not a target's viewer page: measurement pages, checks).
+    pub async fn goto(&self, url: &str) -> Result<(), ViewerError> {
+        self.call("opening a page", self.client.goto(url)).await
+    }
+
+    /// Runs an async script in the page (WebDriver's execute/async: the script calls its
+    /// last argument with the result).
+    pub async fn execute_async(
+        &self,
+        script: &str,
+        args: Vec<serde_json::Value>,
+    ) -> Result<serde_json::Value, ViewerError> {
+        self.call(
+            "running a page script",
+            self.client.execute_async(script, args),
+        )
+        .await
     }
 
     /// Reads the player's stats once.
@@ -259,15 +357,6 @@ impl Viewer {
     }
 }
 
-/// Whether CDP throttling applies for this slot and profile.
-pub fn wants_cdp(profile: &NetworkProfile, slot: &ViewerSlot) -> bool {
-    match profile.apply {
-        Some(ShapingLayer::Cdp) | Some(ShapingLayer::Both) => true,
-        Some(ShapingLayer::Tc) => false,
-        None => !slot.tc_shaped,
-    }
-}
-
 /// W3C capabilities with `goog:chromeOptions` for one viewer.
 pub fn capabilities(slot: &ViewerSlot, profile: Option<PathBuf>) -> Capabilities {
     capabilities_with(CHROMIUM_FLAGS, slot, profile)
@@ -306,7 +395,7 @@ mod tests {
             extra_args: vec!["--remote-debugging-pipe".into()],
             node: "local".into(),
             address: None,
-            tc_shaped: false,
+            shaping: SlotShaping::NONE,
         }
     }
 
@@ -324,26 +413,5 @@ mod tests {
         assert!(args.contains(&"--user-data-dir=/tmp/p"));
         assert!(args.contains(&"--remote-debugging-pipe"));
         assert!(args.contains(&"--headless=new"));
-    }
-
-    #[test]
-    fn cdp_is_the_default_only_without_tc() {
-        let p = NetworkProfile {
-            download_kbps: Some(2000),
-            upload_kbps: Some(300),
-            latency_ms: Some(500),
-            apply: None,
-        };
-        let mut s = slot();
-        assert!(wants_cdp(&p, &s));
-        s.tc_shaped = true;
-        assert!(!wants_cdp(&p, &s));
-        assert!(wants_cdp(
-            &NetworkProfile {
-                apply: Some(ShapingLayer::Both),
-                ..p
-            },
-            &s
-        ));
     }
 }

@@ -12,7 +12,7 @@ use crate::support::grid as grid_support;
 
 use grid_support::*;
 use std::time::{Duration, Instant};
-use viewerfleet::viewer::ViewerSlot;
+use viewerfleet::viewer::{SlotShaping, ViewerSlot};
 use viewerfleet::viewer::{Viewer, ViewerTimeouts};
 
 const N: usize = 4;
@@ -117,7 +117,7 @@ async fn grid_vs_direct_chromedriver() {
         extra_args: vec!["--remote-debugging-pipe".into()],
         node: "local".into(),
         address: None,
-        tc_shaped: false,
+        shaping: SlotShaping::NONE,
     };
     let direct = measure(&direct_slot, &[driver_pid]).await;
     viewerfleet::fleet::chromedriver::kill_group(&mut driver).await;
@@ -130,7 +130,7 @@ async fn grid_vs_direct_chromedriver() {
         extra_args: vec!["--remote-debugging-pipe".into()],
         node: "grid".into(),
         address: None,
-        tc_shaped: false,
+        shaping: SlotShaping::NONE,
     };
     // Warm the JVMs once (the first session through a fresh Grid pays class loading).
     Viewer::create(&grid_slot, ViewerTimeouts::default())

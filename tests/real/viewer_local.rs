@@ -5,6 +5,7 @@
 use std::time::Duration;
 use viewerfleet::fleet::local::LocalFleet;
 use viewerfleet::fleet::Fleet;
+use viewerfleet::model::kinds::Throttling;
 use viewerfleet::model::scenario::fleet::LocalFleetPlan;
 use viewerfleet::model::scenario::{NetworkProfile, ViewerPlan};
 use viewerfleet::viewer::{Viewer, ViewerTimeouts};
@@ -28,15 +29,21 @@ async fn a_real_viewer_plays_and_is_released() {
     let viewer = Viewer::create(&slot, ViewerTimeouts::default())
         .await
         .unwrap();
-    viewer
-        .throttle_http(&NetworkProfile {
+    for apply in Throttling::ALL {
+        let profile = NetworkProfile {
             download_kbps: Some(2000),
             upload_kbps: Some(300),
             latency_ms: Some(50),
-            apply: None,
-        })
-        .await
-        .expect("CDP throttling is accepted by chromedriver");
+            apply: Some(*apply),
+        };
+        let result = viewer.throttle(&profile, &slot).await;
+        if *apply == Throttling::Tc {
+            let err = result.expect_err("tc needs a shaped slot").to_string();
+            assert!(err.contains("apply: http-only"), "{err}");
+        } else {
+            result.expect("chromedriver accepts the throttling commands");
+        }
+    }
     let target = ClipTarget { base };
     viewer.open(&target, true).await.unwrap();
     let ttff = viewer
@@ -51,7 +58,10 @@ async fn a_real_viewer_plays_and_is_released() {
         stats.http_bytes > 10_000,
         "resource timing counted the clip: {stats:?}"
     );
-    assert_eq!(stats.http_source, "resource-timing");
+    assert_eq!(
+        stats.http_source,
+        Some(viewerfleet::model::kinds::HttpByteSource::ResourceTiming)
+    );
     let session = viewer.session_id.clone().unwrap();
     viewer.close().await;
     fleet.close_viewer(&slot).await;

@@ -17,6 +17,8 @@ pub use limits::{MAX_NESTING, MAX_SCENARIO_BYTES};
 pub use plan::{Plan, TargetPlan, ViewerPlan, MAX_DURATION};
 pub use spec::{FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewersSpec};
 
+use crate::model::kinds::{FleetKind, Throttling};
+use fleet::FleetSpec;
 use std::path::Path;
 
 /// A scenario that cannot be run, with where and why.
@@ -35,6 +37,62 @@ pub struct ScenarioError {
 pub struct Overrides {
     pub viewers: Option<u32>,
     pub duration: Option<String>,
+    /// Run on this fleet instead (`local` or `netns`, with their defaults).
+    pub fleet: Option<FleetKind>,
+    /// Apply every network profile this way instead.
+    pub apply: Option<Throttling>,
+}
+
+impl Overrides {
+    /// The overrides as command-line flags, for the manifest's re-run command.
+    pub fn flags(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(v) = self.viewers {
+            out.extend(["--viewers".to_string(), v.to_string()]);
+        }
+        if let Some(d) = &self.duration {
+            out.extend(["--duration".to_string(), d.clone()]);
+        }
+        if let Some(f) = self.fleet {
+            out.extend(["--fleet".to_string(), f.to_string()]);
+        }
+        if let Some(a) = self.apply {
+            out.extend(["--apply".to_string(), a.to_string()]);
+        }
+        out
+    }
+
+    /// The fleet and throttling overrides, applied to the scenario as written.
+    fn apply_to(&self, spec: &mut ScenarioSpec, file: &str) -> Result<(), ScenarioError> {
+        match self.fleet {
+            None => {}
+            Some(FleetKind::Local) => spec.fleet = FleetSpec::Local(Default::default()),
+            Some(FleetKind::Netns) => spec.fleet = FleetSpec::Netns(Default::default()),
+            Some(other) => {
+                return Err(ScenarioError {
+                    file: file.to_string(),
+                    line: None,
+                    field: "--fleet".into(),
+                    message: format!(
+                        "`{other}` needs settings of its own (a hub URL, a cloud account): \
+                         write them in the scenario's `fleet:` section; --fleet takes `local` \
+                         or `netns`"
+                    ),
+                })
+            }
+        }
+        if let Some(apply) = self.apply {
+            let profiles = spec
+                .viewers
+                .network
+                .iter_mut()
+                .chain(spec.viewers.alt_network.iter_mut().map(|a| &mut a.profile));
+            for profile in profiles {
+                profile.apply = Some(apply);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Reads, parses and validates a scenario file.
@@ -47,7 +105,8 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Plan, ScenarioError> {
 /// Parses and validates scenario text; `file` is only used in error messages.
 pub fn parse(text: &str, file: &str, overrides: &Overrides) -> Result<Plan, ScenarioError> {
     limits::check_text(text).map_err(|r| whole_file(file, r))?;
-    let spec = spec::parse_spec(text, file)?;
+    let mut spec = spec::parse_spec(text, file)?;
+    overrides.apply_to(&mut spec, file)?;
     plan::build(spec, text, file, overrides)
 }
 

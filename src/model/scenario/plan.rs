@@ -3,7 +3,7 @@
 use super::fleet::FleetPlan;
 use super::spec::{FailedThreshold, NetworkProfile, ScenarioSpec};
 use super::{Overrides, ScenarioError};
-use crate::model::kinds::{Latency, TargetKind, VideoKind};
+use crate::model::kinds::{Latency, TargetKind, Throttling, VideoKind};
 use std::time::Duration;
 
 /// A validated run: every default filled in, every value in range.
@@ -145,12 +145,28 @@ pub(super) fn build(
         .fleet
         .plan(viewers)
         .map_err(|(field, message)| check.err(&format!("fleet.{field}"), message))?;
+    if let Some(n) = &spec.viewers.network {
+        check_tc_fleet(n, "viewers.network", &fleet, &check)?;
+    }
+    if let Some((_, n)) = &alt_network {
+        check_tc_fleet(n, "viewers.alt_network.profile", &fleet, &check)?;
+    }
 
     let mut yaml = text.to_string();
     if overrides.viewers.is_some() || overrides.duration.is_some() {
         yaml.push_str(&format!(
             "\n# Overridden on the command line: viewers.count = {viewers}, duration = {}\n",
             humantime::format_duration(timeline.duration)
+        ));
+    }
+    if let Some(kind) = overrides.fleet {
+        yaml.push_str(&format!(
+            "# Overridden on the command line: fleet.kind = {kind}\n"
+        ));
+    }
+    if let Some(apply) = overrides.apply {
+        yaml.push_str(&format!(
+            "# Overridden on the command line: every network profile's apply = {apply}\n"
         ));
     }
 
@@ -161,8 +177,8 @@ pub(super) fn build(
         viewers,
         ramp: timeline.ramp,
         p2p_off_share,
-        network: spec.viewers.network,
-        alt_network,
+        network: spec.viewers.network.map(|n| with_throttling(n, &fleet)),
+        alt_network: alt_network.map(|(share, n)| (share, with_throttling(n, &fleet))),
         duration: timeline.duration,
         sampling_interval: timeline.sampling_interval,
         measure_at: timeline.measure_at,
@@ -517,6 +533,40 @@ fn failure_threshold(
             (viewers as f64 * share / 100.0).floor() as u32
         }
     })
+}
+
+/// `apply: tc` where the fleet gives viewers no interfaces of their own is refused before
+/// anything starts (Grids are checked per slot at run time: only their nodes know).
+fn check_tc_fleet(
+    network: &NetworkProfile,
+    field: &str,
+    fleet: &FleetPlan,
+    check: &Checker,
+) -> Result<(), ScenarioError> {
+    if network.apply == Some(Throttling::Tc) && matches!(fleet, FleetPlan::Local(_)) {
+        return Err(check.err(
+            &format!("{field}.apply"),
+            "`tc` needs one network interface per viewer, which the local fleet does not \
+             have; use `fleet: kind: netns` (as root) or `apply: http-only`"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Fills in the fleet's default throttling where the plan can know it: tc where every
+/// viewer has its own interface (netns), the 2023 conditions (HTTP only) on the local fleet.
+/// On a Grid only the nodes know whether their slots shape: left unset, each viewer then
+/// gets tc when its slot is shaped and HTTP-only rules otherwise.
+fn with_throttling(mut network: NetworkProfile, fleet: &FleetPlan) -> NetworkProfile {
+    if network.apply.is_none() {
+        network.apply = match fleet {
+            FleetPlan::Netns(_) => Some(Throttling::Tc),
+            FleetPlan::Local(_) => Some(Throttling::HttpOnly),
+            FleetPlan::Grid(_) | FleetPlan::Hcloud(_) => None,
+        };
+    }
+    network
 }
 
 fn check_network(

@@ -2,7 +2,7 @@
 
 use super::fleet::FleetSpec;
 use super::ScenarioError;
-use crate::model::kinds::{Latency, ShapingLayer, TargetKind, VideoKind};
+use crate::model::kinds::{Latency, TargetKind, Throttling, VideoKind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -80,10 +80,12 @@ pub struct NetworkProfile {
     pub upload_kbps: Option<u32>,
     #[serde(default)]
     pub latency_ms: Option<u32>,
-    /// Where shaping is applied: `cdp` (HTTP only), `tc` (HTTP and P2P, needs a fleet with
-    /// per-viewer interfaces) or `both` [default: the fleet's best].
+    /// How the profile is applied: `http-only` (the PeerTube 2023 conditions: HTTP
+    /// throttled, P2P free), `tc` (HTTP and P2P on each viewer's own link; needs a fleet with
+    /// per-viewer interfaces) or `cdp-all` (Chromium's whole-browser emulation, WebRTC
+    /// included) [default: `tc` on the netns fleet, `http-only` elsewhere].
     #[serde(default)]
-    pub apply: Option<ShapingLayer>,
+    pub apply: Option<Throttling>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
@@ -163,9 +165,20 @@ pub(super) fn parse_spec(text: &str, file: &str) -> Result<ScenarioSpec, Scenari
             file: file.to_string(),
             line,
             field,
-            message: humanize(&strip_location(&message)),
+            message: humanize(&strip_location(&message)) + renamed_value_hint(&message),
         }
     })
+}
+
+/// What a value of an earlier version means today, for a file written for it.
+fn renamed_value_hint(message: &str) -> &'static str {
+    if message.contains("unknown variant `cdp`") || message.contains("unknown variant `both`") {
+        "; `cdp` meant HTTP-only throttling until Chromium began throttling WebRTC with it \
+         too: write `http-only` for the PeerTube 2023 conditions (HTTP throttled, P2P free), \
+         `tc` for real per-viewer links, or `cdp-all` for Chromium's whole-browser emulation"
+    } else {
+        ""
+    }
 }
 
 /// The line of the `---` that starts a second document, for that error.

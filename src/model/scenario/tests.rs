@@ -44,6 +44,7 @@ fn overrides_become_part_of_the_plan() {
     let over = Overrides {
         viewers: Some(3),
         duration: Some("20s".into()),
+        ..Default::default()
     };
     let plan = parse(GOOD, "s.yaml", &over).unwrap();
     assert_eq!(plan.viewers, 3);
@@ -236,8 +237,8 @@ fn durations_are_bounded_before_they_reach_arithmetic() {
         .replace("duration: 3m", "duration: 1ns")
         .replace("  ramp: 30s", "  ramp: 6d");
     let over = Overrides {
-        viewers: None,
         duration: Some("7d".into()),
+        ..Default::default()
     };
     let err = parse(&text, "s.yaml", &over).expect_err("out of range");
     assert_eq!(err.field, "viewers.ramp");

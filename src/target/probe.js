@@ -1,0 +1,206 @@
+// viewerfleet's stats probe, installed before the page's own scripts (CDP
+// Page.addScriptToEvaluateOnNewDocument) on PeerTube's embed page and on refsite's.
+//
+// It collects, in window.__vf:
+// - playback: first frame, stalls and stalled time from the <video> element's events
+//   (listened to in the capture phase: media events do not bubble), errors;
+// - the player's own figures from its `network-info` event (HTTP and P2P bytes, peers);
+// - HTTP by outcome, for every media-segment request the page makes with fetch or XHR:
+//   bytes of responses read to the end, the announced length (Content-Length) of responses
+//   the page aborted, and of those still in flight, plus requests still waiting for their
+//   headers — so the origin's bytes can be reconciled with what the players counted;
+// - segment bytes from Resource Timing, for players whose P2P engine is off (the loader
+//   then fires no byte events);
+// - an independent P2P count from WebRTC itself: every RTCPeerConnection the page makes is
+//   kept, and its data channels' bytesReceived/bytesSent are summed once a second (a
+//   closed connection keeps its last figures), on the receiving side as delivered bytes;
+// - the P2P engine's own peer events (closes, errors, P2P segment failures and timeouts),
+//   when the page exposes the engine as videojsPlayer.p2pEngine (refsite does).
+(() => {
+  if (window.__vf) return;
+  const vf = window.__vf = {
+    http: 0, p2pDown: 0, p2pUp: 0, peers: 0, netinfo: false,
+    firstFrameMs: null, stalls: 0, stalledMs: 0, waitingSince: null, errors: 0, lastError: null,
+    rtBytes: 0, hooked: false,
+    seg: { completed: 0, responses: 0, abortedAnnounced: 0, abortedDelivered: 0, inFlight: 0, waiting: 0, aborts: 0, abortedWaiting: 0 },
+    rtc: { received: 0, sent: 0, connections: 0 },
+    engine: { hooked: false, peerCloses: 0, peerErrors: 0, p2pTimeouts: 0, p2pFailures: 0 },
+  };
+  const isSegment = (name) => /\.(ts|m4s|mp4|m4a|aac)(\?|$)/.test(name) || /\/segments?\//.test(name);
+
+  // --- Resource Timing ---------------------------------------------------------------------
+  try { performance.setResourceTimingBufferSize(1000000); } catch (e) {}
+  try {
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        if (isSegment(e.name)) vf.rtBytes += (e.encodedBodySize || e.transferSize || 0);
+      }
+    }).observe({ type: 'resource', buffered: true });
+  } catch (e) {}
+
+  // --- HTTP by outcome: fetch ----------------------------------------------------------------
+  const seg = vf.seg;
+  const announced = (headers) => Number(headers && headers.get && headers.get('content-length')) || 0;
+  // A response body passed through unchanged, counting how it ends.
+  const countedBody = (body, length) => {
+    const reader = body.getReader();
+    let delivered = 0, open = true;
+    seg.inFlight += length;
+    const end = (aborted) => {
+      if (!open) return;
+      open = false;
+      seg.inFlight -= length;
+      if (aborted) { seg.abortedAnnounced += length; seg.abortedDelivered += delivered; seg.aborts += 1; }
+      else { seg.completed += delivered; seg.responses += 1; }
+    };
+    return new ReadableStream({
+      async pull(controller) {
+        try {
+          const { done, value } = await reader.read();
+          if (done) { end(false); controller.close(); return; }
+          delivered += value.byteLength;
+          controller.enqueue(value);
+        } catch (e) { end(true); controller.error(e); }
+      },
+      cancel(reason) { end(true); return reader.cancel(reason); },
+    });
+  };
+  const nativeFetch = window.fetch;
+  if (typeof nativeFetch === 'function') {
+    window.fetch = function (input, init) {
+      const url = typeof input === 'string' ? input : (input && input.url) || String(input);
+      if (!isSegment(url)) return nativeFetch.apply(this, arguments);
+      seg.waiting += 1;
+      return nativeFetch.apply(this, arguments).then((response) => {
+        seg.waiting -= 1;
+        if (!response.body) return response;
+        return new Response(countedBody(response.body, announced(response.headers)), {
+          status: response.status, statusText: response.statusText, headers: response.headers,
+        });
+      }, (err) => { seg.waiting -= 1; seg.aborts += 1; seg.abortedWaiting += 1; throw err; });
+    };
+  }
+
+  // --- HTTP by outcome: XHR (hls.js's own loader, e.g. with P2P off) -------------------------
+  const nativeOpen = XMLHttpRequest.prototype.open;
+  XMLHttpRequest.prototype.open = function (method, url) {
+    if (isSegment(String(url))) {
+      let length = 0, delivered = 0, state = 'waiting';
+      seg.waiting += 1;
+      const settle = (next) => {
+        if (state === 'waiting') seg.waiting -= 1;
+        if (state === 'flight') seg.inFlight -= length;
+        state = next;
+      };
+      this.addEventListener('readystatechange', () => {
+        if (this.readyState === 2 && state === 'waiting') {
+          length = Number(this.getResponseHeader('content-length')) || 0;
+          settle('flight');
+          seg.inFlight += length;
+        }
+      });
+      this.addEventListener('progress', (e) => { delivered = e.loaded; });
+      this.addEventListener('load', () => { if (state !== 'done') { seg.completed += delivered; seg.responses += 1; settle('done'); } });
+      const aborted = () => {
+        if (state === 'done') return;
+        if (state === 'waiting') seg.abortedWaiting += 1;
+        seg.abortedAnnounced += length; seg.abortedDelivered += delivered; seg.aborts += 1;
+        settle('done');
+      };
+      this.addEventListener('abort', aborted);
+      this.addEventListener('error', aborted);
+      this.addEventListener('timeout', aborted);
+    }
+    return nativeOpen.apply(this, arguments);
+  };
+
+  // --- WebRTC's own count ------------------------------------------------------------------
+  const NativePC = window.RTCPeerConnection;
+  if (typeof NativePC === 'function') {
+    const connections = [];
+    const Counted = function (...args) {
+      const pc = new NativePC(...args);
+      connections.push({ pc, received: 0, sent: 0 });
+      vf.rtc.connections += 1;
+      return pc;
+    };
+    Counted.prototype = NativePC.prototype;
+    Object.setPrototypeOf(Counted, NativePC);
+    window.RTCPeerConnection = Counted;
+    const poll = async () => {
+      for (const c of connections) {
+        if (c.pc.connectionState === 'closed' && c.final) continue;
+        try {
+          const stats = await c.pc.getStats();
+          let received = 0, sent = 0;
+          stats.forEach((s) => {
+            if (s.type === 'data-channel') { received += s.bytesReceived || 0; sent += s.bytesSent || 0; }
+          });
+          // Channels that closed drop out of getStats: keep the highest figures seen.
+          c.received = Math.max(c.received, received);
+          c.sent = Math.max(c.sent, sent);
+        } catch (e) {}
+        if (c.pc.connectionState === 'closed') c.final = true;
+      }
+      vf.rtc.received = connections.reduce((a, c) => a + c.received, 0);
+      vf.rtc.sent = connections.reduce((a, c) => a + c.sent, 0);
+    };
+    setInterval(poll, 1000);
+  }
+
+  // --- playback ------------------------------------------------------------------------------
+  const now = () => performance.now();
+  document.addEventListener('playing', () => {
+    if (vf.firstFrameMs === null) vf.firstFrameMs = now();
+    if (vf.waitingSince !== null) { vf.stalledMs += now() - vf.waitingSince; vf.waitingSince = null; }
+  }, true);
+  document.addEventListener('waiting', () => {
+    if (vf.firstFrameMs !== null && vf.waitingSince === null) { vf.stalls += 1; vf.waitingSince = now(); }
+  }, true);
+  document.addEventListener('error', (ev) => {
+    if (ev.target && ev.target.tagName === 'VIDEO') {
+      vf.errors += 1;
+      const err = ev.target.error;
+      vf.lastError = err ? ('media error ' + err.code + ': ' + (err.message || '')) : 'media error';
+    }
+  }, true);
+  window.addEventListener('error', (ev) => { vf.lastError = String(ev.message || 'script error'); });
+
+  // --- the player's interface ----------------------------------------------------------------
+  const onInfo = (a, b) => {
+    const d = (b && b.http) ? b : (a && a.http) ? a : (a && a.detail && a.detail.http) ? a.detail : null;
+    if (!d) return;
+    vf.netinfo = true;
+    vf.http = Number(d.http.downloaded) || 0;
+    if (d.p2p) {
+      vf.p2pDown = Number(d.p2p.downloaded) || 0;
+      vf.p2pUp = Number(d.p2p.uploaded) || 0;
+      vf.peers = Number(d.p2p.peersP2POnly !== undefined ? d.p2p.peersP2POnly : d.p2p.numPeers) || 0;
+    }
+  };
+  const hookEngine = (engine) => {
+    if (!engine || typeof engine.addEventListener !== 'function' || vf.engine.hooked) return;
+    vf.engine.hooked = true;
+    engine.addEventListener('onPeerClose', () => { vf.engine.peerCloses += 1; });
+    engine.addEventListener('onPeerError', () => { vf.engine.peerErrors += 1; });
+    // A segment a peer did not deliver: on a slow peer, "bytes-receiving-timeout" (the
+    // engine then destroys the peer after p2pErrorRetries of them, with chunks it had
+    // already counted as uploaded).
+    engine.addEventListener('onSegmentError', (d) => {
+      if (!d || d.downloadSource !== 'p2p') return;
+      vf.engine.p2pFailures += 1;
+      if (d.error && d.error.type === 'bytes-receiving-timeout') vf.engine.p2pTimeouts += 1;
+    });
+  };
+  const hook = () => {
+    const p = window.videojsPlayer;
+    if (p && typeof p.on === 'function') {
+      p.on('network-info', onInfo);
+      vf.hooked = true;
+      hookEngine(p.p2pEngine);
+      return;
+    }
+    setTimeout(hook, 200);
+  };
+  hook();
+})();

@@ -1,0 +1,35 @@
+// Returns the probe's figures plus the video element's state, as viewerfleet's PlayerStats
+// (src/target/mod.rs): the one object a stats read brings back.
+const vf = window.__vf;
+const v = document.querySelector('video');
+if (!vf) return { hasVideo: !!v, lastError: 'stats probe not installed' };
+let stalledMs = vf.stalledMs;
+if (vf.waitingSince !== null) stalledMs += performance.now() - vf.waitingSince;
+const q = v && v.getVideoPlaybackQuality ? v.getVideoPlaybackQuality() : null;
+const useNetInfo = vf.netinfo && vf.http > 0;
+const s = vf.seg, e = vf.engine;
+return {
+  httpBytes: Math.round(useNetInfo ? vf.http : vf.rtBytes),
+  httpSource: useNetInfo ? 'network-info' : 'resource-timing',
+  p2pDownBytes: Math.round(vf.p2pDown), p2pUpBytes: Math.round(vf.p2pUp), peers: vf.peers,
+  networkInfoSeen: vf.netinfo,
+  // Nested figures use the raw data's own field names (ViewerSample's http, rtc, engine).
+  http: {
+    completed_bytes: s.completed, responses: s.responses, aborted_announced_bytes: s.abortedAnnounced,
+    aborted_delivered_bytes: s.abortedDelivered, in_flight_bytes: Math.max(0, s.inFlight),
+    waiting_requests: Math.max(0, s.waiting), aborts: s.aborts, aborted_waiting: s.abortedWaiting,
+  },
+  rtc: { received_bytes: vf.rtc.received, sent_bytes: vf.rtc.sent, connections: vf.rtc.connections },
+  engine: e.hooked ? {
+    peer_closes: e.peerCloses, peer_errors: e.peerErrors,
+    p2p_timeouts: e.p2pTimeouts, p2p_failures: e.p2pFailures,
+  } : null,
+  hasVideo: !!v,
+  playing: !!v && !v.paused && !v.ended && v.readyState >= 3 && vf.waitingSince === null,
+  currentTime: v ? v.currentTime : 0,
+  firstFrameMs: vf.firstFrameMs,
+  stalls: vf.stalls, stalledMs: stalledMs,
+  resolution: v && v.videoHeight ? v.videoHeight : null,
+  droppedFrames: q ? q.droppedVideoFrames : 0,
+  errors: vf.errors, lastError: vf.lastError,
+};
