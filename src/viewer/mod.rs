@@ -176,8 +176,15 @@ impl Viewer {
 
     /// Applies the viewer's network profile as its mode asks (see `Throttling`): per-request
     /// HTTP rules (`http-only`), Chromium's whole-browser emulation (`cdp-all`), or, with
-    /// `tc` (rates applied by the slot), only the latency the slot could not apply (a kernel
+    /// `tc` (rates applied by the slot), the latency the slot could not apply (a kernel
     /// without netem), to HTTP. Throughputs go to Chromium in bytes/s.
+    ///
+    /// That latency rule carries the link's rates too (the same as tc's, so they take
+    /// nothing more away): CDP's latency only holds the response headers, and without rates
+    /// of its own it then hands over at once what tc delivered meanwhile, so a transfer
+    /// longer than the latency took no longer than without it (measured, 2000/300 kbit/s +
+    /// 500 ms: 500 KB GET 2.07 s and 100 KB POST 2.76 s; with the rates 2.51 s and 3.18 s,
+    /// as on the link; `tests/real/throttle_modes.rs`).
     pub async fn throttle(
         &self,
         profile: &NetworkProfile,
@@ -217,8 +224,12 @@ impl Viewer {
                 ),
             }),
             Throttling::Tc if latency > 0 && !slot.shaping.latency => {
-                self.http_rules(commands::http_only_rules(latency, None, None))
-                    .await
+                self.http_rules(commands::http_only_rules(
+                    latency,
+                    bytes(profile.download_kbps),
+                    bytes(profile.upload_kbps),
+                ))
+                .await
             }
             Throttling::Tc => Ok(()),
         }

@@ -20,4 +20,5 @@ mod netns_shaping;
 mod refsite_browsers;
 mod report_html_chromium;
 mod run_local;
+mod throttle_modes;
 mod viewer_local;
