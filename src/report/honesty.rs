@@ -25,12 +25,20 @@ pub fn implications(run: &RunData) -> Vec<String> {
                 .to_string(),
         );
     }
-    if !fleet.own_address_per_viewer {
+    if !fleet.own_address_per_viewer && fleet.kind == FleetKind::Local {
         out.push(
             "All viewers share one network address: the platform sees one client (PeerTube \
              counts one view per address and applies its API rate limit, 50 requests per 10 s \
              per address by default, to all of them together, which can drop playback-metrics \
              POSTs), and peers talk over loopback/host candidates."
+                .to_string(),
+        );
+    } else if !fleet.own_address_per_viewer {
+        out.push(
+            "Not every viewer had a network address of its own (the fleet notes say which \
+             shared one): a platform sees viewers behind one address as one client (PeerTube \
+             counts one view per address and applies its API rate limit, 50 requests per 10 s \
+             per address by default, to them together)."
                 .to_string(),
         );
     } else {
