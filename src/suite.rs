@@ -7,6 +7,7 @@ use crate::engine::RunOutcome;
 use crate::model::kinds::Throttling;
 use crate::model::scenario::Overrides;
 use crate::report::compare::{dir_name, Comparison, FailedRun};
+use crate::report::RunReport;
 use crate::sys::shutdown::Shutdown;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -159,31 +160,89 @@ pub async fn run_suite(
     progress: &mut (dyn Write + Send),
 ) -> anyhow::Result<SuiteResult> {
     std::fs::create_dir_all(&plan.out)?;
-    let runs = plan.runs();
-    let total = runs.len();
-    let mut interrupted = false;
-    let mut finished: Vec<(String, PathBuf)> = Vec::new();
-    let mut failed: Vec<FailedRun> = Vec::new();
-    let mut started = 0;
-    for (i, (name, scenario, dir, overrides)) in runs.iter().enumerate() {
-        if stop.is_triggered() {
-            interrupted = true;
-            break;
-        }
-        started += 1;
+    let Ran {
+        finished,
+        mut failed,
+        started,
+        interrupted,
+    } = run_all(plan, runner, stop, progress).await;
+    if interrupted {
         let _ = writeln!(
             progress,
-            "[{}/{total}] {name}: running {} → {}",
-            i + 1,
+            "interrupted: no further runs started; comparing what finished"
+        );
+    }
+    let reports = report_finished(&finished, &mut failed);
+    let comparison = compare_in_suite_order(plan, reports, failed);
+    crate::report::render::write_compare(&comparison, &plan.out)?;
+    Ok(SuiteResult {
+        comparison,
+        interrupted,
+        runs_started: started,
+        html: plan.out.join("compare.html"),
+    })
+}
+
+/// What the runs left behind.
+#[derive(Default)]
+struct Ran {
+    /// `(name, run folder)` of every run with raw data to report on.
+    finished: Vec<(String, PathBuf)>,
+    failed: Vec<FailedRun>,
+    started: usize,
+    /// A stop came, or a run ended interrupted: no further runs were started.
+    interrupted: bool,
+}
+
+/// Runs the plan's runs one after the other, until the last or until stopped.
+async fn run_all(
+    plan: &SuitePlan,
+    runner: &dyn ScenarioRunner,
+    stop: &Shutdown,
+    progress: &mut (dyn Write + Send),
+) -> Ran {
+    let runs = plan.runs();
+    let total = runs.len();
+    let mut ran = Ran::default();
+    for (i, (name, scenario, dir, overrides)) in runs.iter().enumerate() {
+        if stop.is_triggered() {
+            ran.interrupted = true;
+            break;
+        }
+        ran.started += 1;
+        let tag = format!("[{}/{total}] {name}", i + 1);
+        let _ = writeln!(
+            progress,
+            "{tag}: running {} → {}",
             scenario.display(),
             dir.display()
         );
-        match runner.run(scenario, dir, overrides).await {
+        let result = runner.run(scenario, dir, overrides).await;
+        ran.record(&tag, name, dir, result, progress);
+        if ran.interrupted {
+            break;
+        }
+    }
+    ran
+}
+
+impl Ran {
+    /// Records how one run ended, says so on `progress`, and keeps its folder for the
+    /// comparison if it holds raw data (a run that failed midway may still have some).
+    fn record(
+        &mut self,
+        tag: &str,
+        name: &str,
+        dir: &Path,
+        result: anyhow::Result<RunOutcome>,
+        progress: &mut (dyn Write + Send),
+    ) {
+        let has_raw_data = dir.join(crate::model::rawdata::MANIFEST).exists();
+        match result {
             Ok(outcome) => {
                 let _ = writeln!(
                     progress,
-                    "[{}/{total}] {name}: {}{}",
-                    i + 1,
+                    "{tag}: {}{}",
                     if outcome.ok {
                         "done"
                     } else {
@@ -195,59 +254,64 @@ pub async fn run_suite(
                         format!(": {}", outcome.summary)
                     }
                 );
-                if dir.join(crate::model::rawdata::MANIFEST).exists() {
-                    finished.push((name.clone(), dir.clone()));
+                if has_raw_data {
+                    self.finished.push((name.to_string(), dir.to_path_buf()));
                 } else {
-                    failed.push(FailedRun {
-                        name: dir_name(dir),
-                        dir: dir.display().to_string(),
-                        error: format!("the run wrote no manifest.json: {}", outcome.summary),
-                    });
+                    self.failed.push(failed_run(
+                        dir,
+                        format!("the run wrote no manifest.json: {}", outcome.summary),
+                    ));
                 }
-                if outcome.interrupted {
-                    interrupted = true;
-                    break;
-                }
+                self.interrupted = outcome.interrupted;
             }
             Err(err) => {
-                let _ = writeln!(progress, "[{}/{total}] {name}: FAILED: {err:#}", i + 1);
-                // A run that failed midway may still have raw data worth reporting.
-                if dir.join(crate::model::rawdata::MANIFEST).exists() {
-                    finished.push((name.clone(), dir.clone()));
+                let _ = writeln!(progress, "{tag}: FAILED: {err:#}");
+                if has_raw_data {
+                    self.finished.push((name.to_string(), dir.to_path_buf()));
                 }
-                failed.push(FailedRun {
-                    name: dir_name(dir),
-                    dir: dir.display().to_string(),
-                    error: format!("{err:#}"),
-                });
+                self.failed.push(failed_run(dir, format!("{err:#}")));
             }
         }
     }
-    if interrupted {
-        let _ = writeln!(
-            progress,
-            "interrupted: no further runs started; comparing what finished"
-        );
+}
+
+/// A run without a report, and why.
+fn failed_run(dir: &Path, error: String) -> FailedRun {
+    FailedRun {
+        name: dir_name(dir),
+        dir: dir.display().to_string(),
+        error,
     }
+}
+
+/// Builds and writes each finished run's report; a run whose report fails joins `failed`.
+fn report_finished(
+    finished: &[(String, PathBuf)],
+    failed: &mut Vec<FailedRun>,
+) -> Vec<(String, RunReport)> {
     let mut reports = Vec::new();
-    for (name, dir) in &finished {
+    for (name, dir) in finished {
         match crate::report::build_and_write(dir) {
             Ok(report) => reports.push((name.clone(), report)),
-            Err(err) => failed.push(FailedRun {
-                name: dir_name(dir),
-                dir: dir.display().to_string(),
-                error: format!("report: {err:#}"),
-            }),
+            Err(err) => failed.push(failed_run(dir, format!("report: {err:#}"))),
         }
     }
-    // Group by the scenario's file stem, in the suite's order.
+    reports
+}
+
+/// The comparison of the reports, grouped by scenario name, in the suite's order.
+fn compare_in_suite_order(
+    plan: &SuitePlan,
+    mut reports: Vec<(String, RunReport)>,
+    failed: Vec<FailedRun>,
+) -> Comparison {
     let order: Vec<&String> = plan.scenarios.iter().map(|(n, _, _)| n).collect();
     reports.sort_by_key(|(name, _)| order.iter().position(|n| *n == name));
     let keys: Vec<(String, String)> = reports
         .iter()
         .map(|(n, r)| (r.name.clone(), n.clone()))
         .collect();
-    let comparison = Comparison::grouped(
+    Comparison::grouped(
         reports.into_iter().map(|(_, r)| r).collect(),
         |r| {
             keys.iter()
@@ -256,14 +320,7 @@ pub async fn run_suite(
                 .unwrap_or_default()
         },
         failed,
-    );
-    crate::report::render::write_compare(&comparison, &plan.out)?;
-    Ok(SuiteResult {
-        comparison,
-        interrupted,
-        runs_started: started,
-        html: plan.out.join("compare.html"),
-    })
+    )
 }
 
 #[cfg(test)]

@@ -29,6 +29,23 @@ pub fn markdown(r: &CapacityReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Capacity ladder: {}\n", r.scenario);
     let _ = writeln!(s, "Generated {} on {}.\n", r.generated_at, r.host);
+    steps_table(&mut s, r);
+    knee_section(&mut s, r);
+    rules_line(&mut s, &r.rules);
+    costs_table(&mut s, &r.costs);
+    if let Some(p) = &r.projection {
+        projection_section(&mut s, p);
+    }
+    let _ = writeln!(s, "\n## Caveats\n");
+    for c in &r.caveats {
+        let _ = writeln!(s, "- {c}");
+    }
+    let _ = writeln!(s, "\n## Re-run\n\n```sh\n{}\n```", r.rerun);
+    s
+}
+
+/// One row per step: what it measured and whether it was degraded (by which rules).
+fn steps_table(s: &mut String, r: &CapacityReport) {
     let _ = writeln!(s, "## Steps\n");
     let _ = writeln!(s, "| viewers | started | failed | HTTP Mbit/s | P2P Mbit/s | HTTP share | target CPU (cores) | target RSS (MB) | generator CPU | stalls / viewer-min | TTFF p95 (s) | status |");
     let _ = writeln!(
@@ -70,47 +87,56 @@ pub fn markdown(r: &CapacityReport) -> String {
             status
         );
     }
+}
+
+/// The first degraded step, what limited it and how it failed; or that none was degraded.
+fn knee_section(s: &mut String, r: &CapacityReport) {
     let _ = writeln!(s, "\n## Knee\n");
-    match &r.knee {
-        None => {
-            let _ = writeln!(
-                s,
-                "No step was degraded: the knee is above {} viewers on this setup.",
-                r.steps.last().map(|s| s.viewers).unwrap_or(0)
-            );
-        }
-        Some(k) => {
-            let _ = writeln!(
-                s,
-                "First degraded step: **{} viewers** (last healthy: {}). Limited by: **{}**.\n",
-                k.at_viewers,
-                k.last_ok_viewers
-                    .map(|v| v.to_string())
-                    .unwrap_or("none".into()),
-                k.limited_by
-            );
-            let _ = writeln!(s, "First failure mode:\n");
-            for v in &k.failure_mode {
-                let _ = writeln!(s, "- `{}`: {}", v.rule, v.detail);
-            }
-            if k.limited_by == "generator" {
-                let _ = writeln!(s, "\nThe **load generator** saturated, not the target: the viewers' browsers ran out of CPU on the generating machine. The target's limits lie beyond this step; use more or bigger generator nodes (a Grid or cloud fleet) to find them.");
-            }
-        }
+    let Some(k) = &r.knee else {
+        let _ = writeln!(
+            s,
+            "No step was degraded: the knee is above {} viewers on this setup.",
+            r.steps.last().map(|s| s.viewers).unwrap_or(0)
+        );
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "First degraded step: **{} viewers** (last healthy: {}). Limited by: **{}**.\n",
+        k.at_viewers,
+        k.last_ok_viewers
+            .map(|v| v.to_string())
+            .unwrap_or("none".into()),
+        k.limited_by
+    );
+    let _ = writeln!(s, "First failure mode:\n");
+    for v in &k.failure_mode {
+        let _ = writeln!(s, "- `{}`: {}", v.rule, v.detail);
     }
+    if k.limited_by == "generator" {
+        let _ = writeln!(s, "\nThe **load generator** saturated, not the target: the viewers' browsers ran out of CPU on the generating machine. The target's limits lie beyond this step; use more or bigger generator nodes (a Grid or cloud fleet) to find them.");
+    }
+}
+
+/// The thresholds every step was judged by, in one sentence.
+fn rules_line(s: &mut String, rules: &KneeRules) {
     let _ = writeln!(s, "\nRules (a step is DEGRADED when any fires): stalls per viewer-minute > {}; failed, lost or never-playing viewers > {:.0}%; time to first frame p95 > {:.0} s; generator CPU > {:.0}% of its cores; target CPU > {:.0}% of {} cores; HTTP egress > {:.0}% of {}.",
-        r.rules.max_stalls_per_viewer_minute,
-        r.rules.max_failed_share * 100.0,
-        r.rules.max_ttff_p95_ms / 1000.0,
-        r.rules.max_generator_cpu_share * 100.0,
-        r.rules.max_target_cpu_share * 100.0,
-        r.rules.target_cores.map(|c| format!("{c:.0}")).unwrap_or("(unknown)".into()),
-        r.rules.max_link_share * 100.0,
-        r.rules.link_mbps.map(|l| format!("a {l:.0} Mbit/s link")).unwrap_or("the link (not set: rule off)".into()));
+        rules.max_stalls_per_viewer_minute,
+        rules.max_failed_share * 100.0,
+        rules.max_ttff_p95_ms / 1000.0,
+        rules.max_generator_cpu_share * 100.0,
+        rules.max_target_cpu_share * 100.0,
+        rules.target_cores.map(|c| format!("{c:.0}")).unwrap_or("(unknown)".into()),
+        rules.max_link_share * 100.0,
+        rules.link_mbps.map(|l| format!("a {l:.0} Mbit/s link")).unwrap_or("the link (not set: rule off)".into()));
+}
+
+/// The per-viewer costs fitted on the healthy steps, one line fit per resource.
+fn costs_table(s: &mut String, costs: &Costs) {
     let _ = writeln!(
         s,
         "\n## Per-viewer costs (fitted on steps {:?})\n",
-        r.costs.steps_used
+        costs.steps_used
     );
     let line = |name: &str, fit: &Option<super::fit::LineFit>, unit: &str, scale: f64| match fit {
         Some(f) => format!(
@@ -129,43 +155,45 @@ pub fn markdown(r: &CapacityReport) -> String {
         s,
         "| cost | per viewer | fixed | R² |\n|---|---:|---:|---:|"
     );
-    s.push_str(&line("target CPU", &r.costs.cpu_cores, "cores", 1.0));
-    s.push_str(&line("target memory", &r.costs.rss_bytes, "MB", 1e6));
+    s.push_str(&line("target CPU", &costs.cpu_cores, "cores", 1.0));
+    s.push_str(&line("target memory", &costs.rss_bytes, "MB", 1e6));
     s.push_str(&line(
         "HTTP egress with P2P",
-        &r.costs.http_mbps,
+        &costs.http_mbps,
         "Mbit/s",
         1.0,
     ));
     s.push_str(&line(
         "HTTP egress without P2P",
-        &r.costs.http_without_p2p_mbps,
+        &costs.http_without_p2p_mbps,
         "Mbit/s",
         1.0,
     ));
-    if let Some(p) = &r.projection {
-        let _ = writeln!(s, "\n## Projection\n");
-        let _ = writeln!(s, "For a server with {:.0} cores, {:.1} GB RAM and a {:.0} Mbit/s link, using {:.0}% of each (the rest is headroom):\n",
-            p.server.cores, p.server.ram_bytes as f64 / 1e9, p.server.nic_mbps, p.server.usable_share * 100.0);
-        let n = |v: Option<u64>| {
-            v.map(|v| v.to_string())
-                .unwrap_or("no limit measured".into())
-        };
-        let _ = writeln!(s, "- by CPU: {}\n- by memory: {}\n- by network with P2P: {}\n- by network without P2P: {}\n",
-            n(p.by_cpu), n(p.by_ram), n(p.by_nic_with_p2p), n(p.by_nic_without_p2p));
-        let _ = writeln!(
-            s,
-            "**About {} viewers with P2P, limited by {}.**",
-            n(p.viewers_with_p2p),
-            p.limited_by.unwrap_or("nothing measured")
-        );
-    }
-    let _ = writeln!(s, "\n## Caveats\n");
-    for c in &r.caveats {
-        let _ = writeln!(s, "- {c}");
-    }
-    let _ = writeln!(s, "\n## Re-run\n\n```sh\n{}\n```", r.rerun);
-    s
+}
+
+/// How many viewers the user's server would hold by each resource, and the smallest.
+fn projection_section(s: &mut String, p: &Projection) {
+    let _ = writeln!(s, "\n## Projection\n");
+    let _ = writeln!(s, "For a server with {:.0} cores, {:.1} GB RAM and a {:.0} Mbit/s link, using {:.0}% of each (the rest is headroom):\n",
+        p.server.cores, p.server.ram_bytes as f64 / 1e9, p.server.nic_mbps, p.server.usable_share * 100.0);
+    let n = |v: Option<u64>| {
+        v.map(|v| v.to_string())
+            .unwrap_or("no limit measured".into())
+    };
+    let _ = writeln!(
+        s,
+        "- by CPU: {}\n- by memory: {}\n- by network with P2P: {}\n- by network without P2P: {}\n",
+        n(p.by_cpu),
+        n(p.by_ram),
+        n(p.by_nic_with_p2p),
+        n(p.by_nic_without_p2p)
+    );
+    let _ = writeln!(
+        s,
+        "**About {} viewers with P2P, limited by {}.**",
+        n(p.viewers_with_p2p),
+        p.limited_by.unwrap_or("nothing measured")
+    );
 }
 
 /// A self-contained HTML page holding the Markdown tables as HTML.

@@ -2,6 +2,7 @@
 //! while a run is going, so a long run can be watched in Grafana like the target itself.
 //! Hot paths only touch atomics inside the `prometheus` types.
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
     Opts, Registry, TextEncoder,
@@ -19,6 +20,12 @@ pub const WEBDRIVER_ERROR_KINDS: &[&str] = &[
     "command",
     "never_played",
     "profile",
+];
+
+/// Buckets of `viewerfleet_session_create_seconds`: a quarter second to two minutes, steps
+/// growing about like Fibonacci numbers.
+const SESSION_CREATE_BUCKETS: [f64; 12] = [
+    0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 60.0, 120.0,
 ];
 
 #[derive(Clone)]
@@ -43,6 +50,46 @@ pub struct ControllerMetrics {
     pub target_resident_memory_bytes: Gauge,
 }
 
+/// Makes metrics and registers each in the registry as it is made (names are fixed and
+/// unique, so neither step can fail).
+struct Registrar(Registry);
+
+impl Registrar {
+    fn add<M: Collector + Clone + 'static>(&self, metric: prometheus::Result<M>) -> M {
+        let metric = metric.expect("valid metric");
+        self.0
+            .register(Box::new(metric.clone()))
+            .expect("unique metric names");
+        metric
+    }
+
+    fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
+        self.add(Histogram::with_opts(
+            HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        ))
+    }
+
+    fn counter(&self, name: &str, help: &str) -> IntCounter {
+        self.add(IntCounter::new(name, help))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> Gauge {
+        self.add(Gauge::new(name, help))
+    }
+
+    fn int_gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.add(IntGauge::new(name, help))
+    }
+
+    fn counter_vec(&self, name: &str, help: &str, label: &str) -> IntCounterVec {
+        self.add(IntCounterVec::new(Opts::new(name, help), &[label]))
+    }
+
+    fn int_gauge_vec(&self, name: &str, help: &str, label: &str) -> IntGaugeVec {
+        self.add(IntGaugeVec::new(Opts::new(name, help), &[label]))
+    }
+}
+
 impl Default for ControllerMetrics {
     fn default() -> Self {
         Self::new()
@@ -51,141 +98,101 @@ impl Default for ControllerMetrics {
 
 impl ControllerMetrics {
     pub fn new() -> Self {
-        let registry = Registry::new();
+        let r = Registrar(Registry::new());
         let m = Self {
-            viewers_requested: IntGauge::new(
+            // The viewers and their WebDriver sessions.
+            viewers_requested: r.int_gauge(
                 "viewerfleet_viewers_requested",
                 "Viewers the scenario asks for.",
-            )
-            .expect("valid metric"),
-            viewers: IntGaugeVec::new(
-                Opts::new("viewerfleet_viewers", "Viewers by state."),
-                &["state"],
-            )
-            .expect("valid metric"),
-            session_create_seconds: Histogram::with_opts(
-                HistogramOpts::new(
-                    "viewerfleet_session_create_seconds",
-                    "Time to create one WebDriver session.",
-                )
-                .buckets(vec![
-                    0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 60.0, 120.0,
-                ]),
-            )
-            .expect("valid metric"),
-            webdriver_errors: IntCounterVec::new(
-                Opts::new(
-                    "viewerfleet_webdriver_errors_total",
-                    "WebDriver errors by kind.",
-                ),
-                &["kind"],
-            )
-            .expect("valid metric"),
-            player_http_bytes: IntCounter::new(
+            ),
+            viewers: r.int_gauge_vec("viewerfleet_viewers", "Viewers by state.", "state"),
+            session_create_seconds: r.histogram(
+                "viewerfleet_session_create_seconds",
+                "Time to create one WebDriver session.",
+                &SESSION_CREATE_BUCKETS,
+            ),
+            webdriver_errors: r.counter_vec(
+                "viewerfleet_webdriver_errors_total",
+                "WebDriver errors by kind.",
+                "kind",
+            ),
+            // What the players report, summed over viewers.
+            player_http_bytes: r.counter(
                 "viewerfleet_player_http_downloaded_bytes_total",
                 "Bytes the players downloaded over HTTP, summed over viewers.",
-            )
-            .expect("valid metric"),
-            player_p2p_down_bytes: IntCounter::new(
+            ),
+            player_p2p_down_bytes: r.counter(
                 "viewerfleet_player_p2p_downloaded_bytes_total",
                 "Bytes the players downloaded from peers, summed over viewers.",
-            )
-            .expect("valid metric"),
-            player_p2p_up_bytes: IntCounter::new(
+            ),
+            player_p2p_up_bytes: r.counter(
                 "viewerfleet_player_p2p_uploaded_bytes_total",
                 "Bytes the players uploaded to peers, summed over viewers.",
-            )
-            .expect("valid metric"),
-            player_peers: IntGauge::new(
+            ),
+            player_peers: r.int_gauge(
                 "viewerfleet_player_p2p_peers",
                 "P2P connections the players report, summed over viewers.",
-            )
-            .expect("valid metric"),
-            player_stalls: IntCounter::new(
+            ),
+            player_stalls: r.counter(
                 "viewerfleet_player_stalls_total",
                 "Rebuffering events after the first frame, summed over viewers.",
-            )
-            .expect("valid metric"),
-            scrapes: IntCounterVec::new(
-                Opts::new(
-                    "viewerfleet_exporter_scrapes_total",
-                    "Scrapes of the target's exporter by result.",
-                ),
-                &["result"],
-            )
-            .expect("valid metric"),
-            scrape_duration_seconds: Gauge::new(
+            ),
+            // The controller's scrapes of the target's exporter.
+            scrapes: r.counter_vec(
+                "viewerfleet_exporter_scrapes_total",
+                "Scrapes of the target's exporter by result.",
+                "result",
+            ),
+            scrape_duration_seconds: r.gauge(
                 "viewerfleet_exporter_scrape_duration_seconds",
                 "Duration of the last scrape of the target's exporter.",
-            )
-            .expect("valid metric"),
-            scrape_up: IntGauge::new(
+            ),
+            scrape_up: r.int_gauge(
                 "viewerfleet_exporter_up",
                 "1 when the last scrape of the target's exporter succeeded.",
-            )
-            .expect("valid metric"),
-            fleet_nodes: IntGaugeVec::new(
-                Opts::new("viewerfleet_fleet_nodes", "Fleet nodes by state."),
-                &["state"],
-            )
-            .expect("valid metric"),
-            run_elapsed_seconds: Gauge::new(
+            ),
+            // The fleet, the run and the machines' resources.
+            fleet_nodes: r.int_gauge_vec(
+                "viewerfleet_fleet_nodes",
+                "Fleet nodes by state.",
+                "state",
+            ),
+            run_elapsed_seconds: r.gauge(
                 "viewerfleet_run_elapsed_seconds",
                 "Seconds since the run started.",
-            )
-            .expect("valid metric"),
-            host_cpu_busy_ratio: Gauge::new(
+            ),
+            host_cpu_busy_ratio: r.gauge(
                 "viewerfleet_host_cpu_busy_ratio",
                 "Busy share of all cores of the load generator, 0 to 1.",
-            )
-            .expect("valid metric"),
-            target_cpu_seconds: Gauge::new(
+            ),
+            target_cpu_seconds: r.gauge(
                 "viewerfleet_target_cpu_seconds",
                 "CPU seconds used by the target's processes (local targets).",
-            )
-            .expect("valid metric"),
-            target_resident_memory_bytes: Gauge::new(
+            ),
+            target_resident_memory_bytes: r.gauge(
                 "viewerfleet_target_resident_memory_bytes",
                 "Resident memory of the target's processes (local targets).",
-            )
-            .expect("valid metric"),
-            registry,
+            ),
+            registry: r.0,
         };
-        for collector in [
-            Box::new(m.viewers_requested.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(m.viewers.clone()),
-            Box::new(m.session_create_seconds.clone()),
-            Box::new(m.webdriver_errors.clone()),
-            Box::new(m.player_http_bytes.clone()),
-            Box::new(m.player_p2p_down_bytes.clone()),
-            Box::new(m.player_p2p_up_bytes.clone()),
-            Box::new(m.player_peers.clone()),
-            Box::new(m.player_stalls.clone()),
-            Box::new(m.scrapes.clone()),
-            Box::new(m.scrape_duration_seconds.clone()),
-            Box::new(m.scrape_up.clone()),
-            Box::new(m.fleet_nodes.clone()),
-            Box::new(m.run_elapsed_seconds.clone()),
-            Box::new(m.host_cpu_busy_ratio.clone()),
-            Box::new(m.target_cpu_seconds.clone()),
-            Box::new(m.target_resident_memory_bytes.clone()),
-        ] {
-            m.registry.register(collector).expect("unique metric names");
-        }
-        // Known label values start at 0, so dashboards and rate() see them from the start.
+        m.zero_known_labels();
+        m
+    }
+
+    /// Known label values start at 0, so dashboards and rate() see them from the start.
+    fn zero_known_labels(&self) {
         for state in VIEWER_STATES {
-            m.viewers.with_label_values(&[state]).set(0);
+            self.viewers.with_label_values(&[state]).set(0);
         }
         for kind in WEBDRIVER_ERROR_KINDS {
-            m.webdriver_errors.with_label_values(&[kind]);
+            self.webdriver_errors.with_label_values(&[kind]);
         }
         for result in ["ok", "error"] {
-            m.scrapes.with_label_values(&[result]);
+            self.scrapes.with_label_values(&[result]);
         }
         for state in ["up", "starting", "lost"] {
-            m.fleet_nodes.with_label_values(&[state]).set(0);
+            self.fleet_nodes.with_label_values(&[state]).set(0);
         }
-        m
     }
 
     /// Moves one viewer from one state to another (either may be absent).

@@ -191,17 +191,9 @@ pub async fn ensure_vod(
     cancel: &CancellationToken,
 ) -> Result<PathBuf, MediaError> {
     let seconds = length.as_secs().max(u64::from(SEGMENT_SECONDS));
-    let ladder: Vec<String> = VOD_LADDER
-        .iter()
-        .map(|r| format!("{}x{}@{}k", r.width, r.height, r.video_kbps))
-        .collect();
-    let key = format!(
-        "vod-r{RECIPE_VERSION}-{seconds}s-{}-a{AUDIO_KBPS}k",
-        ladder.join("_")
-    );
+    let key = vod_key(seconds);
     let dir = cache.join(&key);
-    if dir.join(".complete").is_file() {
-        tracing::info!("VOD media reused from {}", dir.display());
+    if reusable(&dir) {
         return Ok(dir);
     }
     let folder_err = |source| MediaError::Folder {
@@ -214,8 +206,7 @@ pub async fn ensure_vod(
     let _lock = lock_file(cache.join(format!(".{key}.lock")))
         .await
         .map_err(folder_err)?;
-    if dir.join(".complete").is_file() {
-        tracing::info!("VOD media reused from {}", dir.display());
+    if reusable(&dir) {
         return Ok(dir);
     }
     let tmp = cache.join(format!(
@@ -231,10 +222,48 @@ pub async fn ensure_vod(
         VOD_LADDER.len(),
         dir.display()
     );
+    let child = vod_command(&tmp, seconds)
+        .spawn()
+        .map_err(MediaError::Spawn)?;
+    let result = run_to_end(child, "generate the VOD video", cancel).await;
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    std::fs::write(tmp.join(".complete"), key.as_bytes()).map_err(folder_err)?;
+    publish(&tmp, &dir).map_err(folder_err)?;
+    tracing::info!("VOD media ready in {}", dir.display());
+    Ok(dir)
+}
 
+/// The cache folder's name: every parameter of the recipe, so that changing one makes a
+/// new ladder instead of reusing the old.
+fn vod_key(seconds: u64) -> String {
+    let ladder: Vec<String> = VOD_LADDER
+        .iter()
+        .map(|r| format!("{}x{}@{}k", r.width, r.height, r.video_kbps))
+        .collect();
+    format!(
+        "vod-r{RECIPE_VERSION}-{seconds}s-{}-a{AUDIO_KBPS}k",
+        ladder.join("_")
+    )
+}
+
+/// A complete ladder is already in `dir` (`.complete` is written last).
+fn reusable(dir: &Path) -> bool {
+    let complete = dir.join(".complete").is_file();
+    if complete {
+        tracing::info!("VOD media reused from {}", dir.display());
+    }
+    complete
+}
+
+/// ffmpeg encoding every rendition of the ladder at once, from one test pattern scaled to
+/// each size, as HLS into `tmp`.
+fn vod_command(tmp: &Path, seconds: u64) -> Command {
     let top = VOD_LADDER[VOD_LADDER.len() - 1];
     let mut cmd = ffmpeg();
-    cmd.current_dir(&tmp);
+    cmd.current_dir(tmp);
     pattern_inputs(
         &mut cmd,
         &format!("{}x{}", top.width, top.height),
@@ -272,25 +301,22 @@ pub async fn ensure_vod(
         .args(["-master_pl_name", "master.m3u8"])
         .args(["-var_stream_map", &map.join(" ")])
         .arg("v%v/index.m3u8");
-    let child = cmd.spawn().map_err(MediaError::Spawn)?;
-    let result = run_to_end(child, "generate the VOD video", cancel).await;
-    if let Err(e) = result {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(e);
-    }
-    std::fs::write(tmp.join(".complete"), key.as_bytes()).map_err(folder_err)?;
-    if std::fs::rename(&tmp, &dir).is_err() {
-        // Another refsite finished the same media first: use theirs.
-        let _ = std::fs::remove_dir_all(&tmp);
+    cmd
+}
+
+/// Moves the generated ladder from `tmp` to `dir`. When another refsite finished the same
+/// ladder first, its copy is used and ours removed.
+fn publish(tmp: &Path, dir: &Path) -> std::io::Result<()> {
+    if std::fs::rename(tmp, dir).is_err() {
+        let _ = std::fs::remove_dir_all(tmp);
         if !dir.join(".complete").is_file() {
-            return Err(folder_err(std::io::Error::other(format!(
+            return Err(std::io::Error::other(format!(
                 "cannot move generated media into {}",
                 dir.display()
-            ))));
+            )));
         }
     }
-    tracing::info!("VOD media ready in {}", dir.display());
-    Ok(dir)
+    Ok(())
 }
 
 /// Takes an exclusive `flock` on `path` (released when the returned file is dropped).

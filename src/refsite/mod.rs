@@ -230,16 +230,8 @@ pub async fn start(
     check_web(&config.web_dir)?;
     media::check_ffmpeg()?;
     let cancel = cancel.child_token();
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| RefsiteError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| RefsiteError::Bind {
-        addr: config.listen,
-        source,
-    })?;
+    // Listening first: a taken port fails before any media is made.
+    let (listener, addr) = bind(config.listen).await?;
 
     let mut videos = Vec::new();
     let mut tasks = Vec::new();
@@ -253,30 +245,9 @@ pub async fn start(
         });
     }
     if config.live {
-        remove_stale_live_dirs(&config.media_dir);
-        let dir = config.media_dir.join(format!(
-            "live-{}-{:08x}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::create_dir_all(&dir).map_err(|source| media::MediaError::Folder {
-            path: dir.clone(),
-            source,
-        })?;
+        let (dir, encoder) = start_live(&config.media_dir, &cancel).await?;
         live_dir = Some(dir.clone());
-        tasks.push(tokio::spawn(media::supervise_live(
-            dir.clone(),
-            cancel.clone(),
-        )));
-        let ready = media::wait_live_ready(&dir, 3, Duration::from_secs(60), &cancel).await;
-        if let Err(e) = ready {
-            cancel.cancel();
-            for t in tasks {
-                let _ = t.await;
-            }
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(e.into());
-        }
+        tasks.push(encoder);
         videos.push(Video {
             id: new_uuid(),
             kind: VideoKind::Live,
@@ -286,21 +257,11 @@ pub async fn start(
 
     let stats = Arc::new(stats::SiteStats::default());
     let tracker = Arc::new(tracker::Tracker::new(config.tracker.clone(), stats.clone()));
-    let expiry = {
-        let tracker = tracker.clone();
-        let cancel = cancel.clone();
-        let every = (config.tracker.peer_ttl / 4).max(Duration::from_millis(100));
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(every) => tracker.expire(std::time::Instant::now()),
-                }
-            }
-        })
-    };
-    tasks.push(expiry);
-
+    tasks.push(spawn_expiry(
+        tracker.clone(),
+        config.tracker.peer_ttl,
+        cancel.clone(),
+    ));
     let base = base_url(addr);
     let infos = videos
         .iter()
@@ -330,6 +291,64 @@ pub async fn start(
         cancel,
         tasks,
         live_dir,
+    })
+}
+
+/// The listening socket and the address it got (port 0 picks one).
+async fn bind(listen: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), RefsiteError> {
+    let bind_error = |source| RefsiteError::Bind {
+        addr: listen,
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, addr))
+}
+
+/// Starts the live encoder in a folder of its own (named after this process, so a later
+/// refsite can tell it is stale) and waits for its first segments. Returns the folder and
+/// the encoder's supervisor; on failure stops the encoder and removes the folder.
+async fn start_live(
+    media_dir: &Path,
+    cancel: &CancellationToken,
+) -> Result<(PathBuf, JoinHandle<()>), RefsiteError> {
+    remove_stale_live_dirs(media_dir);
+    let dir = media_dir.join(format!(
+        "live-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|source| media::MediaError::Folder {
+        path: dir.clone(),
+        source,
+    })?;
+    let encoder = tokio::spawn(media::supervise_live(dir.clone(), cancel.clone()));
+    let ready = media::wait_live_ready(&dir, 3, Duration::from_secs(60), cancel).await;
+    if let Err(e) = ready {
+        cancel.cancel();
+        let _ = encoder.await;
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e.into());
+    }
+    Ok((dir, encoder))
+}
+
+/// Drops peers that stopped announcing, four times per peer TTL (at most every 100 ms).
+fn spawn_expiry(
+    tracker: Arc<tracker::Tracker>,
+    peer_ttl: Duration,
+    cancel: CancellationToken,
+) -> JoinHandle<()> {
+    let every = (peer_ttl / 4).max(Duration::from_millis(100));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(every) => tracker.expire(std::time::Instant::now()),
+            }
+        }
     })
 }
 

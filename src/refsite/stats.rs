@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 /// What an HTTP response carried, for `refsite_origin_sent_bytes_total{kind}` and
 /// `refsite_http_requests_total{kind}`.
@@ -114,24 +114,24 @@ impl SiteStats {
         if bytes == 0 {
             return;
         }
-        let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sent = lock(&self.sent);
         *sent.entry((video.to_string(), kind)).or_default() += bytes;
     }
 
     /// Counts one request.
     pub fn add_request(&self, kind: ServedKind) {
-        let mut requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        let mut requests = lock(&self.requests);
         *requests.entry(kind).or_default() += 1;
     }
 
     /// Counts a response whose client went away before its last byte, after `bytes` of it
     /// had been taken by the connection.
     pub fn add_aborted(&self, video: &str, kind: ServedKind, bytes: u64) {
-        let mut aborted = self.aborted.lock().unwrap_or_else(|e| e.into_inner());
+        let mut aborted = lock(&self.aborted);
         *aborted.entry(kind).or_default() += 1;
         drop(aborted);
         if bytes > 0 {
-            let mut cut = self.aborted_bytes.lock().unwrap_or_else(|e| e.into_inner());
+            let mut cut = lock(&self.aborted_bytes);
             *cut.entry((video.to_string(), kind)).or_default() += bytes;
         }
     }
@@ -142,16 +142,13 @@ impl SiteStats {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
             v4 => v4,
         };
-        self.viewers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(ip);
+        lock(&self.viewers).insert(ip);
     }
 
     /// Applies one validated playback report.
     pub fn add_playback(&self, report: PlaybackReport) {
         self.playback_reports.fetch_add(1, Ordering::Relaxed);
-        let mut playback = self.playback.lock().unwrap_or_else(|e| e.into_inner());
+        let mut playback = lock(&self.playback);
         let values = playback.entry(report.labels).or_default();
         values.http_downloaded = values
             .http_downloaded
@@ -176,7 +173,7 @@ impl SiteStats {
 
     /// Segment bytes sent for one video (ground truth the players' HTTP figure must match).
     pub fn segment_bytes(&self, video: &str) -> u64 {
-        let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        let sent = lock(&self.sent);
         sent.get(&(video.to_string(), ServedKind::Segment))
             .copied()
             .unwrap_or(0)
@@ -184,10 +181,7 @@ impl SiteStats {
 
     /// A copy of the playback counters.
     pub fn playback_snapshot(&self) -> BTreeMap<PlaybackLabels, PlaybackValues> {
-        self.playback
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock(&self.playback).clone()
     }
 
     /// Renders everything in the Prometheus text exposition format (version 0.0.4).
@@ -269,12 +263,8 @@ impl SiteStats {
     /// What the origin itself sent: by video and kind, segments split by whether the
     /// response reached its last byte, and requests.
     fn render_origin(&self, out: &mut String) {
-        let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let cut = self
-            .aborted_bytes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let sent = lock(&self.sent).clone();
+        let cut = lock(&self.aborted_bytes).clone();
         header(
             out,
             "refsite_origin_sent_bytes_total",
@@ -289,22 +279,6 @@ impl SiteStats {
                 kind.as_str()
             );
         }
-        let per_video = |out: &mut String,
-                         name: &str,
-                         help: &str,
-                         pick: &dyn Fn(&ServedKind) -> bool,
-                         from: &BTreeMap<(String, ServedKind), u64>| {
-            header(out, name, "counter", help);
-            let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
-            for ((video, kind), bytes) in from {
-                if pick(kind) {
-                    *sums.entry(video).or_default() += bytes;
-                }
-            }
-            for (video, bytes) in sums {
-                let _ = writeln!(out, "{name}{{video=\"{}\"}} {bytes}", escape(video));
-            }
-        };
         let segment = |k: &ServedKind| *k == ServedKind::Segment;
         per_video(
             out,
@@ -334,42 +308,18 @@ impl SiteStats {
             &|k| !matches!(k, ServedKind::Segment | ServedKind::Playlist),
             &sent,
         );
-        header(
+        by_kind(
             out,
             "refsite_http_requests_total",
-            "counter",
             "HTTP requests received, by kind.",
+            &self.requests,
         );
-        let requests = self
-            .requests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        for (kind, count) in &requests {
-            let _ = writeln!(
-                out,
-                "refsite_http_requests_total{{kind=\"{}\"}} {count}",
-                kind.as_str()
-            );
-        }
-        header(
+        by_kind(
             out,
             "refsite_origin_aborted_responses_total",
-            "counter",
             "Responses cut short because the client closed the request before the last byte, by kind.",
+            &self.aborted,
         );
-        let aborted = self
-            .aborted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        for (kind, count) in &aborted {
-            let _ = writeln!(
-                out,
-                "refsite_origin_aborted_responses_total{{kind=\"{}\"}} {count}",
-                kind.as_str()
-            );
-        }
     }
 
     /// Tracker, viewers and playback-report counts.
@@ -397,7 +347,7 @@ impl SiteStats {
                 "refsite_viewers_seen_total",
                 "counter",
                 "Distinct client addresses that requested a page, playlist or segment.",
-                self.viewers.lock().unwrap_or_else(|e| e.into_inner()).len() as u64,
+                lock(&self.viewers).len() as u64,
             ),
             (
                 "refsite_playback_reports_total",
@@ -416,6 +366,41 @@ impl SiteStats {
             header(out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
         }
+    }
+}
+
+/// The counters behind a lock, taken even when a panic elsewhere poisoned it: the counts
+/// stay usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A counter family by video: the bytes of the kinds `pick` selects, summed per video.
+fn per_video(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    pick: &dyn Fn(&ServedKind) -> bool,
+    from: &BTreeMap<(String, ServedKind), u64>,
+) {
+    header(out, name, "counter", help);
+    let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+    for ((video, kind), bytes) in from {
+        if pick(kind) {
+            *sums.entry(video).or_default() += bytes;
+        }
+    }
+    for (video, bytes) in sums {
+        let _ = writeln!(out, "{name}{{video=\"{}\"}} {bytes}", escape(video));
+    }
+}
+
+/// A counter family by kind of response.
+fn by_kind(out: &mut String, name: &str, help: &str, counts: &Mutex<BTreeMap<ServedKind, u64>>) {
+    header(out, name, "counter", help);
+    let counts = lock(counts).clone();
+    for (kind, count) in &counts {
+        let _ = writeln!(out, "{name}{{kind=\"{}\"}} {count}", kind.as_str());
     }
 }
 

@@ -140,10 +140,7 @@ impl Tracker {
         }
         for (info_hash, peer_id, conn) in gone {
             tracing::debug!(peer = %hexish(&peer_id), "tracker: peer expired");
-            remove_peer(&mut state, &info_hash, &peer_id, conn);
-            if let Some((_, set)) = state.conns.get_mut(&conn) {
-                set.remove(&(info_hash, peer_id));
-            }
+            state.forget_peer(&info_hash, &peer_id, conn);
         }
         self.update_gauges(&state);
     }
@@ -181,6 +178,9 @@ impl Tracker {
         }
     }
 
+    /// An announce: the peer joins (or, `stopped`, leaves) the swarm; then either its answer
+    /// is relayed to the peer that made the offer, or it gets the swarm's counts and its
+    /// offers are handed to other peers.
     fn announce(&self, conn: ConnId, msg: &Map<String, Value>) -> Result<(), TrackerError> {
         let info_hash = id_field(msg, "info_hash")?;
         let peer_id = id_field(msg, "peer_id")?;
@@ -197,96 +197,28 @@ impl Tracker {
 
         let mut state = self.lock();
         if event == "stopped" {
-            remove_peer(&mut state, &info_hash, &peer_id, conn);
-            if let Some((_, set)) = state.conns.get_mut(&conn) {
-                set.remove(&(info_hash.clone(), peer_id.clone()));
-            }
+            state.forget_peer(&info_hash, &peer_id, conn);
         } else {
-            let swarm = state.swarms.entry(info_hash.clone()).or_default();
-            let peer = swarm.entry(peer_id.clone()).or_insert(PeerEntry {
-                conn,
-                last_seen: now,
-                complete: false,
-            });
-            peer.conn = conn;
-            peer.last_seen = now;
-            peer.complete |= event == "completed" || left_zero;
-            if let Some((_, set)) = state.conns.get_mut(&conn) {
-                set.insert((info_hash.clone(), peer_id.clone()));
-            }
+            let complete = event == "completed" || left_zero;
+            state.join(&info_hash, &peer_id, conn, now, complete);
         }
-
-        // Relay an answer to the peer that made the offer.
         if let (Some(answer), Some(to)) = (answer, to_peer_id) {
-            let target = state
-                .swarms
-                .get(&info_hash)
-                .and_then(|s| s.get(&to))
-                .map(|p| p.conn);
-            match target.and_then(|c| state.conns.get(&c)) {
-                Some((tx, _)) => {
-                    let relay = json!({
-                        "action": "announce",
-                        "answer": answer,
-                        "offer_id": msg.get("offer_id").cloned().unwrap_or(Value::Null),
-                        "peer_id": peer_id,
-                        "info_hash": info_hash,
-                    });
-                    queue(tx, relay.to_string());
-                }
-                None => {
-                    tracing::debug!(to = %hexish(&to), "tracker: answer for a peer that is gone")
-                }
+            state.relay_answer(&info_hash, &peer_id, &to, answer, msg.get("offer_id"));
+        } else {
+            let (complete, incomplete) = state.counts(&info_hash);
+            if let Some((tx, _)) = state.conns.get(&conn) {
+                let reply = json!({
+                    "action": "announce",
+                    "interval": self.config.interval.as_secs().max(1),
+                    "info_hash": info_hash,
+                    "complete": complete,
+                    "incomplete": incomplete,
+                });
+                queue(tx, reply.to_string());
             }
-            self.update_gauges(&state);
-            return Ok(());
-        }
-
-        // Reply with the swarm's counts.
-        let (complete, incomplete) = state.swarms.get(&info_hash).map_or((0, 0), |s| {
-            let done = s.values().filter(|p| p.complete).count();
-            (done, s.len() - done)
-        });
-        if let Some((tx, _)) = state.conns.get(&conn) {
-            let reply = json!({
-                "action": "announce",
-                "interval": self.config.interval.as_secs().max(1),
-                "info_hash": info_hash,
-                "complete": complete,
-                "incomplete": incomplete,
-            });
-            queue(tx, reply.to_string());
-        }
-
-        // Hand each offer to a different random peer of the swarm.
-        if event != "stopped" && event != "completed" {
-            if let Some(offers) = msg.get("offers").and_then(Value::as_array) {
-                let mut others: Vec<ConnId> = state
-                    .swarms
-                    .get(&info_hash)
-                    .map(|s| {
-                        s.iter()
-                            .filter(|(id, _)| **id != peer_id)
-                            .map(|(_, p)| p.conn)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                others.shuffle(&mut rand::thread_rng());
-                for (offer, target) in offers.iter().take(MAX_OFFERS).zip(others) {
-                    let (Some(sdp), Some(offer_id)) = (offer.get("offer"), offer.get("offer_id"))
-                    else {
-                        continue;
-                    };
-                    if let Some((tx, _)) = state.conns.get(&target) {
-                        let relay = json!({
-                            "action": "announce",
-                            "offer": sdp,
-                            "offer_id": offer_id,
-                            "peer_id": peer_id,
-                            "info_hash": info_hash,
-                        });
-                        queue(tx, relay.to_string());
-                    }
+            if event != "stopped" && event != "completed" {
+                if let Some(offers) = msg.get("offers").and_then(Value::as_array) {
+                    state.hand_out_offers(&info_hash, &peer_id, offers);
                 }
             }
         }
@@ -307,10 +239,7 @@ impl Tracker {
         };
         let mut files = Map::new();
         for h in hashes {
-            let (complete, incomplete) = state.swarms.get(&h).map_or((0, 0), |s| {
-                let done = s.values().filter(|p| p.complete).count();
-                (done, s.len() - done)
-            });
+            let (complete, incomplete) = state.counts(&h);
             files.insert(
                 h,
                 json!({"complete": complete, "incomplete": incomplete, "downloaded": complete}),
@@ -320,6 +249,103 @@ impl Tracker {
             queue(tx, json!({"action": "scrape", "files": files}).to_string());
         }
         Ok(())
+    }
+}
+
+impl State {
+    /// Adds the peer to the swarm, or refreshes it: seen now, on this connection, a seeder
+    /// once it says it is `complete`.
+    fn join(&mut self, info_hash: &str, peer_id: &str, conn: ConnId, now: Instant, complete: bool) {
+        let swarm = self.swarms.entry(info_hash.to_string()).or_default();
+        let peer = swarm.entry(peer_id.to_string()).or_insert(PeerEntry {
+            conn,
+            last_seen: now,
+            complete: false,
+        });
+        peer.conn = conn;
+        peer.last_seen = now;
+        peer.complete |= complete;
+        if let Some((_, set)) = self.conns.get_mut(&conn) {
+            set.insert((info_hash.to_string(), peer_id.to_string()));
+        }
+    }
+
+    /// Takes the peer out of its swarm and out of its connection's list.
+    fn forget_peer(&mut self, info_hash: &str, peer_id: &str, conn: ConnId) {
+        remove_peer(self, info_hash, peer_id, conn);
+        if let Some((_, set)) = self.conns.get_mut(&conn) {
+            set.remove(&(info_hash.to_string(), peer_id.to_string()));
+        }
+    }
+
+    /// Seeders and leechers of a swarm.
+    fn counts(&self, info_hash: &str) -> (usize, usize) {
+        self.swarms.get(info_hash).map_or((0, 0), |s| {
+            let done = s.values().filter(|p| p.complete).count();
+            (done, s.len() - done)
+        })
+    }
+
+    /// Relays `answer` from `peer_id` to the peer `to` that made the offer, if it is still
+    /// in the swarm.
+    fn relay_answer(
+        &self,
+        info_hash: &str,
+        peer_id: &str,
+        to: &str,
+        answer: &Value,
+        offer_id: Option<&Value>,
+    ) {
+        let target = self
+            .swarms
+            .get(info_hash)
+            .and_then(|s| s.get(to))
+            .map(|p| p.conn);
+        match target.and_then(|c| self.conns.get(&c)) {
+            Some((tx, _)) => {
+                let relay = json!({
+                    "action": "announce",
+                    "answer": answer,
+                    "offer_id": offer_id.cloned().unwrap_or(Value::Null),
+                    "peer_id": peer_id,
+                    "info_hash": info_hash,
+                });
+                queue(tx, relay.to_string());
+            }
+            None => {
+                tracing::debug!(to = %hexish(to), "tracker: answer for a peer that is gone")
+            }
+        }
+    }
+
+    /// Hands each offer (at most [`MAX_OFFERS`]) to a different random peer of the swarm.
+    fn hand_out_offers(&self, info_hash: &str, peer_id: &str, offers: &[Value]) {
+        let mut others: Vec<ConnId> = self
+            .swarms
+            .get(info_hash)
+            .map(|s| {
+                s.iter()
+                    .filter(|(id, _)| *id != peer_id)
+                    .map(|(_, p)| p.conn)
+                    .collect()
+            })
+            .unwrap_or_default();
+        others.shuffle(&mut rand::thread_rng());
+        for (offer, target) in offers.iter().take(MAX_OFFERS).zip(others) {
+            let (Some(sdp), Some(offer_id)) = (offer.get("offer"), offer.get("offer_id")) else {
+                continue;
+            };
+            if let Some((tx, _)) = self.conns.get(&target) {
+                let relay = json!({
+                    "action": "announce",
+                    "offer": sdp,
+                    "offer_id": offer_id,
+                    "peer_id": peer_id,
+                    "info_hash": info_hash,
+                });
+                queue(tx, relay.to_string());
+            }
+        }
     }
 }
 

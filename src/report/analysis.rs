@@ -11,7 +11,7 @@ use super::reconcile;
 use super::table::{self, Steady};
 use super::traffic;
 use crate::model::kinds::RateSource;
-use crate::model::rawdata::RunEventKind;
+use crate::model::rawdata::{ExporterSample, PlanSummary, RunEventKind};
 
 /// Width of the bins counter deltas are spread into.
 pub const BIN_S: f64 = 1.0;
@@ -19,84 +19,36 @@ pub const BIN_S: f64 = 1.0;
 pub fn build(run: &RunData) -> RunReport {
     let super::plausibility::Screened { run, warnings } = super::plausibility::screen(run);
     let (run, implausible) = (run.as_ref(), warnings);
-    let m = &run.manifest;
-    let plan = &m.plan;
-    let sampling_s = if plan.sampling_interval_s > 0.0 {
-        plan.sampling_interval_s
-    } else {
-        2.0
-    };
+    let plan = &run.manifest.plan;
+    let sampling_s = sampling_interval_s(plan);
     let last_t = run.last_t();
     let end_s = (last_t + BIN_S).ceil();
 
     let exp = traffic::exporter(run, BIN_S, end_s, sampling_s);
     let ply = traffic::players(run, BIN_S, end_s, sampling_s);
-
-    // Common data end: the earlier of the two sources, so both are measured on one window.
-    let data_end = [exp.traffic.as_ref(), ply.traffic.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(|t| t.data_to_s)
-        .fold(f64::INFINITY, f64::min);
-    let data_end = if data_end.is_finite() {
-        data_end
-    } else {
-        last_t
-    };
+    let data_end = common_data_end(&exp, &ply, last_t);
     let windows = table::windows(
         plan.measure_at_s,
         measure_point(run),
         plan.steady_window_s,
         sampling_s,
-        m.target.playback_metrics_interval_s,
+        run.manifest.target.playback_metrics_interval_s,
         data_end,
         BIN_S,
     );
-    let steady = Steady {
-        from_s: windows.steady_from_s,
-        to_s: windows.steady_to_s,
-    };
-    let exporter_steady = Steady {
-        from_s: windows.exporter_steady_from_s,
-        to_s: windows.steady_to_s,
-    };
-    let tables = Tables {
-        exporter: exp
-            .traffic
-            .as_ref()
-            .map(|t| table::source_table(t, exporter_steady, windows.rate_window_s)),
-        players: ply
-            .traffic
-            .as_ref()
-            .map(|t| table::source_table(t, steady, windows.rate_window_s)),
-        origin: origin_table(&exp, &windows, steady, data_end),
-    };
-    let http_reconciliation = tables
-        .players
-        .as_ref()
-        .and_then(|p| reconcile::http(run, &exp, p.http_bytes));
-    let p2p_reconciliation = tables
-        .players
-        .as_ref()
-        .and_then(|p| reconcile::p2p(run, p.p2p_uploaded_bytes, p.p2p_bytes));
-
+    let steady = steady(&windows);
+    let tables = source_tables(&exp, &ply, &windows, data_end);
+    let reconciliations = reconciliations(run, &exp, &tables);
     let q = qoe::compute(run, &ply.per_viewer, data_end);
     let mut warnings = implausible;
-    if let Some(note) = &windows.steady_note {
-        warnings.push(format!("Steady window moved: {note}."));
-    }
-    warnings.extend(source_warnings(&tables, &ply, &q));
-    warnings.extend(reconcile::warnings(
-        http_reconciliation.as_ref(),
-        p2p_reconciliation.as_ref(),
+    warnings.extend(analysis_warnings(
+        run,
+        &windows,
+        &tables,
+        &ply,
+        &q,
+        &reconciliations,
     ));
-    warnings.extend(steady_warnings(&q, steady));
-    if !run.truncated_files.is_empty() {
-        warnings.push(format!(
-            "Last line cut short (writer killed) in: {}.",
-            run.truncated_files.join(", ")
-        ));
-    }
     let honesty = honesty::build(
         run,
         Findings {
@@ -117,10 +69,7 @@ pub fn build(run: &RunData) -> RunReport {
     let summary = summary(
         run,
         tables,
-        Reconciliations {
-            http: http_reconciliation,
-            p2p: p2p_reconciliation,
-        },
+        reconciliations,
         q.counts,
         q.qoe,
         windows,
@@ -128,15 +77,121 @@ pub fn build(run: &RunData) -> RunReport {
     );
     RunReport {
         summary,
-        name: run
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| m.scenario_name.clone()),
+        name: run_name(run),
         series,
         host_cpu: run.host_samples.iter().map(|s| (s.t, s.cpu_busy)).collect(),
         viewers: q.rows,
     }
+}
+
+/// The plan's sampling interval, 2 s when the manifest has none.
+fn sampling_interval_s(plan: &PlanSummary) -> f64 {
+    if plan.sampling_interval_s > 0.0 {
+        plan.sampling_interval_s
+    } else {
+        2.0
+    }
+}
+
+/// The run folder's name, else the scenario's.
+fn run_name(run: &RunData) -> String {
+    run.dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| run.manifest.scenario_name.clone())
+}
+
+/// Common data end: the earlier of the two sources' ends, so both are measured on one
+/// window; the last record's time when neither has traffic.
+fn common_data_end(
+    exp: &traffic::ExporterTraffic,
+    ply: &traffic::PlayerTraffic,
+    last_t: f64,
+) -> f64 {
+    let data_end = [exp.traffic.as_ref(), ply.traffic.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|t| t.data_to_s)
+        .fold(f64::INFINITY, f64::min);
+    if data_end.is_finite() {
+        data_end
+    } else {
+        last_t
+    }
+}
+
+/// The steady window of the players' figures (and the origin's).
+fn steady(windows: &Windows) -> Steady {
+    Steady {
+        from_s: windows.steady_from_s,
+        to_s: windows.steady_to_s,
+    }
+}
+
+/// The table of each source over its steady window: the exporter's starts later (its
+/// counters move once per playback-metrics interval).
+fn source_tables(
+    exp: &traffic::ExporterTraffic,
+    ply: &traffic::PlayerTraffic,
+    windows: &Windows,
+    data_end: f64,
+) -> Tables {
+    let exporter_steady = Steady {
+        from_s: windows.exporter_steady_from_s,
+        to_s: windows.steady_to_s,
+    };
+    Tables {
+        exporter: exp
+            .traffic
+            .as_ref()
+            .map(|t| table::source_table(t, exporter_steady, windows.rate_window_s)),
+        players: ply
+            .traffic
+            .as_ref()
+            .map(|t| table::source_table(t, steady(windows), windows.rate_window_s)),
+        origin: origin_table(exp, windows, steady(windows), data_end),
+    }
+}
+
+/// Where the players' HTTP and P2P bytes went, when there are players' figures.
+fn reconciliations(
+    run: &RunData,
+    exp: &traffic::ExporterTraffic,
+    tables: &Tables,
+) -> Reconciliations {
+    let players = tables.players.as_ref();
+    Reconciliations {
+        http: players.and_then(|p| reconcile::http(run, exp, p.http_bytes)),
+        p2p: players.and_then(|p| reconcile::p2p(run, p.p2p_uploaded_bytes, p.p2p_bytes)),
+    }
+}
+
+/// The warnings the analysis itself finds, in the order the report lists them.
+fn analysis_warnings(
+    run: &RunData,
+    windows: &Windows,
+    tables: &Tables,
+    ply: &traffic::PlayerTraffic,
+    q: &qoe::QoeResult,
+    reconciliations: &Reconciliations,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(note) = &windows.steady_note {
+        warnings.push(format!("Steady window moved: {note}."));
+    }
+    warnings.extend(source_warnings(tables, ply, q));
+    warnings.extend(reconcile::warnings(
+        reconciliations.http.as_ref(),
+        reconciliations.p2p.as_ref(),
+    ));
+    warnings.extend(steady_warnings(q, steady(windows)));
+    if !run.truncated_files.is_empty() {
+        warnings.push(format!(
+            "Last line cut short (writer killed) in: {}.",
+            run.truncated_files.join(", ")
+        ));
+    }
+    warnings
 }
 
 /// The three sources of a run's rates and totals.
@@ -432,78 +487,54 @@ fn time_series(
     w: f64,
     data_end: f64,
 ) -> Vec<Series> {
+    let rate = |name, bins: &Bins, from: f64, to: f64| rate_series(name, bins, w, from, to);
     let mut series = Vec::new();
-    let mut rate_series = |name, bins: &Bins, from: f64, to: f64| {
-        series.push(Series {
-            name,
-            unit: "Mbit/s",
-            points: bins
-                .trailing_rates(w, from, to)
-                .into_iter()
-                .map(|(t, r)| (t, mbps(r)))
-                .collect(),
-        });
-    };
     if let Some(t) = &exp.traffic {
-        rate_series(names::EXPORTER_HTTP, &t.http, t.data_from_s, t.data_to_s);
-        rate_series(names::EXPORTER_P2P, &t.p2p, t.data_from_s, t.data_to_s);
-        rate_series(names::EXPORTER_UP, &t.up, t.data_from_s, t.data_to_s);
+        series.extend([
+            rate(names::EXPORTER_HTTP, &t.http, t.data_from_s, t.data_to_s),
+            rate(names::EXPORTER_P2P, &t.p2p, t.data_from_s, t.data_to_s),
+            rate(names::EXPORTER_UP, &t.up, t.data_from_s, t.data_to_s),
+        ]);
     }
     if let Some((bins, _)) = &exp.origin_segments {
+        // The origin's counters are only known between the first and last good scrape.
+        let ok_scrape = |s: &&ExporterSample| s.ok;
         let from = run
             .exporter_samples
             .iter()
-            .find(|s| s.ok)
+            .find(ok_scrape)
             .map_or(0.0, |s| s.t);
         let to = run
             .exporter_samples
             .iter()
             .rev()
-            .find(|s| s.ok)
+            .find(ok_scrape)
             .map_or(0.0, |s| s.t);
-        rate_series(names::ORIGIN, bins, from, to);
+        series.push(rate(names::ORIGIN, bins, from, to));
     }
     if let Some(t) = &ply.traffic {
-        rate_series(names::PLAYERS_HTTP, &t.http, 0.0, t.data_to_s);
-        rate_series(names::PLAYERS_P2P, &t.p2p, 0.0, t.data_to_s);
-        rate_series(names::PLAYERS_UP, &t.up, 0.0, t.data_to_s);
+        series.extend([
+            rate(names::PLAYERS_HTTP, &t.http, 0.0, t.data_to_s),
+            rate(names::PLAYERS_P2P, &t.p2p, 0.0, t.data_to_s),
+            rate(names::PLAYERS_UP, &t.up, 0.0, t.data_to_s),
+        ]);
     }
     let active = qoe::active_series(watching, BIN_S, data_end.max(0.0));
     if ply.traffic.is_some() {
-        let stall_rate: Vec<(f64, f64)> = ply
-            .stalls
-            .trailing_rates(w, 0.0, data_end)
-            .into_iter()
-            .map(|(t, r)| (t, r * 60.0))
-            .collect();
-        let stalled: Vec<(f64, f64)> = ply
-            .stalled_ms
-            .trailing_rates(w, 0.0, data_end)
-            .into_iter()
-            .map(|(t, ms_per_s)| {
-                let watchers = active
-                    .iter()
-                    .filter(|(ta, _)| *ta > t - w && *ta <= t)
-                    .map(|(_, a)| *a)
-                    .sum::<f64>()
-                    / w.max(1.0);
-                let share = if watchers > 0.0 {
-                    ms_per_s / 1000.0 / watchers
-                } else {
-                    0.0
-                };
-                (t, share.min(1.0))
-            })
-            .collect();
         series.push(Series {
             name: names::STALLS_PER_MIN,
             unit: "stalls/min",
-            points: stall_rate,
+            points: ply
+                .stalls
+                .trailing_rates(w, 0.0, data_end)
+                .into_iter()
+                .map(|(t, r)| (t, r * 60.0))
+                .collect(),
         });
         series.push(Series {
             name: names::STALLED_SHARE,
             unit: "share",
-            points: stalled,
+            points: stalled_share(ply, &active, w, data_end),
         });
     }
     series.push(Series {
@@ -512,6 +543,47 @@ fn time_series(
         points: active,
     });
     series
+}
+
+/// A trailing-window rate in Mbit/s between `from` and `to`.
+fn rate_series(name: &'static str, bins: &Bins, w: f64, from: f64, to: f64) -> Series {
+    Series {
+        name,
+        unit: "Mbit/s",
+        points: bins
+            .trailing_rates(w, from, to)
+            .into_iter()
+            .map(|(t, r)| (t, mbps(r)))
+            .collect(),
+    }
+}
+
+/// Share of the watching time spent stalled, over the trailing window: stalled ms per
+/// second divided by the viewers watching then (`active`, one value per bin).
+fn stalled_share(
+    ply: &traffic::PlayerTraffic,
+    active: &[(f64, f64)],
+    w: f64,
+    data_end: f64,
+) -> Vec<(f64, f64)> {
+    ply.stalled_ms
+        .trailing_rates(w, 0.0, data_end)
+        .into_iter()
+        .map(|(t, ms_per_s)| {
+            let watchers = active
+                .iter()
+                .filter(|(ta, _)| *ta > t - w && *ta <= t)
+                .map(|(_, a)| *a)
+                .sum::<f64>()
+                / w.max(1.0);
+            let share = if watchers > 0.0 {
+                ms_per_s / 1000.0 / watchers
+            } else {
+                0.0
+            };
+            (t, share.min(1.0))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! scripts and a Content-Security-Policy that forbids fetching anything, so it opens
 //! offline, prints, and cannot phone home.
 
-use super::compare::Comparison;
-use super::model::{names, RunReport};
+use super::compare::{Comparison, GroupStats};
+use super::model::{names, ReportSummary, RunReport, ViewerRow};
 use super::prose;
 use super::render::{self, Renderer};
+use super::stats::MeanCi;
 use super::svg::{self, esc, BarChart, BarSet, Line, LineChart};
 use crate::model::kinds::RateSource;
 use std::fmt::Write;
@@ -53,49 +54,326 @@ fn pts<'a>(r: &'a RunReport, name: &str) -> &'a [(f64, f64)] {
     r.series(name).map(|s| s.points.as_slice()).unwrap_or(&[])
 }
 
+/// The steady window as a chart's shaded band.
+fn steady_band(s: &ReportSummary) -> Option<(f64, f64, &'static str)> {
+    Some((
+        s.windows.steady_from_s,
+        s.windows.steady_to_s,
+        "steady window",
+    ))
+}
+
+/// A line chart of one series.
+fn one_line_chart(
+    title: &str,
+    y_label: &str,
+    line: Line,
+    band: Option<(f64, f64, &str)>,
+    y_max: Option<f64>,
+) -> String {
+    svg::line_chart(&LineChart {
+        title,
+        y_label,
+        lines: vec![line],
+        band,
+        y_max,
+    })
+}
+
+/// A solid line of one colour.
+fn solid<'a>(label: &str, color: &'a str, points: &'a [(f64, f64)]) -> Line<'a> {
+    Line {
+        label: label.into(),
+        color,
+        dashed: false,
+        points,
+    }
+}
+
+/// A bar chart of one set of bars.
+fn one_set_bar_chart(title: &str, y_label: &str, categories: Vec<String>, set: BarSet) -> String {
+    svg::bar_chart(&BarChart {
+        title,
+        y_label,
+        categories,
+        sets: vec![set],
+        stacked: false,
+    })
+}
+
 /// The bandwidth chart for one source, like the PeerTube post's graphs.
 fn bandwidth_chart(r: &RunReport, source: &str, http: &str, p2p: &str, up: &str) -> Option<String> {
     r.series(http)?;
-    let w = &r.summary.windows;
     let mut lines = vec![
+        solid("HTTP", svg::HTTP, pts(r, http)),
+        solid("P2P down", svg::P2P, pts(r, p2p)),
         Line {
-            label: "HTTP".into(),
-            color: svg::HTTP,
-            dashed: false,
-            points: pts(r, http),
-        },
-        Line {
-            label: "P2P down".into(),
-            color: svg::P2P,
-            dashed: false,
-            points: pts(r, p2p),
-        },
-        Line {
-            label: "P2P up".into(),
-            color: svg::UP,
             dashed: true,
-            points: pts(r, up),
+            ..solid("P2P up", svg::UP, pts(r, up))
         },
     ];
     if r.series(names::ORIGIN).is_some() {
         lines.push(Line {
-            label: "origin (truth)".into(),
-            color: svg::GREY,
             dashed: true,
-            points: pts(r, names::ORIGIN),
+            ..solid("origin (truth)", svg::GREY, pts(r, names::ORIGIN))
         });
     }
     let title = format!(
         "HTTP vs P2P, {source} (Mbit/s, trailing {:.0} s)",
-        w.rate_window_s
+        r.summary.windows.rate_window_s
     );
     Some(svg::line_chart(&LineChart {
         title: &title,
         y_label: "Mbit/s",
         lines,
-        band: Some((w.steady_from_s, w.steady_to_s, "steady window")),
+        band: steady_band(&r.summary),
         y_max: None,
     }))
+}
+
+/// The seed table, the origin's truth, where the bytes went, the bandwidth charts of both
+/// sources, and what was running meanwhile (viewers, the generator's CPU).
+fn bandwidth_section(b: &mut String, r: &RunReport) {
+    let s = &r.summary;
+    b.push_str("<h2>Bandwidth</h2>\n");
+    b.push_str(&render::seed_table(s).html());
+    list(b, &prose::origin_lines(s));
+    let reconciliation = prose::reconciliation_lines(s);
+    if !reconciliation.is_empty() {
+        b.push_str("<h3>Where the bytes went</h3>\n");
+        list(b, &reconciliation);
+    }
+    let sources = [
+        (
+            "exporter",
+            [names::EXPORTER_HTTP, names::EXPORTER_P2P, names::EXPORTER_UP],
+            "From the platform's exporter: the counters players POST (as PeerTube's own dashboards show them). Shaded: the steady window.",
+        ),
+        (
+            "players",
+            [names::PLAYERS_HTTP, names::PLAYERS_P2P, names::PLAYERS_UP],
+            "From each player's own stats, summed over viewers.",
+        ),
+    ];
+    for (source, [http, p2p, up], caption) in sources {
+        if let Some(svg) = bandwidth_chart(r, source, http, p2p, up) {
+            figure(b, svg, caption);
+        }
+    }
+    figure(
+        b,
+        one_line_chart(
+            "Viewers watching",
+            "viewers",
+            solid("active", svg::P2P, pts(r, names::ACTIVE)),
+            None,
+            None,
+        ),
+        "Viewers between their first frame and their end (stopped, failed or lost).",
+    );
+    if !r.host_cpu.is_empty() {
+        let cpu: Vec<(f64, f64)> = r.host_cpu.iter().map(|(t, v)| (*t, v * 100.0)).collect();
+        figure(
+            b,
+            one_line_chart(
+                "Host CPU busy (%)",
+                "%",
+                solid("cpu busy", svg::GREY, &cpu),
+                steady_band(s),
+                Some(100.0),
+            ),
+            "The load generator's CPU: above 90% the players themselves may be what degrades.",
+        );
+    }
+}
+
+/// Bars of what each viewer downloaded (by source) and uploaded, largest first.
+fn per_viewer_section(b: &mut String, r: &RunReport) {
+    b.push_str("<h2>Per viewer</h2>\n");
+    let mut rows: Vec<&ViewerRow> = r
+        .viewers
+        .iter()
+        .filter(|v| v.http_bytes.saturating_add(v.p2p_bytes) > 0)
+        .collect();
+    rows.sort_by_key(|v| std::cmp::Reverse(v.http_bytes.saturating_add(v.p2p_bytes)));
+    if rows.is_empty() {
+        return;
+    }
+    let categories: Vec<String> = rows.iter().map(|v| format!("#{}", v.viewer)).collect();
+    let megabytes = |label: &str, color: &'static str, bytes: fn(&ViewerRow) -> u64| BarSet {
+        label: label.into(),
+        color,
+        values: rows
+            .iter()
+            .map(|v| Some((bytes(v) as f64 / 1e6, None)))
+            .collect(),
+    };
+    figure(
+        b,
+        svg::bar_chart(&BarChart {
+            title: "Downloaded per viewer (MB), by source",
+            y_label: "MB",
+            categories: categories.clone(),
+            sets: vec![
+                megabytes("HTTP", svg::HTTP, |v| v.http_bytes),
+                megabytes("P2P", svg::P2P, |v| v.p2p_bytes),
+            ],
+            stacked: true,
+        }),
+        "Each bar is one viewer, sorted by total downloaded; viewers with P2P off show HTTP only.",
+    );
+    figure(
+        b,
+        one_set_bar_chart(
+            "Uploaded over P2P per viewer (MB)",
+            "MB",
+            categories,
+            megabytes("P2P up", svg::UP, |v| v.p2p_up_bytes),
+        ),
+        "Same order as above.",
+    );
+}
+
+/// The QoE numbers, the time-to-first-frame histogram, stalls over time, the failures.
+fn qoe_section(b: &mut String, r: &RunReport) {
+    let s = &r.summary;
+    b.push_str("<h2>Quality of experience</h2>\n");
+    list(b, &prose::qoe_lines(s));
+    let ttffs: Vec<f64> = r.viewers.iter().filter_map(|v| v.ttff_ms).collect();
+    if !ttffs.is_empty() {
+        figure(
+            b,
+            ttff_histogram(&ttffs),
+            "Histogram of time to first frame; labels are bin centres.",
+        );
+    }
+    if r.series(names::STALLS_PER_MIN).is_some() {
+        figure(
+            b,
+            one_line_chart(
+                "Stalls per minute (all viewers)",
+                "stalls/min",
+                solid("stalls/min", svg::HTTP, pts(r, names::STALLS_PER_MIN)),
+                steady_band(s),
+                None,
+            ),
+            "Rebuffering events after first frame, trailing-window rate.",
+        );
+    }
+    if !s.qoe.failed.is_empty() {
+        b.push_str(&render::failures_table(s).html());
+    }
+}
+
+/// Viewers per time-to-first-frame bin: 12 bins from 0 to the slowest (at least 1 ms wide).
+fn ttff_histogram(ttffs: &[f64]) -> String {
+    let max = ttffs.iter().copied().fold(0.0, f64::max);
+    let bins = 12usize;
+    let width = (max / bins as f64).max(1.0);
+    let mut counts = vec![0u32; bins];
+    for t in ttffs {
+        counts[((t / width) as usize).min(bins - 1)] += 1;
+    }
+    one_set_bar_chart(
+        "Time to first frame (viewers per bin)",
+        "viewers",
+        (0..bins)
+            .map(|i| format!("{:.1}s", (i as f64 + 0.5) * width / 1000.0))
+            .collect(),
+        BarSet {
+            label: "viewers".into(),
+            color: svg::P2P,
+            values: counts.iter().map(|c| Some((*c as f64, None))).collect(),
+        },
+    )
+}
+
+/// Bars of one statistic per group, whiskers at the 95% confidence interval.
+fn group_bars<'a>(
+    cmp: &Comparison,
+    label: &str,
+    color: &'a str,
+    stat: impl Fn(&GroupStats) -> Option<MeanCi>,
+) -> BarSet<'a> {
+    BarSet {
+        label: label.into(),
+        color,
+        values: cmp
+            .groups
+            .iter()
+            .map(|g| stat(&g.stats).map(|m| (m.mean, m.ci95)))
+            .collect(),
+    }
+}
+
+/// Each group's rates and HTTP share at the measurement point, as bars with whiskers.
+fn group_charts(b: &mut String, cmp: &Comparison) {
+    let categories: Vec<String> = cmp.groups.iter().map(|g| g.name.clone()).collect();
+    figure(
+        b,
+        svg::bar_chart(&BarChart {
+            title: "HTTP and P2P at the measurement point (Mbit/s)",
+            y_label: "Mbit/s",
+            categories: categories.clone(),
+            sets: vec![
+                group_bars(cmp, "HTTP at T", svg::HTTP, |g| g.http_at_mbps),
+                group_bars(cmp, "P2P at T", svg::P2P, |g| g.p2p_at_mbps),
+                group_bars(cmp, "HTTP peak", svg::GREY, |g| g.http_peak_mbps),
+            ],
+            stacked: false,
+        }),
+        "Whiskers: 95% confidence interval across repeats (none for single runs).",
+    );
+    let percent = |m: MeanCi| MeanCi {
+        mean: m.mean * 100.0,
+        ci95: m.ci95.map(|c| c * 100.0),
+        ..m
+    };
+    figure(
+        b,
+        one_set_bar_chart(
+            "HTTP share at the measurement point (%)",
+            "%",
+            categories,
+            group_bars(cmp, "HTTP share", svg::HTTP, |g| g.http_share.map(percent)),
+        ),
+        "HTTP / (HTTP + P2P): lower means P2P saved more of the server's bandwidth.",
+    );
+}
+
+/// HTTP over time of every run, one line each, when there are few enough to tell apart.
+fn http_per_run_chart(b: &mut String, cmp: &Comparison) {
+    let mut lines = Vec::new();
+    let mut k = 0;
+    for g in &cmp.groups {
+        for r in &g.runs {
+            let name = if r.summary.source == RateSource::Players {
+                names::PLAYERS_HTTP
+            } else {
+                names::EXPORTER_HTTP
+            };
+            lines.push(Line {
+                label: r.name.clone(),
+                color: svg::PALETTE[k % svg::PALETTE.len()],
+                dashed: k >= svg::PALETTE.len(),
+                points: pts(r, name),
+            });
+            k += 1;
+        }
+    }
+    if lines.len() <= 12 {
+        figure(
+            b,
+            svg::line_chart(&LineChart {
+                title: "HTTP over time per run (Mbit/s)",
+                y_label: "Mbit/s",
+                lines,
+                band: None,
+                y_max: None,
+            }),
+            "Each run's top-level source (exporter when it had data).",
+        );
+    }
 }
 
 impl Renderer for HtmlRenderer {
@@ -106,174 +384,9 @@ impl Renderer for HtmlRenderer {
             let _ = writeln!(b, "<p class=\"partial\">PARTIAL RUN: {}.</p>", esc(reason));
         }
         list(&mut b, &prose::run_lines(s));
-
-        b.push_str("<h2>Bandwidth</h2>\n");
-        b.push_str(&render::seed_table(s).html());
-        list(&mut b, &prose::origin_lines(s));
-        let reconciliation = prose::reconciliation_lines(s);
-        if !reconciliation.is_empty() {
-            b.push_str("<h3>Where the bytes went</h3>\n");
-            list(&mut b, &reconciliation);
-        }
-        if let Some(svg) = bandwidth_chart(
-            r,
-            "exporter",
-            names::EXPORTER_HTTP,
-            names::EXPORTER_P2P,
-            names::EXPORTER_UP,
-        ) {
-            figure(&mut b, svg, "From the platform's exporter: the counters players POST (as PeerTube's own dashboards show them). Shaded: the steady window.");
-        }
-        if let Some(svg) = bandwidth_chart(
-            r,
-            "players",
-            names::PLAYERS_HTTP,
-            names::PLAYERS_P2P,
-            names::PLAYERS_UP,
-        ) {
-            figure(
-                &mut b,
-                svg,
-                "From each player's own stats, summed over viewers.",
-            );
-        }
-        figure(
-            &mut b,
-            svg::line_chart(&LineChart {
-                title: "Viewers watching",
-                y_label: "viewers",
-                lines: vec![Line {
-                    label: "active".into(),
-                    color: svg::P2P,
-                    dashed: false,
-                    points: pts(r, names::ACTIVE),
-                }],
-                band: None,
-                y_max: None,
-            }),
-            "Viewers between their first frame and their end (stopped, failed or lost).",
-        );
-        if !r.host_cpu.is_empty() {
-            let cpu: Vec<(f64, f64)> = r.host_cpu.iter().map(|(t, v)| (*t, v * 100.0)).collect();
-            figure(
-                &mut b,
-                svg::line_chart(&LineChart {
-                    title: "Host CPU busy (%)",
-                    y_label: "%",
-                    lines: vec![Line {
-                        label: "cpu busy".into(),
-                        color: svg::GREY,
-                        dashed: false,
-                        points: &cpu,
-                    }],
-                    band: Some((
-                        s.windows.steady_from_s,
-                        s.windows.steady_to_s,
-                        "steady window",
-                    )),
-                    y_max: Some(100.0),
-                }),
-                "The load generator's CPU: above 90% the players themselves may be what degrades.",
-            );
-        }
-
-        b.push_str("<h2>Per viewer</h2>\n");
-        let mut rows: Vec<_> = r
-            .viewers
-            .iter()
-            .filter(|v| v.http_bytes.saturating_add(v.p2p_bytes) > 0)
-            .collect();
-        rows.sort_by_key(|v| std::cmp::Reverse(v.http_bytes.saturating_add(v.p2p_bytes)));
-        if !rows.is_empty() {
-            figure(
-                &mut b,
-                svg::bar_chart(&BarChart {
-                    title: "Downloaded per viewer (MB), by source",
-                    y_label: "MB",
-                    categories: rows.iter().map(|v| format!("#{}", v.viewer)).collect(),
-                    sets: vec![
-                        BarSet { label: "HTTP".into(), color: svg::HTTP, values: rows.iter().map(|v| Some((v.http_bytes as f64 / 1e6, None))).collect() },
-                        BarSet { label: "P2P".into(), color: svg::P2P, values: rows.iter().map(|v| Some((v.p2p_bytes as f64 / 1e6, None))).collect() },
-                    ],
-                    stacked: true,
-                }),
-                "Each bar is one viewer, sorted by total downloaded; viewers with P2P off show HTTP only.",
-            );
-            figure(
-                &mut b,
-                svg::bar_chart(&BarChart {
-                    title: "Uploaded over P2P per viewer (MB)",
-                    y_label: "MB",
-                    categories: rows.iter().map(|v| format!("#{}", v.viewer)).collect(),
-                    sets: vec![BarSet {
-                        label: "P2P up".into(),
-                        color: svg::UP,
-                        values: rows
-                            .iter()
-                            .map(|v| Some((v.p2p_up_bytes as f64 / 1e6, None)))
-                            .collect(),
-                    }],
-                    stacked: false,
-                }),
-                "Same order as above.",
-            );
-        }
-
-        b.push_str("<h2>Quality of experience</h2>\n");
-        list(&mut b, &prose::qoe_lines(s));
-        let ttffs: Vec<f64> = r.viewers.iter().filter_map(|v| v.ttff_ms).collect();
-        if !ttffs.is_empty() {
-            let max = ttffs.iter().copied().fold(0.0, f64::max);
-            let bins = 12usize;
-            let width = (max / bins as f64).max(1.0);
-            let mut counts = vec![0u32; bins];
-            for t in &ttffs {
-                counts[((t / width) as usize).min(bins - 1)] += 1;
-            }
-            figure(
-                &mut b,
-                svg::bar_chart(&BarChart {
-                    title: "Time to first frame (viewers per bin)",
-                    y_label: "viewers",
-                    categories: (0..bins)
-                        .map(|i| format!("{:.1}s", (i as f64 + 0.5) * width / 1000.0))
-                        .collect(),
-                    sets: vec![BarSet {
-                        label: "viewers".into(),
-                        color: svg::P2P,
-                        values: counts.iter().map(|c| Some((*c as f64, None))).collect(),
-                    }],
-                    stacked: false,
-                }),
-                "Histogram of time to first frame; labels are bin centres.",
-            );
-        }
-        if r.series(names::STALLS_PER_MIN).is_some() {
-            figure(
-                &mut b,
-                svg::line_chart(&LineChart {
-                    title: "Stalls per minute (all viewers)",
-                    y_label: "stalls/min",
-                    lines: vec![Line {
-                        label: "stalls/min".into(),
-                        color: svg::HTTP,
-                        dashed: false,
-                        points: pts(r, names::STALLS_PER_MIN),
-                    }],
-                    band: Some((
-                        s.windows.steady_from_s,
-                        s.windows.steady_to_s,
-                        "steady window",
-                    )),
-                    y_max: None,
-                }),
-                "Rebuffering events after first frame, trailing-window rate.",
-            );
-        }
-        if !s.qoe.failed.is_empty() {
-            b.push_str(&render::failures_table(s).html());
-        }
-
+        bandwidth_section(&mut b, r);
+        per_viewer_section(&mut b, r);
+        qoe_section(&mut b, r);
         b.push_str("<h2>Honesty</h2>\n");
         list(&mut b, &prose::honesty_lines(s));
         b.push_str("<h2>Method</h2>\n");
@@ -309,101 +422,8 @@ impl Renderer for HtmlRenderer {
             }
             b.push_str("</ul>\n");
         }
-        let categories: Vec<String> = cmp.groups.iter().map(|g| g.name.clone()).collect();
-        let mci = |v: Option<super::stats::MeanCi>| v.map(|m| (m.mean, m.ci95));
-        figure(
-            &mut b,
-            svg::bar_chart(&BarChart {
-                title: "HTTP and P2P at the measurement point (Mbit/s)",
-                y_label: "Mbit/s",
-                categories: categories.clone(),
-                sets: vec![
-                    BarSet {
-                        label: "HTTP at T".into(),
-                        color: svg::HTTP,
-                        values: cmp
-                            .groups
-                            .iter()
-                            .map(|g| mci(g.stats.http_at_mbps))
-                            .collect(),
-                    },
-                    BarSet {
-                        label: "P2P at T".into(),
-                        color: svg::P2P,
-                        values: cmp
-                            .groups
-                            .iter()
-                            .map(|g| mci(g.stats.p2p_at_mbps))
-                            .collect(),
-                    },
-                    BarSet {
-                        label: "HTTP peak".into(),
-                        color: svg::GREY,
-                        values: cmp
-                            .groups
-                            .iter()
-                            .map(|g| mci(g.stats.http_peak_mbps))
-                            .collect(),
-                    },
-                ],
-                stacked: false,
-            }),
-            "Whiskers: 95% confidence interval across repeats (none for single runs).",
-        );
-        figure(
-            &mut b,
-            svg::bar_chart(&BarChart {
-                title: "HTTP share at the measurement point (%)",
-                y_label: "%",
-                categories,
-                sets: vec![BarSet {
-                    label: "HTTP share".into(),
-                    color: svg::HTTP,
-                    values: cmp
-                        .groups
-                        .iter()
-                        .map(|g| {
-                            g.stats
-                                .http_share
-                                .map(|m| (m.mean * 100.0, m.ci95.map(|c| c * 100.0)))
-                        })
-                        .collect(),
-                }],
-                stacked: false,
-            }),
-            "HTTP / (HTTP + P2P): lower means P2P saved more of the server's bandwidth.",
-        );
-        let mut lines = Vec::new();
-        let mut k = 0;
-        for g in &cmp.groups {
-            for r in &g.runs {
-                let name = if r.summary.source == RateSource::Players {
-                    names::PLAYERS_HTTP
-                } else {
-                    names::EXPORTER_HTTP
-                };
-                lines.push(Line {
-                    label: r.name.clone(),
-                    color: svg::PALETTE[k % svg::PALETTE.len()],
-                    dashed: k >= svg::PALETTE.len(),
-                    points: pts(r, name),
-                });
-                k += 1;
-            }
-        }
-        if lines.len() <= 12 {
-            figure(
-                &mut b,
-                svg::line_chart(&LineChart {
-                    title: "HTTP over time per run (Mbit/s)",
-                    y_label: "Mbit/s",
-                    lines,
-                    band: None,
-                    y_max: None,
-                }),
-                "Each run's top-level source (exporter when it had data).",
-            );
-        }
+        group_charts(&mut b, cmp);
+        http_per_run_chart(&mut b, cmp);
         b.push_str("<h2>Runs</h2><ul>");
         for g in &cmp.groups {
             for r in &g.runs {

@@ -33,6 +33,16 @@ pub fn compute(
     per_viewer: &BTreeMap<u32, ViewerTotals>,
     data_end_s: f64,
 ) -> QoeResult {
+    let mut tally = Tally::new(run.manifest.plan.viewers);
+    for (viewer, life) in &lives(run, per_viewer) {
+        tally.add(*viewer, life, per_viewer.get(viewer), data_end_s);
+    }
+    tally.finish()
+}
+
+/// Every viewer's life from its events, in viewer order; a viewer with samples but no
+/// events gets an empty one.
+fn lives(run: &RunData, per_viewer: &BTreeMap<u32, ViewerTotals>) -> BTreeMap<u32, Life> {
     let mut lives: BTreeMap<u32, Life> = BTreeMap::new();
     for event in &run.viewer_events {
         let life = lives.entry(event.viewer).or_default();
@@ -59,73 +69,65 @@ pub fn compute(
     for viewer in per_viewer.keys() {
         lives.entry(*viewer).or_default();
     }
+    lives
+}
 
-    let mut counts = ViewerCounts {
-        requested: run.manifest.plan.viewers,
-        ..Default::default()
-    };
-    let mut qoe = Qoe::default();
-    let mut rows = Vec::new();
-    let mut watching = Vec::new();
-    let mut ttffs = Vec::new();
-    let mut watch_total_s = 0.0;
-    let mut stalled_total_ms = 0.0;
-    for (viewer, life) in &lives {
-        let totals = per_viewer.get(viewer).cloned().unwrap_or_default();
-        let has_samples = per_viewer.contains_key(viewer);
+/// The sums over viewers that the QoE numbers are made of, one viewer at a time.
+struct Tally {
+    counts: ViewerCounts,
+    qoe: Qoe,
+    rows: Vec<ViewerRow>,
+    watching: Vec<(f64, f64)>,
+    ttffs: Vec<f64>,
+    watch_total_s: f64,
+    stalled_total_ms: f64,
+}
+
+impl Tally {
+    fn new(requested: u32) -> Self {
+        Self {
+            counts: ViewerCounts {
+                requested,
+                ..Default::default()
+            },
+            qoe: Qoe::default(),
+            rows: Vec::new(),
+            watching: Vec::new(),
+            ttffs: Vec::new(),
+            watch_total_s: 0.0,
+            stalled_total_ms: 0.0,
+        }
+    }
+
+    /// Counts one viewer and adds its row. It watched from its first frame to its end: its
+    /// end event, else its last sample, else the end of the data.
+    fn add(&mut self, viewer: u32, life: &Life, samples: Option<&ViewerTotals>, data_end_s: f64) {
+        let totals = samples.cloned().unwrap_or_default();
         let start = life.playing_t.or(totals.first_playing_t);
         if start.is_some() {
-            counts.started += 1;
+            self.counts.started += 1;
         }
         if life.p2p == Some(false) {
-            counts.p2p_off += 1;
+            self.counts.p2p_off += 1;
         }
         if let Some(ttff) = life.ttff_ms {
-            ttffs.push(ttff);
+            self.ttffs.push(ttff);
         }
-        let end_t = match (&life.end, has_samples) {
+        let end_t = match (&life.end, samples.is_some()) {
             (Some((t, _, _)), _) => *t,
             (None, true) => totals.last_t,
             (None, false) => data_end_s,
         };
         let watch_s = start.map(|s| (end_t - s).max(0.0)).unwrap_or(0.0);
         if let Some(s) = start {
-            watching.push((s, end_t));
+            self.watching.push((s, end_t));
         }
-        watch_total_s += watch_s;
-        stalled_total_ms += totals.stalled_ms;
-        qoe.stalls += totals.stalls.round() as u64;
-        let (end, reason) = match &life.end {
-            Some((t, kind, reason)) => {
-                let kind_name = match kind {
-                    ViewerEventKind::Failed => "failed",
-                    ViewerEventKind::Lost => "lost",
-                    _ => "stopped",
-                };
-                if kind_name != "stopped" {
-                    if kind_name == "failed" {
-                        counts.failed += 1;
-                    } else {
-                        counts.lost += 1;
-                    }
-                    let reason_text = reason
-                        .clone()
-                        .unwrap_or_else(|| "(no reason recorded)".into());
-                    *qoe.failure_reasons.entry(reason_text.clone()).or_default() += 1;
-                    qoe.failed.push(FailedViewer {
-                        viewer: *viewer,
-                        t: *t,
-                        kind: kind_name.into(),
-                        reason: reason_text,
-                    });
-                }
-                (kind_name.to_string(), reason.clone())
-            }
-            None if start.is_none() => ("never-started".to_string(), None),
-            None => ("running".to_string(), None),
-        };
-        rows.push(ViewerRow {
-            viewer: *viewer,
+        self.watch_total_s += watch_s;
+        self.stalled_total_ms += totals.stalled_ms;
+        self.qoe.stalls += totals.stalls.round() as u64;
+        let (end, reason) = self.end_of(viewer, life, start.is_some());
+        self.rows.push(ViewerRow {
+            viewer,
             p2p: life.p2p.unwrap_or(true),
             node: life.node.clone(),
             address: life.address.clone(),
@@ -140,19 +142,61 @@ pub fn compute(
             reason,
         });
     }
-    qoe.ttff_count = ttffs.len() as u32;
-    qoe.ttff_median_ms = percentile(&ttffs, 50.0);
-    qoe.ttff_p95_ms = percentile(&ttffs, 95.0);
-    qoe.viewer_minutes = watch_total_s / 60.0;
-    if watch_total_s > 0.0 {
-        qoe.stalls_per_viewer_minute = Some(qoe.stalls as f64 / qoe.viewer_minutes);
-        qoe.stalled_time_share = Some((stalled_total_ms / 1000.0 / watch_total_s).min(1.0));
+
+    /// How the viewer's life ended (`failed`, `lost`, `stopped`, `never-started` or
+    /// `running`) and why; a failed or lost viewer is counted with its reason.
+    fn end_of(&mut self, viewer: u32, life: &Life, started: bool) -> (String, Option<String>) {
+        let Some((t, kind, reason)) = &life.end else {
+            let state = if started { "running" } else { "never-started" };
+            return (state.to_string(), None);
+        };
+        let kind_name = match kind {
+            ViewerEventKind::Failed => "failed",
+            ViewerEventKind::Lost => "lost",
+            _ => "stopped",
+        };
+        if kind_name != "stopped" {
+            if kind_name == "failed" {
+                self.counts.failed += 1;
+            } else {
+                self.counts.lost += 1;
+            }
+            let reason_text = reason
+                .clone()
+                .unwrap_or_else(|| "(no reason recorded)".into());
+            *self
+                .qoe
+                .failure_reasons
+                .entry(reason_text.clone())
+                .or_default() += 1;
+            self.qoe.failed.push(FailedViewer {
+                viewer,
+                t: *t,
+                kind: kind_name.into(),
+                reason: reason_text,
+            });
+        }
+        (kind_name.to_string(), reason.clone())
     }
-    QoeResult {
-        counts,
-        qoe,
-        rows,
-        watching,
+
+    /// The QoE numbers from the sums: TTFF percentiles, viewer-minutes, stall rates.
+    fn finish(self) -> QoeResult {
+        let mut qoe = self.qoe;
+        qoe.ttff_count = self.ttffs.len() as u32;
+        qoe.ttff_median_ms = percentile(&self.ttffs, 50.0);
+        qoe.ttff_p95_ms = percentile(&self.ttffs, 95.0);
+        qoe.viewer_minutes = self.watch_total_s / 60.0;
+        if self.watch_total_s > 0.0 {
+            qoe.stalls_per_viewer_minute = Some(qoe.stalls as f64 / qoe.viewer_minutes);
+            qoe.stalled_time_share =
+                Some((self.stalled_total_ms / 1000.0 / self.watch_total_s).min(1.0));
+        }
+        QoeResult {
+            counts: self.counts,
+            qoe,
+            rows: self.rows,
+            watching: self.watching,
+        }
     }
 }
 

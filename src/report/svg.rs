@@ -128,12 +128,15 @@ fn y_axis(out: &mut String, y_max: f64, y_label: &str, plot_h: f64) -> f64 {
     top
 }
 
+/// Height of the plotting area, between the title and legend above and the x axis below.
+const PLOT_H: f64 = H - TOP - BOTTOM;
+/// Width of the plotting area, right of the y axis.
+const PLOT_W: f64 = W - LEFT - RIGHT;
+
 /// Renders a line chart; time axis in seconds (minutes when long).
 pub fn line_chart(chart: &LineChart) -> String {
     let mut out = String::new();
     open_svg(&mut out, chart.title, H);
-    let plot_w = W - LEFT - RIGHT;
-    let plot_h = H - TOP - BOTTOM;
     let all = || chart.lines.iter().flat_map(|l| l.points.iter());
     let x_max = all().map(|p| p.0).fold(0.0, f64::max).max(1.0);
     let data_y = all()
@@ -143,23 +146,42 @@ pub fn line_chart(chart: &LineChart) -> String {
     let y_max = chart
         .y_max
         .unwrap_or(if data_y > 0.0 { data_y * 1.05 } else { 1.0 });
-    let top = y_axis(&mut out, y_max, chart.y_label, plot_h);
-    let sx = |x: f64| LEFT + x / x_max * plot_w;
-    let sy = |y: f64| TOP + plot_h - (y / top).clamp(0.0, 1.0) * plot_h;
+    let top = y_axis(&mut out, y_max, chart.y_label, PLOT_H);
+    let sx = |x: f64| LEFT + x / x_max * PLOT_W;
+    let sy = |y: f64| TOP + PLOT_H - (y / top).clamp(0.0, 1.0) * PLOT_H;
     if let Some((a, b, label)) = chart.band {
         if b > a {
-            let _ = write!(
-                out,
-                r##"<rect x="{x:.1}" y="{TOP}" width="{w:.1}" height="{plot_h}" fill="#fff3bf" opacity="0.7"/><text x="{tx:.1}" y="{ty}" font-size="10" text-anchor="middle" fill="#826a00">{l}</text>"##,
-                x = sx(a),
-                w = (sx(b) - sx(a)).max(1.0),
-                tx = (sx(a) + sx(b)) / 2.0,
-                ty = TOP + 11.0,
-                l = esc(label)
-            );
+            band(&mut out, sx(a), sx(b), label);
         }
     }
-    // x axis
+    time_axis(&mut out, x_max, &sx);
+    for line in &chart.lines {
+        path(&mut out, line, &sx, &sy);
+    }
+    let items: Vec<(String, &str, bool)> = chart
+        .lines
+        .iter()
+        .map(|l| (l.label.clone(), l.color, l.dashed))
+        .collect();
+    close_svg(&mut out, &items);
+    out
+}
+
+/// The shaded band between `x_from` and `x_to` (pixels), labelled at its top.
+fn band(out: &mut String, x_from: f64, x_to: f64, label: &str) {
+    let _ = write!(
+        out,
+        r##"<rect x="{x:.1}" y="{TOP}" width="{w:.1}" height="{PLOT_H}" fill="#fff3bf" opacity="0.7"/><text x="{tx:.1}" y="{ty}" font-size="10" text-anchor="middle" fill="#826a00">{l}</text>"##,
+        x = x_from,
+        w = (x_to - x_from).max(1.0),
+        tx = (x_from + x_to) / 2.0,
+        ty = TOP + 11.0,
+        l = esc(label)
+    );
+}
+
+/// Ticks and title of the time axis, in minutes once the data is longer than 5 minutes.
+fn time_axis(out: &mut String, x_max: f64, sx: &dyn Fn(f64) -> f64) {
     let minutes = x_max > 300.0;
     let unit = if minutes { 60.0 } else { 1.0 };
     let step = nice_step(x_max / unit, 8.0) * unit;
@@ -169,55 +191,64 @@ pub fn line_chart(chart: &LineChart) -> String {
         let _ = write!(
             out,
             r##"<line x1="{px:.1}" y1="{y0}" x2="{px:.1}" y2="{y1}" stroke="#adb5bd"/><text x="{px:.1}" y="{ty}" font-size="11" text-anchor="middle" fill="#495057">{v}</text>"##,
-            y0 = TOP + plot_h,
-            y1 = TOP + plot_h + 4.0,
-            ty = TOP + plot_h + 17.0,
+            y0 = TOP + PLOT_H,
+            y1 = TOP + PLOT_H + 4.0,
+            ty = TOP + PLOT_H + 17.0,
             v = fmt_tick(x / unit)
         );
         x += step;
     }
     let _ = write!(
         out,
-        r##"<text x="{cx:.1}" y="{ty}" font-size="11" text-anchor="middle" fill="#495057">time since start ({u})</text><line x1="{LEFT}" y1="{yb}" x2="{xr}" y2="{yb}" stroke="#868e96"/>"##,
-        cx = LEFT + plot_w / 2.0,
+        r##"<text x="{cx:.1}" y="{ty}" font-size="11" text-anchor="middle" fill="#495057">time since start ({u})</text>"##,
+        cx = LEFT + PLOT_W / 2.0,
         ty = H - 8.0,
         u = if minutes { "min" } else { "s" },
-        yb = TOP + plot_h,
-        xr = W - RIGHT
     );
-    for line in &chart.lines {
-        if line.points.is_empty() {
-            continue;
-        }
-        let mut d = String::new();
-        for (i, (x, y)) in line.points.iter().enumerate() {
-            let _ = write!(
-                d,
-                "{}{:.1},{:.1}",
-                if i == 0 { "M" } else { " L" },
-                sx(*x),
-                sy(*y)
-            );
-        }
-        let dash = if line.dashed {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
-        };
+    x_baseline(out);
+}
+
+/// One line as an SVG path (nothing for a line without points).
+fn path(out: &mut String, line: &Line, sx: &dyn Fn(f64) -> f64, sy: &dyn Fn(f64) -> f64) {
+    if line.points.is_empty() {
+        return;
+    }
+    let mut d = String::new();
+    for (i, (x, y)) in line.points.iter().enumerate() {
         let _ = write!(
-            out,
-            r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="2"{dash}/>"#,
-            c = line.color
+            d,
+            "{}{:.1},{:.1}",
+            if i == 0 { "M" } else { " L" },
+            sx(*x),
+            sy(*y)
         );
     }
-    let items: Vec<(String, &str, bool)> = chart
-        .lines
-        .iter()
-        .map(|l| (l.label.clone(), l.color, l.dashed))
-        .collect();
-    legend(&mut out, &items);
+    let dash = if line.dashed {
+        r#" stroke-dasharray="6 4""#
+    } else {
+        ""
+    };
+    let _ = write!(
+        out,
+        r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="2"{dash}/>"#,
+        c = line.color
+    );
+}
+
+/// The x axis line along the bottom of the plotting area.
+fn x_baseline(out: &mut String) {
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{yb}" x2="{xr}" y2="{yb}" stroke="#868e96"/>"##,
+        yb = TOP + PLOT_H,
+        xr = W - RIGHT
+    );
+}
+
+/// The legend, then the end of the SVG element.
+fn close_svg(out: &mut String, items: &[(String, &str, bool)]) {
+    legend(out, items);
     out.push_str("</svg>");
-    out
 }
 
 /// One set of bars (one colour) across the categories; value with optional ± error.
@@ -236,107 +267,143 @@ pub struct BarChart<'a> {
     pub stacked: bool,
 }
 
+/// Renders bars per category, grouped side by side or stacked, with ± whiskers where a
+/// value has an error.
 pub fn bar_chart(chart: &BarChart) -> String {
     let mut out = String::new();
     open_svg(&mut out, chart.title, H);
-    let plot_w = W - LEFT - RIGHT;
-    let plot_h = H - TOP - BOTTOM;
     let n = chart.categories.len().max(1);
-    let value_top = |i: usize| -> f64 {
-        if chart.stacked {
-            chart
-                .sets
-                .iter()
-                .filter_map(|s| s.values.get(i).copied().flatten())
-                .map(|v| v.0)
-                .sum()
-        } else {
-            chart
-                .sets
-                .iter()
-                .filter_map(|s| s.values.get(i).copied().flatten())
-                .map(|(v, e)| v + e.unwrap_or(0.0))
-                .fold(0.0, f64::max)
-        }
-    };
-    let data_max = (0..n).map(value_top).fold(0.0, f64::max);
+    let data_max = (0..n).map(|i| category_top(chart, i)).fold(0.0, f64::max);
     let top = y_axis(
         &mut out,
         if data_max > 0.0 { data_max * 1.05 } else { 1.0 },
         chart.y_label,
-        plot_h,
+        PLOT_H,
     );
-    let sy = |y: f64| TOP + plot_h - (y / top).clamp(0.0, 1.0) * plot_h;
-    let slot = plot_w / n as f64;
-    let inner = slot * 0.8;
-    let per_set = if chart.stacked {
-        inner
-    } else {
-        inner / chart.sets.len().max(1) as f64
-    };
-    let label_every = ((n as f64 * 7.0 / plot_w).ceil() as usize).max(1);
+    let layout = BarLayout::new(chart, top);
     for (i, category) in chart.categories.iter().enumerate() {
-        let x0 = LEFT + slot * i as f64 + (slot - inner) / 2.0;
-        let mut base = 0.0;
-        for (k, set) in chart.sets.iter().enumerate() {
-            let Some((v, err)) = set.values.get(i).copied().flatten() else {
-                continue;
-            };
-            let x = if chart.stacked {
-                x0
-            } else {
-                x0 + per_set * k as f64
-            };
-            let (y_top, y_bottom) = (sy(base + v), sy(base));
-            let _ = write!(
-                out,
-                r#"<rect x="{x:.2}" y="{y_top:.1}" width="{w:.2}" height="{h:.1}" fill="{c}"><title>{cat}: {l} {v}</title></rect>"#,
-                w = per_set.max(0.5),
-                h = (y_bottom - y_top).max(0.0),
-                c = set.color,
-                cat = esc(category),
-                l = esc(&set.label),
-                v = fmt_tick(v)
-            );
-            if let Some(e) = err.filter(|e| *e > 0.0) {
-                let cx = x + per_set / 2.0;
-                let _ = write!(
-                    out,
-                    r##"<line x1="{cx:.1}" y1="{a:.1}" x2="{cx:.1}" y2="{b:.1}" stroke="#212529" stroke-width="1.5"/><line x1="{l:.1}" y1="{a:.1}" x2="{r:.1}" y2="{a:.1}" stroke="#212529"/><line x1="{l:.1}" y1="{b:.1}" x2="{r:.1}" y2="{b:.1}" stroke="#212529"/>"##,
-                    a = sy(base + v + e),
-                    b = sy((base + v - e).max(0.0)),
-                    l = cx - 4.0,
-                    r = cx + 4.0
-                );
-            }
-            if chart.stacked {
-                base += v;
-            }
-        }
-        if i % label_every == 0 {
-            let _ = write!(
-                out,
-                r##"<text x="{x:.1}" y="{y}" font-size="11" text-anchor="middle" fill="#495057">{c}</text>"##,
-                x = LEFT + slot * (i as f64 + 0.5),
-                y = TOP + plot_h + 16.0,
-                c = esc(category)
-            );
-        }
+        category_bars(&mut out, chart, &layout, i, category);
     }
-    let _ = write!(
-        out,
-        r##"<line x1="{LEFT}" y1="{yb}" x2="{xr}" y2="{yb}" stroke="#868e96"/>"##,
-        yb = TOP + plot_h,
-        xr = W - RIGHT
-    );
+    x_baseline(&mut out);
     let items: Vec<(String, &str, bool)> = chart
         .sets
         .iter()
         .map(|s| (s.label.clone(), s.color, false))
         .collect();
-    legend(&mut out, &items);
-    out.push_str("</svg>");
+    close_svg(&mut out, &items);
     out
+}
+
+/// How high category `i` reaches: its stack, or its highest bar with the whisker on top.
+fn category_top(chart: &BarChart, i: usize) -> f64 {
+    let values = chart
+        .sets
+        .iter()
+        .filter_map(|s| s.values.get(i).copied().flatten());
+    if chart.stacked {
+        values.map(|v| v.0).sum()
+    } else {
+        values
+            .map(|(v, e)| v + e.unwrap_or(0.0))
+            .fold(0.0, f64::max)
+    }
+}
+
+/// The geometry every bar of one chart shares: one slot per category, 80% of it for bars.
+struct BarLayout {
+    stacked: bool,
+    /// The y axis' top value.
+    top: f64,
+    slot: f64,
+    inner: f64,
+    /// Width of one bar.
+    per_set: f64,
+    /// Label every n-th category only, so labels do not overlap.
+    label_every: usize,
+}
+
+impl BarLayout {
+    fn new(chart: &BarChart, top: f64) -> Self {
+        let n = chart.categories.len().max(1);
+        let slot = PLOT_W / n as f64;
+        let inner = slot * 0.8;
+        let per_set = if chart.stacked {
+            inner
+        } else {
+            inner / chart.sets.len().max(1) as f64
+        };
+        Self {
+            stacked: chart.stacked,
+            top,
+            slot,
+            inner,
+            per_set,
+            label_every: ((n as f64 * 7.0 / PLOT_W).ceil() as usize).max(1),
+        }
+    }
+
+    fn sy(&self, y: f64) -> f64 {
+        TOP + PLOT_H - (y / self.top).clamp(0.0, 1.0) * PLOT_H
+    }
+
+    /// Left edge of set `k`'s bar in category `i`.
+    fn bar_x(&self, i: usize, k: usize) -> f64 {
+        let x0 = LEFT + self.slot * i as f64 + (self.slot - self.inner) / 2.0;
+        if self.stacked {
+            x0
+        } else {
+            x0 + self.per_set * k as f64
+        }
+    }
+}
+
+/// Category `i`'s bars (each set's, stacked from 0 or side by side) and its label.
+fn category_bars(out: &mut String, chart: &BarChart, layout: &BarLayout, i: usize, category: &str) {
+    let mut base = 0.0;
+    for (k, set) in chart.sets.iter().enumerate() {
+        let Some((v, err)) = set.values.get(i).copied().flatten() else {
+            continue;
+        };
+        let x = layout.bar_x(i, k);
+        let (y_top, y_bottom) = (layout.sy(base + v), layout.sy(base));
+        let _ = write!(
+            out,
+            r#"<rect x="{x:.2}" y="{y_top:.1}" width="{w:.2}" height="{h:.1}" fill="{c}"><title>{cat}: {l} {v}</title></rect>"#,
+            w = layout.per_set.max(0.5),
+            h = (y_bottom - y_top).max(0.0),
+            c = set.color,
+            cat = esc(category),
+            l = esc(&set.label),
+            v = fmt_tick(v)
+        );
+        if let Some(e) = err.filter(|e| *e > 0.0) {
+            whisker(out, layout, x + layout.per_set / 2.0, base + v, e);
+        }
+        if chart.stacked {
+            base += v;
+        }
+    }
+    if i % layout.label_every == 0 {
+        let _ = write!(
+            out,
+            r##"<text x="{x:.1}" y="{y}" font-size="11" text-anchor="middle" fill="#495057">{c}</text>"##,
+            x = LEFT + layout.slot * (i as f64 + 0.5),
+            y = TOP + PLOT_H + 16.0,
+            c = esc(category)
+        );
+    }
+}
+
+/// An error bar of ± `err` around `value`, centred on `cx`, cut off at 0.
+fn whisker(out: &mut String, layout: &BarLayout, cx: f64, value: f64, err: f64) {
+    let _ = write!(
+        out,
+        r##"<line x1="{cx:.1}" y1="{a:.1}" x2="{cx:.1}" y2="{b:.1}" stroke="#212529" stroke-width="1.5"/><line x1="{l:.1}" y1="{a:.1}" x2="{r:.1}" y2="{a:.1}" stroke="#212529"/><line x1="{l:.1}" y1="{b:.1}" x2="{r:.1}" y2="{b:.1}" stroke="#212529"/>"##,
+        a = layout.sy(value + err),
+        b = layout.sy((value - err).max(0.0)),
+        l = cx - 4.0,
+        r = cx + 4.0
+    );
 }
 
 #[cfg(test)]

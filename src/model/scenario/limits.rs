@@ -93,71 +93,105 @@ pub(super) fn check_text(text: &str) -> Result<(), Refusal> {
 /// one. Quoted text in block style is taken to end with its line, so a quote the scanner
 /// misreads can never hide brackets on later lines.
 pub(super) fn check_nesting(text: &str, max: usize) -> Result<(), Refusal> {
-    let mut flow = 0usize; // open `[`/`{` levels
-    let mut indents: Vec<usize> = Vec::new(); // block levels by indentation
-    let mut quote: Option<u8> = None;
-    let mut node_start = true; // a value (and so a quote or a bracket) may start here
-    let mut block_scalar_parent: Option<usize> = None; // inside `|`/`>` text
-    let too_deep = |line: usize, column: usize, what: &str| {
-        Err(refusal(
+    let mut scanner = NestingScanner::new(max);
+    for (index, raw_line) in text.split('\n').enumerate() {
+        let line = raw_line.strip_suffix('\r').unwrap_or(raw_line).as_bytes();
+        scanner.line(index + 1, line)?;
+    }
+    Ok(())
+}
+
+/// What the nesting scan knows at the end of a line, to read the next one.
+struct NestingScanner {
+    max: usize,
+    /// Open `[`/`{` levels.
+    flow: usize,
+    /// Block levels, by their indentation.
+    indents: Vec<usize>,
+    /// Inside a quoted string opened by this quote character.
+    quote: Option<u8>,
+    /// A value (and so a quote or a bracket) may start here.
+    node_start: bool,
+    /// Inside the text of a `|`/`>` block scalar whose key is indented this much.
+    block_scalar_parent: Option<usize>,
+}
+
+impl NestingScanner {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            flow: 0,
+            indents: Vec::new(),
+            quote: None,
+            node_start: true,
+            block_scalar_parent: None,
+        }
+    }
+
+    fn too_deep(&self, line: usize, column: usize, what: &str) -> Refusal {
+        refusal(
             Some(line),
             format!(
-                "{what} at column {column} opens nesting level {}: files nested more than {max} levels are refused before parsing (a scenario needs 5); look for an unclosed `[` or `{{`",
-                max + 1
+                "{what} at column {column} opens nesting level {}: files nested more than {} levels are refused before parsing (a scenario needs 5); look for an unclosed `[` or `{{`",
+                self.max + 1,
+                self.max
             ),
-        ))
-    };
-    for (index, raw_line) in text.split('\n').enumerate() {
-        let line_no = index + 1;
-        let line = raw_line.strip_suffix('\r').unwrap_or(raw_line).as_bytes();
+        )
+    }
+
+    /// One line: its indentation opens or closes block levels (in block style, outside
+    /// quotes), then its characters are read.
+    fn line(&mut self, line_no: usize, line: &[u8]) -> Result<(), Refusal> {
         let indent = line.iter().take_while(|&&b| b == b' ').count();
         let blank = line[indent..].iter().all(|&b| b == b' ' || b == b'\t');
-        if let Some(parent) = block_scalar_parent {
+        if let Some(parent) = self.block_scalar_parent {
             if blank || indent > parent {
-                continue;
+                return Ok(());
             }
-            block_scalar_parent = None;
+            self.block_scalar_parent = None;
         }
-        let mut block_levels = indents.len();
-        if flow == 0 && quote.is_none() {
+        let mut block_levels = self.indents.len();
+        let block_style = self.flow == 0 && self.quote.is_none();
+        if block_style {
             if blank || line[indent] == b'#' {
-                continue;
+                return Ok(());
             }
-            while indents.last().is_some_and(|&top| top > indent) {
-                indents.pop();
+            while self.indents.last().is_some_and(|&top| top > indent) {
+                self.indents.pop();
             }
-            if indents.last() != Some(&indent) {
-                indents.push(indent);
+            if self.indents.last() != Some(&indent) {
+                self.indents.push(indent);
             }
-            block_levels = indents.len();
-            if block_levels > max {
-                return too_deep(line_no, indent + 1, "indentation");
+            block_levels = self.indents.len();
+            if block_levels > self.max {
+                return Err(self.too_deep(line_no, indent + 1, "indentation"));
             }
-            node_start = true;
+            self.node_start = true;
         }
-        let mut i = if flow == 0 && quote.is_none() {
-            indent
-        } else {
-            0
-        };
+        let from = if block_style { indent } else { 0 };
+        self.characters(line_no, line, from, indent, block_levels)?;
+        if self.flow == 0 {
+            // Block style: a quote the scanner took to begin here ends with the line.
+            self.quote = None;
+        }
+        Ok(())
+    }
+
+    /// The line's characters from `i` on, `block_levels` deep before the first: brackets,
+    /// `- `/`? `, comments, block scalars, tags and anchors.
+    fn characters(
+        &mut self,
+        line_no: usize,
+        line: &[u8],
+        mut i: usize,
+        indent: usize,
+        mut block_levels: usize,
+    ) -> Result<(), Refusal> {
         while i < line.len() {
             let c = line[i];
             let next = line.get(i + 1).copied();
-            if let Some(q) = quote {
-                if q == b'\'' && c == b'\'' {
-                    if next == Some(b'\'') {
-                        i += 1;
-                    } else {
-                        quote = None;
-                        node_start = false;
-                    }
-                } else if q == b'"' && c == b'\\' {
-                    i += 1;
-                } else if q == b'"' && c == b'"' {
-                    quote = None;
-                    node_start = false;
-                }
-                i += 1;
+            if let Some(q) = self.quote {
+                i += self.quoted(q, c, next);
                 continue;
             }
             let space_after = matches!(next, None | Some(b' ' | b'\t'));
@@ -165,47 +199,59 @@ pub(super) fn check_nesting(text: &str, max: usize) -> Result<(), Refusal> {
             match c {
                 b' ' | b'\t' => {}
                 b'#' if after_space => break,
-                b'\'' | b'"' if node_start => quote = Some(c),
-                b'[' | b'{' if node_start || flow > 0 => {
-                    flow += 1;
-                    if flow + block_levels > max {
-                        return too_deep(line_no, i + 1, if c == b'[' { "`[`" } else { "`{`" });
+                b'\'' | b'"' if self.node_start => self.quote = Some(c),
+                b'[' | b'{' if self.node_start || self.flow > 0 => {
+                    self.flow += 1;
+                    if self.flow + block_levels > self.max {
+                        let what = if c == b'[' { "`[`" } else { "`{`" };
+                        return Err(self.too_deep(line_no, i + 1, what));
                     }
-                    node_start = true;
+                    self.node_start = true;
                 }
-                b']' | b'}' if flow > 0 => {
-                    flow -= 1;
-                    node_start = false;
+                b']' | b'}' if self.flow > 0 => {
+                    self.flow -= 1;
+                    self.node_start = false;
                 }
-                b',' if flow > 0 => node_start = true,
-                b':' if flow > 0 || space_after => node_start = true,
-                b'-' | b'?' if flow == 0 && node_start && space_after => {
+                b',' if self.flow > 0 => self.node_start = true,
+                b':' if self.flow > 0 || space_after => self.node_start = true,
+                b'-' | b'?' if self.flow == 0 && self.node_start && space_after => {
                     block_levels += 1;
-                    if block_levels > max {
-                        return too_deep(line_no, i + 1, "`- `");
+                    if block_levels > self.max {
+                        return Err(self.too_deep(line_no, i + 1, "`- `"));
                     }
                 }
-                b'|' | b'>' if flow == 0 && node_start => {
-                    block_scalar_parent = Some(indent);
+                b'|' | b'>' if self.flow == 0 && self.node_start => {
+                    self.block_scalar_parent = Some(indent);
                     break;
                 }
-                b'!' | b'&' | b'*' if node_start => {
+                b'!' | b'&' | b'*' if self.node_start => {
                     // A tag or an anchor: the value (maybe quoted) follows it.
                     while i + 1 < line.len() && !matches!(line[i + 1], b' ' | b'\t') {
                         i += 1;
                     }
-                    node_start = c != b'*';
+                    self.node_start = c != b'*';
                 }
-                _ => node_start = false,
+                _ => self.node_start = false,
             }
             i += 1;
         }
-        if flow == 0 {
-            // Block style: a quote the scanner took to begin here ends with the line.
-            quote = None;
+        Ok(())
+    }
+
+    /// Reads `c` inside a string quoted with `q`; returns how many bytes it took (two for
+    /// an escape or a doubled single quote).
+    fn quoted(&mut self, q: u8, c: u8, next: Option<u8>) -> usize {
+        match (q, c) {
+            (b'\'', b'\'') if next == Some(b'\'') => 2,
+            (b'"', b'\\') => 2,
+            (b'\'', b'\'') | (b'"', b'"') => {
+                self.quote = None;
+                self.node_start = false;
+                1
+            }
+            _ => 1,
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -267,106 +267,19 @@ fn timeline(
     spec: &ScenarioSpec,
     overrides: &Overrides,
 ) -> Result<Timeline, ScenarioError> {
-    let written_duration = check.duration("duration", &spec.duration)?;
-    let duration = match &overrides.duration {
-        Some(value) => humantime::parse_duration(value).map_err(|e| ScenarioError {
-            file: "--duration".into(),
-            line: None,
-            field: "duration".into(),
-            message: format!("`{value}` is not a duration ({e}); write e.g. `90s` or `5m`"),
-        })?,
-        None => written_duration,
-    };
-    if duration < Duration::from_secs(5) {
-        return Err(check.err("duration", "must be at least 5s".into()));
-    }
-    if duration > MAX_DURATION {
-        return Err(check.err(
-            "duration",
-            format!(
-                "{} is longer than the {} a run may last; split it into several runs (`viewerfleet suite --repeat`)",
-                humantime::format_duration(duration),
-                humantime::format_duration(MAX_DURATION)
-            ),
-        ));
-    }
-    // A duration given on the command line scales the whole timeline (ramp, measure point,
-    // window), so a shortened run keeps the scenario's shape.
-    let ratio = if overrides.duration.is_some() && !written_duration.is_zero() {
-        duration.as_secs_f64() / written_duration.as_secs_f64()
-    } else {
-        1.0
-    };
-    let scaled = |field: &str, value: &str| -> Result<Duration, ScenarioError> {
-        let d = check.duration(field, value)?;
-        if d > MAX_DURATION {
-            return Err(check.err(
-                field,
-                format!(
-                    "{} is longer than a run may last ({})",
-                    humantime::format_duration(d),
-                    humantime::format_duration(MAX_DURATION)
-                ),
-            ));
-        }
-        Duration::try_from_secs_f64(d.as_secs_f64() * ratio).map_err(|_| {
-            check.err(
-                field,
-                format!(
-                    "`{value}` scaled to --duration {} is out of range; shorten it",
-                    humantime::format_duration(duration)
-                ),
-            )
-        })
-    };
-    let ramp = match &spec.viewers.ramp {
-        Some(value) => scaled("viewers.ramp", value)?,
-        None => Duration::ZERO,
-    };
-    if ramp >= duration {
-        return Err(check.err(
-            "viewers.ramp",
-            format!(
-                "the ramp ({}) must end before the run does (duration {})",
-                humantime::format_duration(ramp),
-                humantime::format_duration(duration)
-            ),
-        ));
-    }
-    let sampling_interval = match &spec.sampling_interval {
-        Some(value) => check.duration("sampling_interval", value)?,
-        None => Duration::from_secs(2),
-    };
-    if sampling_interval < Duration::from_millis(500) || sampling_interval > duration / 2 {
-        return Err(check.err(
-            "sampling_interval",
-            "must be between 500ms and half the duration".into(),
-        ));
-    }
-    // With duration overridden (shorter runs), a measure point beyond the end moves to it.
-    let measure_at = match &spec.measure_at {
-        Some(value) => scaled("measure_at", value)?,
-        None => duration,
-    };
-    if measure_at > duration && overrides.duration.is_none() {
-        return Err(check.err(
-            "measure_at",
-            format!(
-                "{} is after the end of the run ({}); choose a point within the duration",
-                humantime::format_duration(measure_at),
-                humantime::format_duration(duration)
-            ),
-        ));
-    }
-    let measure_at = measure_at.min(duration);
+    let clock = Clock::new(check, spec, overrides)?;
+    let duration = clock.duration;
+    let ramp = ramp(&clock, spec)?;
+    let sampling_interval = sampling_interval(check, spec, duration)?;
+    let measure_at = measure_at(&clock, spec)?;
     let steady_window = match &spec.steady_window {
-        Some(value) => scaled("steady_window", value)?,
-        None => Duration::try_from_secs_f64(30.0 * ratio)
+        Some(value) => clock.scaled("steady_window", value)?,
+        None => Duration::try_from_secs_f64(30.0 * clock.ratio)
             .unwrap_or(MAX_DURATION)
             .min(measure_at),
     };
     // A shortened run samples often enough to keep two samples in its window.
-    let sampling_interval = if overrides.duration.is_some() {
+    let sampling_interval = if clock.overridden {
         sampling_interval
             .min(steady_window / 2)
             .max(Duration::from_millis(500))
@@ -386,6 +299,144 @@ fn timeline(
         measure_at,
         steady_window,
     })
+}
+
+/// The run's length, and how a `--duration` on the command line stretches the timeline the
+/// file wrote (ramp, measure point, window), so a shortened run keeps the scenario's shape.
+struct Clock<'a> {
+    check: &'a Checker<'a>,
+    duration: Duration,
+    /// `--duration` over the file's duration; 1 without the flag.
+    ratio: f64,
+    /// `--duration` was given.
+    overridden: bool,
+}
+
+impl<'a> Clock<'a> {
+    /// The file's duration, or `--duration`'s, from 5 s to [`MAX_DURATION`].
+    fn new(
+        check: &'a Checker<'a>,
+        spec: &ScenarioSpec,
+        overrides: &Overrides,
+    ) -> Result<Self, ScenarioError> {
+        let written_duration = check.duration("duration", &spec.duration)?;
+        let duration = match &overrides.duration {
+            Some(value) => humantime::parse_duration(value).map_err(|e| ScenarioError {
+                file: "--duration".into(),
+                line: None,
+                field: "duration".into(),
+                message: format!("`{value}` is not a duration ({e}); write e.g. `90s` or `5m`"),
+            })?,
+            None => written_duration,
+        };
+        if duration < Duration::from_secs(5) {
+            return Err(check.err("duration", "must be at least 5s".into()));
+        }
+        if duration > MAX_DURATION {
+            return Err(check.err(
+                "duration",
+                format!(
+                    "{} is longer than the {} a run may last; split it into several runs (`viewerfleet suite --repeat`)",
+                    humantime::format_duration(duration),
+                    humantime::format_duration(MAX_DURATION)
+                ),
+            ));
+        }
+        let overridden = overrides.duration.is_some();
+        let ratio = if overridden && !written_duration.is_zero() {
+            duration.as_secs_f64() / written_duration.as_secs_f64()
+        } else {
+            1.0
+        };
+        Ok(Self {
+            check,
+            duration,
+            ratio,
+            overridden,
+        })
+    }
+
+    /// A duration the file wrote for `field`, stretched like the whole run.
+    fn scaled(&self, field: &str, value: &str) -> Result<Duration, ScenarioError> {
+        let d = self.check.duration(field, value)?;
+        if d > MAX_DURATION {
+            return Err(self.check.err(
+                field,
+                format!(
+                    "{} is longer than a run may last ({})",
+                    humantime::format_duration(d),
+                    humantime::format_duration(MAX_DURATION)
+                ),
+            ));
+        }
+        Duration::try_from_secs_f64(d.as_secs_f64() * self.ratio).map_err(|_| {
+            self.check.err(
+                field,
+                format!(
+                    "`{value}` scaled to --duration {} is out of range; shorten it",
+                    humantime::format_duration(self.duration)
+                ),
+            )
+        })
+    }
+}
+
+/// How long the viewers take to arrive (all at once without a ramp); it ends before the run.
+fn ramp(clock: &Clock, spec: &ScenarioSpec) -> Result<Duration, ScenarioError> {
+    let ramp = match &spec.viewers.ramp {
+        Some(value) => clock.scaled("viewers.ramp", value)?,
+        None => Duration::ZERO,
+    };
+    if ramp >= clock.duration {
+        return Err(clock.check.err(
+            "viewers.ramp",
+            format!(
+                "the ramp ({}) must end before the run does (duration {})",
+                humantime::format_duration(ramp),
+                humantime::format_duration(clock.duration)
+            ),
+        ));
+    }
+    Ok(ramp)
+}
+
+/// The sampling interval as written (not scaled), 2 s by default, from 500 ms to half the run.
+fn sampling_interval(
+    check: &Checker,
+    spec: &ScenarioSpec,
+    duration: Duration,
+) -> Result<Duration, ScenarioError> {
+    let sampling_interval = match &spec.sampling_interval {
+        Some(value) => check.duration("sampling_interval", value)?,
+        None => Duration::from_secs(2),
+    };
+    if sampling_interval < Duration::from_millis(500) || sampling_interval > duration / 2 {
+        return Err(check.err(
+            "sampling_interval",
+            "must be between 500ms and half the duration".into(),
+        ));
+    }
+    Ok(sampling_interval)
+}
+
+/// The measurement point T, the end of the run by default. Within the run as written; with
+/// `--duration` (shorter runs), a point beyond the end moves to it.
+fn measure_at(clock: &Clock, spec: &ScenarioSpec) -> Result<Duration, ScenarioError> {
+    let measure_at = match &spec.measure_at {
+        Some(value) => clock.scaled("measure_at", value)?,
+        None => clock.duration,
+    };
+    if measure_at > clock.duration && !clock.overridden {
+        return Err(clock.check.err(
+            "measure_at",
+            format!(
+                "{} is after the end of the run ({}); choose a point within the duration",
+                humantime::format_duration(measure_at),
+                humantime::format_duration(clock.duration)
+            ),
+        ));
+    }
+    Ok(measure_at.min(clock.duration))
 }
 
 /// What the viewers watch: refsite (started by the run) or a PeerTube video.

@@ -179,28 +179,87 @@ fn wide_open(addr: std::net::IpAddr, len: u8) -> bool {
     len < if addr.is_ipv4() { 8 } else { 16 }
 }
 
+/// A field below `fleet.` and a message naming the fix.
+type FieldError = (String, String);
+
+/// `Err((field, message))` unless `ok`.
+fn ensure(ok: bool, field: &str, message: impl FnOnce() -> String) -> Result<(), FieldError> {
+    if ok {
+        Ok(())
+    } else {
+        Err((field.to_string(), message()))
+    }
+}
+
+impl ViewerBudget {
+    /// Per-viewer costs and node reserves within what a server can have.
+    fn check(&self) -> Result<(), FieldError> {
+        ensure(
+            self.cpu_per_viewer > 0.0 && self.cpu_per_viewer <= 64.0,
+            "budget.cpu_per_viewer",
+            || {
+                format!(
+                    "{} must be above 0 and at most 64 cores (240p measured 0.165, 720p about 1)",
+                    self.cpu_per_viewer
+                )
+            },
+        )?;
+        ensure(
+            self.memory_mb_per_viewer >= 16.0 && self.memory_mb_per_viewer <= 65536.0,
+            "budget.memory_mb_per_viewer",
+            || {
+                format!(
+                    "{} must be between 16 and 65536 MB (240p measured 231)",
+                    self.memory_mb_per_viewer
+                )
+            },
+        )?;
+        ensure(
+            self.cpu_target > 0.0 && self.cpu_target <= 1.0,
+            "budget.cpu_target",
+            || {
+                format!(
+                    "{} is not a share; use a number above 0 up to 1.0",
+                    self.cpu_target
+                )
+            },
+        )?;
+        ensure(
+            self.node_reserve_cpu >= 0.0 && self.node_reserve_memory_mb >= 0.0,
+            "budget",
+            || "node reserves cannot be negative".into(),
+        )
+    }
+}
+
 impl HcloudFleetSpec {
     /// Checks every field; errors are `(field below fleet., message naming the fix)`.
     pub fn validate(&self, _viewers: u32) -> Result<(), (String, String)> {
-        let bad = |field: &str, msg: String| Err((field.to_string(), msg));
-        if !is_name(&self.location) {
-            return bad(
-                "location",
-                format!(
-                    "`{}` is not a Hetzner location name; use e.g. fsn1, nbg1, hel1, ash, hil",
-                    self.location
-                ),
-            );
-        }
-        if !(is_name(&self.image) || self.image.contains('.')) {
-            return bad(
-                "image",
+        self.check_names()?;
+        self.budget.check()?;
+        self.check_counts()?;
+        self.check_controller_ips()?;
+        self.check_durations()
+    }
+
+    /// Location, image and server types look like Hetzner names.
+    fn check_names(&self) -> Result<(), FieldError> {
+        ensure(is_name(&self.location), "location", || {
+            format!(
+                "`{}` is not a Hetzner location name; use e.g. fsn1, nbg1, hel1, ash, hil",
+                self.location
+            )
+        })?;
+        ensure(
+            is_name(&self.image) || self.image.contains('.'),
+            "image",
+            || {
                 format!(
                     "`{}` is not a Hetzner image name, e.g. debian-12",
                     self.image
-                ),
-            );
-        }
+                )
+            },
+        )?;
         let types = self.node_types.iter().flatten().enumerate();
         for (field, value) in [
             ("hub_type".to_string(), &self.hub_type),
@@ -210,102 +269,72 @@ impl HcloudFleetSpec {
         .filter_map(|(f, v)| v.as_ref().map(|v| (f, v)))
         .chain(types.map(|(i, t)| (format!("node_types[{i}]"), t)))
         {
-            if !is_name(value) {
-                return bad(
-                    &field,
-                    format!("`{value}` is not a server type name, e.g. cx33 or ccx33 (see `viewerfleet plan` for what can be ordered)"),
-                );
-            }
+            ensure(is_name(value), &field, || {
+                format!("`{value}` is not a server type name, e.g. cx33 or ccx33 (see `viewerfleet plan` for what can be ordered)")
+            })?;
         }
-        if self.node_type.is_none() && self.node_types.as_ref().is_some_and(|t| t.is_empty()) {
-            return bad(
-                "node_types",
-                "is empty; list server types to choose from, set node_type, or remove it to choose from every type on sale".into(),
-            );
-        }
-        let b = &self.budget;
-        if !(b.cpu_per_viewer > 0.0 && b.cpu_per_viewer <= 64.0) {
-            return bad(
-                "budget.cpu_per_viewer",
-                format!(
-                    "{} must be above 0 and at most 64 cores (240p measured 0.165, 720p about 1)",
-                    b.cpu_per_viewer
-                ),
-            );
-        }
-        if !(b.memory_mb_per_viewer >= 16.0 && b.memory_mb_per_viewer <= 65536.0) {
-            return bad(
-                "budget.memory_mb_per_viewer",
-                format!(
-                    "{} must be between 16 and 65536 MB (240p measured 231)",
-                    b.memory_mb_per_viewer
-                ),
-            );
-        }
-        if !(b.cpu_target > 0.0 && b.cpu_target <= 1.0) {
-            return bad(
-                "budget.cpu_target",
-                format!(
-                    "{} is not a share; use a number above 0 up to 1.0",
-                    b.cpu_target
-                ),
-            );
-        }
-        if !(b.node_reserve_cpu >= 0.0 && b.node_reserve_memory_mb >= 0.0) {
-            return bad("budget", "node reserves cannot be negative".into());
-        }
-        if self.viewers_per_node == Some(0) {
-            return bad(
-                "viewers_per_node",
-                "must be at least 1; remove it to compute it from the budget".into(),
-            );
-        }
-        if self.server_limit == 0 {
-            return bad(
-                "server_limit",
-                "must be at least 2 (a hub and a node)".into(),
-            );
-        }
-        if self.parallel_creates == 0 || self.parallel_creates > 50 {
-            return bad(
-                "parallel_creates",
-                format!("{} must be from 1 to 50", self.parallel_creates),
-            );
-        }
+        ensure(
+            !(self.node_type.is_none() && self.node_types.as_ref().is_some_and(|t| t.is_empty())),
+            "node_types",
+            || {
+                "is empty; list server types to choose from, set node_type, or remove it to choose from every type on sale".into()
+            },
+        )
+    }
+
+    /// Viewers per node, servers in all, servers created at once.
+    fn check_counts(&self) -> Result<(), FieldError> {
+        ensure(self.viewers_per_node != Some(0), "viewers_per_node", || {
+            "must be at least 1; remove it to compute it from the budget".into()
+        })?;
+        ensure(self.server_limit != 0, "server_limit", || {
+            "must be at least 2 (a hub and a node)".into()
+        })?;
+        ensure(
+            self.parallel_creates != 0 && self.parallel_creates <= 50,
+            "parallel_creates",
+            || format!("{} must be from 1 to 50", self.parallel_creates),
+        )
+    }
+
+    /// Every controller address is a range, and none opens the hub to the internet unless
+    /// that is asked for in so many words.
+    fn check_controller_ips(&self) -> Result<(), FieldError> {
         for (i, cidr) in self.controller_ips.iter().enumerate() {
+            let field = format!("controller_ips[{i}]");
             let Some((addr, len)) = crate::model::net::parse_cidr(cidr) else {
-                return bad(
-                    &format!("controller_ips[{i}]"),
-                    format!("`{cidr}` is not an address range; write e.g. 203.0.113.7/32 or 2001:db8::/64"),
-                );
+                return Err((field, format!("`{cidr}` is not an address range; write e.g. 203.0.113.7/32 or 2001:db8::/64")));
             };
-            if wide_open(addr, len) && !self.webdriver_open_to_the_internet {
-                return bad(
-                    &format!("controller_ips[{i}]"),
-                    format!("`{cidr}` opens the hub's WebDriver port (4444) and SSH to {}: whoever reaches the port controls every browser of the run (their pages, cookies and network). List this machine's public address instead (e.g. 203.0.113.7/32; see `curl -4 ifconfig.co`), or, if you really mean it, set fleet.webdriver_open_to_the_internet: true", if len == 0 { "the whole internet" } else { "a large part of the internet" }),
-                );
-            }
+            ensure(
+                !wide_open(addr, len) || self.webdriver_open_to_the_internet,
+                &field,
+                || {
+                    format!("`{cidr}` opens the hub's WebDriver port (4444) and SSH to {}: whoever reaches the port controls every browser of the run (their pages, cookies and network). List this machine's public address instead (e.g. 203.0.113.7/32; see `curl -4 ifconfig.co`), or, if you really mean it, set fleet.webdriver_open_to_the_internet: true", if len == 0 { "the whole internet" } else { "a large part of the internet" })
+                },
+            )?;
         }
+        Ok(())
+    }
+
+    /// The timeouts are durations, and heartbeats neither flood the API nor look dead.
+    fn check_durations(&self) -> Result<(), FieldError> {
         for (field, value) in [
             ("register_timeout", &self.register_timeout),
             ("ttl", &self.ttl),
             ("heartbeat_interval", &self.heartbeat_interval),
         ] {
-            if humantime::parse_duration(value).is_err() {
-                return bad(
-                    field,
-                    format!("`{value}` is not a duration; write e.g. 15m or 4h"),
-                );
-            }
+            ensure(humantime::parse_duration(value).is_ok(), field, || {
+                format!("`{value}` is not a duration; write e.g. 15m or 4h")
+            })?;
         }
         let beat = self.heartbeat_interval();
-        if beat < Duration::from_secs(1) || beat > Duration::from_secs(300) {
-            return bad(
-                "heartbeat_interval",
-                format!("`{}` must be from 1s to 5m: each beat is one API request, and `gc` treats a heartbeat older than 10 minutes as a dead controller", self.heartbeat_interval),
-            );
-        }
-        Ok(())
+        ensure(
+            beat >= Duration::from_secs(1) && beat <= Duration::from_secs(300),
+            "heartbeat_interval",
+            || {
+                format!("`{}` must be from 1s to 5m: each beat is one API request, and `gc` treats a heartbeat older than 10 minutes as a dead controller", self.heartbeat_interval)
+            },
+        )
     }
 
     /// The `controller_ips` that open the hub to (a large part of) the internet, accepted
