@@ -73,6 +73,7 @@ async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_release
             start_after: Duration::ZERO,
             p2p: true,
             network: None,
+            browser: index,
         };
         let mut slot = fleet.open_viewer(&plan).await.unwrap();
         assert_eq!(slot.webdriver_url, st.hub_url, "only the hub URL is used");
