@@ -24,9 +24,9 @@ pub enum BytesBasis {
     /// The window (live: the player fetches as the stream goes).
     #[default]
     Window,
-    /// From each page's opening to the end of the window (VOD: the player and the P2P
-    /// engine fetch ahead as fast as the link allows, so the window alone depends on how
-    /// fast the viewers started).
+    /// Each viewer's first T seconds after its page opened, T the same for the profiles
+    /// compared (VOD: the player and the P2P engine fetch ahead as fast as the link
+    /// allows, so a window of wall-clock time would depend on how fast viewers started).
     SinceOpen,
 }
 
@@ -41,13 +41,27 @@ impl BytesBasis {
     pub fn words(self) -> &'static str {
         match self {
             BytesBasis::Window => "bytes of the window",
-            BytesBasis::SinceOpen => "bytes since each page opened",
+            BytesBasis::SinceOpen => "bytes in each viewer's first seconds",
         }
     }
 }
 
 fn live() -> VideoKind {
     VideoKind::Live
+}
+
+/// Seconds between the points of `ProfileFigures::over_time`.
+pub const OVER_TIME_STEP_S: f64 = 5.0;
+
+/// What a viewer had done `t_s` seconds after its page opened, mean over the viewers.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimePoint {
+    pub t_s: f64,
+    /// HTTP + P2P bytes downloaded.
+    pub download_bytes: f64,
+    pub p2p_bytes: f64,
+    /// Media segments requested.
+    pub segments: f64,
 }
 
 /// What one profile cost, per playing viewer, over the window, and what its viewers did.
@@ -98,9 +112,10 @@ pub struct ProfileFigures {
     /// Share (percent) of the segments loaded over the basis at each rendition height.
     #[serde(default)]
     pub renditions: BTreeMap<String, f64>,
-    /// (seconds since the first page opened, segments requested per viewer so far).
+    /// Every `OVER_TIME_STEP_S` seconds after each page opened: what the viewers had
+    /// downloaded and requested by then (means over the viewers measured).
     #[serde(default)]
-    pub segments_over_time: Vec<(f64, f64)>,
+    pub over_time: Vec<TimePoint>,
     /// Every measured viewer had its video track deselected (`None`: not exposed).
     #[serde(default)]
     pub video_track_off: Option<bool>,
@@ -113,6 +128,14 @@ impl ProfileFigures {
     /// Everything a viewer downloaded (HTTP + P2P) per second of the window.
     pub fn download_kbps_per_viewer(&self) -> f64 {
         self.http_kbps_per_viewer + self.p2p_down_kbps_per_viewer
+    }
+
+    /// The last point of `over_time` at or before `t_s`.
+    pub fn at(&self, t_s: f64) -> Option<&TimePoint> {
+        self.over_time
+            .iter()
+            .take_while(|p| p.t_s <= t_s + 1e-6)
+            .last()
     }
 
     /// Figures of a profile whose viewers measured nothing (yet).
@@ -141,7 +164,7 @@ impl ProfileFigures {
             segments_per_viewer: 0.0,
             segment_bytes_mean: 0.0,
             renditions: BTreeMap::new(),
-            segments_over_time: Vec::new(),
+            over_time: Vec::new(),
             video_track_off: None,
             fidelity: None,
         }
@@ -160,16 +183,23 @@ pub struct MeasureSpec<'a> {
     pub pss_every: Duration,
 }
 
+/// One viewer of a profile: its index, its viewer, when its page was opened.
+struct Started {
+    index: u32,
+    viewer: Viewer,
+    opened: Instant,
+}
+
 /// The viewers and shared browsers of one profile, closed on every path.
 #[derive(Default)]
 struct Running {
-    viewers: Vec<(u32, Viewer)>,
+    viewers: Vec<Started>,
     browsers: Vec<Arc<SharedBrowser>>,
 }
 
 impl Running {
     async fn close(self) {
-        for (_, viewer) in self.viewers {
+        for Started { viewer, .. } in self.viewers {
             // A tab goes with its browser's session below.
             if viewer.shared_browser().is_none() {
                 viewer.close().await;
@@ -207,10 +237,9 @@ async fn play_and_measure(
     running: &mut Running,
 ) -> ProfileFigures {
     let mut failures = Vec::new();
-    let opened = Instant::now();
     start_viewers(spec, profile, target, running, &mut failures).await;
     let playing = first_frames(&running.viewers, target, &mut failures).await;
-    let window = sample(spec, &running.viewers, &playing, target, opened).await;
+    let window = sample(spec, &running.viewers, &playing, target).await;
     let mut figures = figures(spec, profile, &playing, &window, failures);
     figures.browsers = if profile.per_browser > 1 {
         running.browsers.len() as u32
@@ -248,7 +277,11 @@ async fn start_viewers(
             let plan = &group[0];
             let created = Viewer::create_with(&slot, ViewerTimeouts::default(), &setup).await;
             match prepare(created, &slot, plan, target).await {
-                Ok(viewer) => running.viewers.push((plan.index, viewer)),
+                Ok((viewer, opened)) => running.viewers.push(Started {
+                    index: plan.index,
+                    viewer,
+                    opened,
+                }),
                 Err(err) => failures.push(format!("viewer {}: {err}", plan.index)),
             }
             continue;
@@ -263,20 +296,25 @@ async fn start_viewers(
         running.browsers.push(browser.clone());
         for plan in group {
             match prepare(browser.open_viewer().await, &slot, plan, target).await {
-                Ok(viewer) => running.viewers.push((plan.index, viewer)),
+                Ok((viewer, opened)) => running.viewers.push(Started {
+                    index: plan.index,
+                    viewer,
+                    opened,
+                }),
                 Err(err) => failures.push(format!("viewer {}: {err}", plan.index)),
             }
         }
     }
 }
 
-/// Throttles a new viewer and opens its page; a viewer that cannot is closed.
+/// Throttles a new viewer and opens its page (returned with when it was opened); a viewer
+/// that cannot is closed.
 async fn prepare(
     created: Result<Viewer, ViewerError>,
     slot: &ViewerSlot,
     plan: &ViewerPlan,
     target: &dyn Target,
-) -> Result<Viewer, ViewerError> {
+) -> Result<(Viewer, Instant), ViewerError> {
     let viewer = created?;
     let prepared = async {
         if let Some(network) = &plan.network {
@@ -286,7 +324,7 @@ async fn prepare(
     }
     .await;
     match prepared {
-        Ok(_) => Ok(viewer),
+        Ok(opened) => Ok((viewer, opened)),
         Err(err) => {
             viewer.close().await;
             Err(err)
@@ -301,21 +339,20 @@ struct Playing {
 }
 
 async fn first_frames(
-    viewers: &[(u32, Viewer)],
+    viewers: &[Started],
     target: &dyn Target,
     failures: &mut Vec<String>,
 ) -> Vec<Playing> {
-    let results = futures::future::join_all(
-        viewers
-            .iter()
-            .map(|(_, v)| v.wait_first_frame(target, Duration::from_millis(500))),
-    )
+    let results = futures::future::join_all(viewers.iter().map(|s| {
+        s.viewer
+            .wait_first_frame(target, Duration::from_millis(500))
+    }))
     .await;
     let mut playing = Vec::new();
     for (at, result) in results.into_iter().enumerate() {
         match result {
             Ok(ttff_ms) => playing.push(Playing { at, ttff_ms }),
-            Err(err) => failures.push(format!("viewer {}: {err}", viewers[at].0)),
+            Err(err) => failures.push(format!("viewer {}: {err}", viewers[at].index)),
         }
     }
     playing
@@ -329,32 +366,36 @@ struct Window {
     processes: Vec<u64>,
     cpu_s: f64,
     window_s: f64,
-    /// (s since the first page opened, segments requested per viewer so far).
-    series: Vec<(f64, f64)>,
+    /// What the viewers had done, every `OVER_TIME_STEP_S` after their own page opened.
+    over_time: Vec<TimePoint>,
 }
 
+/// One viewer's reads: (s since its page opened, HTTP + P2P, P2P, segments requested).
+type Trace = Vec<(f64, f64, f64, f64)>;
+
 /// The warm-up, then the window: PSS every `pss_every`, CPU time across it, the players'
-/// stats at both ends, and segments requested over time throughout.
+/// stats at both ends, and what each viewer had fetched over time throughout.
 async fn sample(
     spec: &MeasureSpec<'_>,
-    viewers: &[(u32, Viewer)],
+    viewers: &[Started],
     playing: &[Playing],
     target: &dyn Target,
-    opened: Instant,
 ) -> Window {
     let read_all = || async {
-        futures::future::join_all(playing.iter().map(|p| viewers[p.at].1.read(target))).await
+        futures::future::join_all(playing.iter().map(|p| viewers[p.at].viewer.read(target))).await
     };
-    let mut series = Vec::new();
+    let mut traces: Vec<Trace> = vec![Vec::new(); playing.len()];
     let mut record = |stats: &[Result<PlayerStats, ViewerError>]| {
-        let requested: Vec<f64> = stats
-            .iter()
-            .filter_map(|s| s.as_ref().ok()?.segments.as_ref())
-            .map(|s| s.requested as f64)
-            .collect();
-        if !requested.is_empty() {
-            let mean = requested.iter().sum::<f64>() / requested.len() as f64;
-            series.push((opened.elapsed().as_secs_f64(), mean));
+        for ((trace, p), s) in traces.iter_mut().zip(playing).zip(stats) {
+            if let Ok(s) = s {
+                let requested = s.segments.as_ref().map_or(0, |c| c.requested);
+                trace.push((
+                    viewers[p.at].opened.elapsed().as_secs_f64(),
+                    (s.http_bytes + s.p2p_down_bytes) as f64,
+                    s.p2p_down_bytes as f64,
+                    requested as f64,
+                ));
+            }
         }
     };
     let warm = Instant::now();
@@ -400,8 +441,71 @@ async fn sample(
         processes,
         cpu_s,
         window_s,
-        series,
+        over_time: align(&traces, OVER_TIME_STEP_S),
     }
+}
+
+/// The viewers' traces on one time grid (every `step` seconds after each page opened, as
+/// long as every viewer was read beyond it), interpolated linearly and averaged.
+fn align(traces: &[Trace], step: f64) -> Vec<TimePoint> {
+    let end = traces
+        .iter()
+        .map(|t| t.last().map_or(0.0, |p| p.0))
+        .fold(f64::INFINITY, f64::min);
+    if traces.is_empty() || !end.is_finite() {
+        return Vec::new();
+    }
+    let value = |trace: &Trace, t: f64| -> (f64, f64, f64) {
+        let after = trace.iter().position(|p| p.0 >= t);
+        match after {
+            Some(0) | None => {
+                let p = if after.is_none() {
+                    trace.last()
+                } else {
+                    trace.first()
+                };
+                p.map_or((0.0, 0.0, 0.0), |p| {
+                    // Before the first read: from zero at the page's opening.
+                    let k = if after == Some(0) && p.0 > 0.0 {
+                        t / p.0
+                    } else {
+                        1.0
+                    };
+                    (p.1 * k, p.2 * k, p.3 * k)
+                })
+            }
+            Some(i) => {
+                let (a, b) = (trace[i - 1], trace[i]);
+                let k = if b.0 > a.0 {
+                    (t - a.0) / (b.0 - a.0)
+                } else {
+                    1.0
+                };
+                let mix = |x: f64, y: f64| x + (y - x) * k;
+                (mix(a.1, b.1), mix(a.2, b.2), mix(a.3, b.3))
+            }
+        }
+    };
+    let n = traces.len() as f64;
+    (1..)
+        .map(|k| k as f64 * step)
+        .take_while(|t| *t <= end)
+        .map(|t| {
+            let (mut d, mut p2p, mut seg) = (0.0, 0.0, 0.0);
+            for trace in traces {
+                let (a, b, c) = value(trace, t);
+                d += a;
+                p2p += b;
+                seg += c;
+            }
+            TimePoint {
+                t_s: t,
+                download_bytes: d / n,
+                p2p_bytes: p2p / n,
+                segments: seg / n,
+            }
+        })
+        .collect()
 }
 
 /// The figures of a profile from what its viewers recorded.
@@ -432,7 +536,6 @@ fn figures(
         BytesBasis::Window => &deltas,
         BytesBasis::SinceOpen => &totals,
     };
-    let down = sum(on_basis, |d| d.http + d.p2p_down);
     let loaded = sum(on_basis, |d| d.segments_loaded);
     let n_playing = playing.len().max(1) as f64;
     let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
@@ -454,16 +557,25 @@ fn figures(
     figures.ttff_ms_median = (!ttff.is_empty()).then(|| ttff[ttff.len() / 2]);
     figures.window_s = w.window_s;
     figures.bytes_basis = basis;
-    figures.download_bytes_per_viewer = down as f64 / measured;
-    figures.p2p_share_pct = 100.0 * sum(on_basis, |d| d.p2p_down) as f64 / down.max(1) as f64;
-    figures.segments_per_viewer = sum(on_basis, |d| d.segments_requested) as f64 / measured;
+    figures.over_time = w.over_time.clone();
+    let (down, p2p, requested) = match (basis, w.over_time.last()) {
+        // The viewers' first T seconds, T the longest every one of them played.
+        (BytesBasis::SinceOpen, Some(last)) => (last.download_bytes, last.p2p_bytes, last.segments),
+        _ => (
+            sum(&deltas, |d| d.http + d.p2p_down) as f64 / measured,
+            sum(&deltas, |d| d.p2p_down) as f64 / measured,
+            sum(&deltas, |d| d.segments_requested) as f64 / measured,
+        ),
+    };
+    figures.download_bytes_per_viewer = down;
+    figures.p2p_share_pct = 100.0 * p2p / down.max(1.0);
+    figures.segments_per_viewer = requested;
     figures.segment_bytes_mean = if loaded > 0 {
         sum(on_basis, |d| d.segment_bytes) as f64 / loaded as f64
     } else {
         0.0
     };
     figures.renditions = rendition_shares(on_basis);
-    figures.segments_over_time = w.series.clone();
     figures.video_track_off = track_off(&w.after);
     figures
 }
@@ -596,5 +708,31 @@ mod tests {
         assert_eq!(shares["720"], 50.0);
         assert_eq!(shares["480"], 50.0);
         assert_eq!(deltas[1].segments_requested, 7);
+    }
+
+    #[test]
+    fn traces_are_aligned_on_each_viewers_own_clock() {
+        // Viewer A read at 4, 8, 12 s after its page opened; viewer B at 6 and 11 s.
+        let a: Trace = vec![
+            (4.0, 400.0, 100.0, 2.0),
+            (8.0, 800.0, 200.0, 4.0),
+            (12.0, 1200.0, 300.0, 6.0),
+        ];
+        let b: Trace = vec![(6.0, 300.0, 0.0, 3.0), (11.0, 800.0, 50.0, 5.0)];
+        let points = align(&[a, b], 5.0);
+        // Up to 11 s (B's last read): points at 5 and 10 s.
+        assert_eq!(points.len(), 2, "{points:?}");
+        // At 5 s: A 500 (between 4 and 8 s), B 250 (from zero at its opening to 300 at 6 s).
+        assert!(
+            (points[0].download_bytes - 375.0).abs() < 1e-9,
+            "{points:?}"
+        );
+        // At 10 s: A 1000, B 700.
+        assert!(
+            (points[1].download_bytes - 850.0).abs() < 1e-9,
+            "{points:?}"
+        );
+        assert!((points[1].segments - 4.8).abs() < 1e-9, "{points:?}");
+        assert!(align(&[], 5.0).is_empty());
     }
 }

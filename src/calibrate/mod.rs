@@ -18,7 +18,7 @@ mod render;
 
 pub use budget::CalibratedBudget;
 pub use fidelity::{Fidelity, Verdict};
-pub use measure::{BytesBasis, ProfileFigures};
+pub use measure::{BytesBasis, ProfileFigures, TimePoint};
 pub use profiles::{
     resolve as resolve_profiles, BrowserProfile, DEFAULT_FLAGS, PACKED_PER_BROWSER,
 };

@@ -159,7 +159,7 @@ fn cost_table(s: &mut String, c: &Calibration, rows: &[&ProfileFigures]) {
 fn fidelity_table(s: &mut String, rows: &[&ProfileFigures]) {
     let _ = writeln!(
         s,
-        "| profile | round | bytes / viewer ({}) | P2P share | stalls | TTFF | segments / viewer | segments by +20/+40/+60 s | renditions (share of segments) | video track off | verdict |",
+        "| profile | round | bytes / viewer ({}) | P2P share | stalls | TTFF | segments / viewer | segments by +20/+40/+60 s after opening | renditions (share of segments) | video track off | verdict |",
         rows.first().map(|r| r.bytes_basis.words()).unwrap_or("")
     );
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|");
@@ -233,16 +233,15 @@ fn failing(f: &super::Fidelity) -> String {
     }
 }
 
-/// Segments requested per viewer by each time since the first page opened.
+/// Segments requested per viewer by each time after its page opened.
 fn segments_at(p: &ProfileFigures, at: &[f64]) -> String {
     let values: Vec<String> = at
         .iter()
         .map(|t| {
-            p.segments_over_time
+            p.over_time
                 .iter()
-                .take_while(|(s, _)| s <= t)
-                .last()
-                .map(|(_, n)| format!("{n:.1}"))
+                .find(|q| (q.t_s - t).abs() < 1e-6)
+                .map(|q| format!("{:.1}", q.segments))
                 .unwrap_or_else(|| "–".into())
         })
         .collect();
@@ -321,13 +320,13 @@ mod tests {
         f.segment_bytes_mean = 162_500.0;
         f.segments_per_viewer = 30.0;
         f.renditions = [("240".to_string(), 100.0)].into();
-        f.segments_over_time = vec![
-            (10.0, 4.0),
-            (20.0, 9.0),
-            (40.0, 19.0),
-            (61.0, 30.0),
-            (62.0, 31.0),
-        ];
+        let point = |t_s, segments| super::super::TimePoint {
+            t_s,
+            download_bytes: 0.0,
+            p2p_bytes: 0.0,
+            segments,
+        };
+        f.over_time = vec![point(10.0, 4.0), point(20.0, 9.0), point(40.0, 19.0)];
         f
     }
 
@@ -363,7 +362,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| 9.0 / 19.0 / 19.0 |"),
+            md.contains("| 9.0 / 19.0 / – |"),
             "segments over time: {md}"
         );
         assert!(md.contains("240p 100%"), "{md}");
