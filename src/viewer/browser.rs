@@ -208,6 +208,15 @@ impl SharedBrowser {
         &self.setup
     }
 
+    /// Its profile folder, until `close` removes it.
+    pub fn profile_dir(&self) -> Option<std::path::PathBuf> {
+        self.profile
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|p| p.path().to_path_buf())
+    }
+
     /// Opens a viewer: a new user context and a tab in it. The viewer is then throttled and
     /// opened like any other (`Viewer::throttle`, `Viewer::open`).
     pub async fn open_viewer(self: &Arc<Self>) -> Result<super::Viewer, ViewerError> {
