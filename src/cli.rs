@@ -1,7 +1,7 @@
 //! Command-line types only (clap). They are turned into validated configuration by the
 //! module that owns each command; no core module imports clap types beyond its `cli_*` entry.
 
-use crate::model::kinds::{FleetKind, Throttling};
+use crate::model::kinds::{FleetKind, Throttling, VideoKind};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -52,25 +52,36 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// Scenario whose target, video and network the viewers use [default: refsite live,
-    /// 2000/300 kbit/s, 500 ms]; its fleet is ignored (calibration runs on this machine).
+    /// Scenario whose target, video and network the viewers use [default: refsite, live
+    /// and VOD, 2000/300 kbit/s, 500 ms]; its fleet is ignored (calibration runs on this
+    /// machine).
     pub scenario: Option<PathBuf>,
     /// Viewers played at once per profile.
     #[arg(long, default_value_t = 4)]
     pub viewers: u32,
     /// Built-in profiles to measure, in order: `default` (a plain ChromeDriver set-up),
-    /// `project` (the flags viewerfleet uses).
-    #[arg(long, value_delimiter = ',', default_value = "default,project")]
+    /// `project` (viewerfleet's flags and the decode lever), `packed` (project, 4 viewers
+    /// per browser). Every profile is compared against `default` (listed or not).
+    #[arg(long, value_delimiter = ',', default_value = "default,project,packed")]
     pub profiles: Vec<String>,
-    /// A further profile: `NAME=BASE --flag …` adds flags to BASE's, `-FLAG` removes one
-    /// (e.g. `lean=project --in-process-gpu`). Repeatable.
+    /// A further profile: `NAME=BASE --flag …` adds flags to BASE's, `-FLAG` removes one,
+    /// `per_browser=N` packs N viewers per browser, `video_track=on|off` sets the decode
+    /// lever (e.g. `lean=project --in-process-gpu`, `p8=packed per_browser=8`). Repeatable.
     #[arg(long)]
     pub profile: Vec<String>,
+    /// The built-in scenario's videos, in order: `live` (240p, 650 kbit/s), `vod` (four
+    /// renditions, 720p on top) or both [default: live,vod]; not with a scenario file.
+    #[arg(long, value_delimiter = ',')]
+    pub video: Vec<VideoKind>,
+    /// Measure every profile this many times, round robin (all profiles, then again), so a
+    /// drift of the machine spreads over all of them; each round is compared on its own.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
     /// Time after every viewer's first frame before measuring.
     #[arg(long, default_value = "15s")]
     pub warmup: String,
-    /// Measurement window.
-    #[arg(long, default_value = "40s")]
+    /// Measurement window (long enough that one live segment is under 5% of it).
+    #[arg(long, default_value = "60s")]
     pub window: String,
     /// Output folder for calibration.json and calibration.md.
     #[arg(long, default_value = "runs/calibration")]
@@ -148,6 +159,10 @@ pub struct RunArgs {
     /// Apply the network profile this way: `http-only`, `tc` or `cdp-all`.
     #[arg(long)]
     pub apply: Option<Throttling>,
+    /// Viewers per browser instead of the scenario's `viewers.per_browser` (1 to 16; they
+    /// share the browser's address and link, see README "Several viewers per browser").
+    #[arg(long)]
+    pub per_browser: Option<u32>,
     /// Do not build the report at the end of the run.
     #[arg(long)]
     pub no_report: bool,
@@ -225,6 +240,10 @@ pub struct SuiteArgs {
     /// `<scenario>@<mode>` and compared side by side.
     #[arg(long, value_delimiter = ',')]
     pub apply: Vec<Throttling>,
+    /// Viewers per browser instead of the scenario's `viewers.per_browser` (1 to 16; they
+    /// share the browser's address and link, see README "Several viewers per browser").
+    #[arg(long)]
+    pub per_browser: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -262,6 +281,10 @@ pub struct PlanArgs {
     /// Override the scenario's viewer count.
     #[arg(long)]
     pub viewers: Option<u32>,
+    /// Viewers per browser instead of the scenario's `viewers.per_browser` (1 to 16; they
+    /// share the browser's address and link, see README "Several viewers per browser").
+    #[arg(long)]
+    pub per_browser: Option<u32>,
     /// Take CPU and memory per viewer from `viewerfleet calibrate` output (its `project`
     /// profile); --cpu-per-viewer / --memory-mb-per-viewer still win.
     #[arg(long)]

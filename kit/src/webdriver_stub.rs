@@ -3,7 +3,14 @@
 //! (plus a configurable latency and failure rate), and returns player stats that say the
 //! video plays. Also serves a viewer page and an exporter so a whole `run` can target it.
 //! Used by the controller benchmark and by the fast (browser-free) tests of the run engine.
+//!
+//! A session asked for with `webSocketUrl: true` also gets a WebDriver BiDi socket
+//! (`/session/<id>/bidi`) that answers what a browser shared by several viewers is asked:
+//! user contexts, tabs, per-tab CDP, navigation, stats reads by `script.evaluate`, closes;
+//! it can crash a tab (an `Inspector.targetCrashed` event, then silence) or the whole
+//! browser (the socket closes) after a number of reads.
 
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -24,6 +31,14 @@ pub struct StubConfig {
     /// Stop answering stats reads of a session after this many reads (simulates a lost
     /// browser); `None` = never.
     pub reads_before_loss: Option<u64>,
+    /// Grant `webSocketUrl` (WebDriver BiDi) when a session asks for it; `true` is what
+    /// ChromeDriver and Grid 4 do. Set `no_bidi` to act like an endpoint without BiDi.
+    pub no_bidi: bool,
+    /// BiDi: the first session's socket closes after this many stats reads (of all its
+    /// tabs together), as when its browser crashes; later sessions live on.
+    pub browser_crash_after_reads: Option<u64>,
+    /// BiDi: the first tab opened crashes after this many of its stats reads.
+    pub tab_crash_after_reads: Option<u64>,
 }
 
 /// Request counters, for the benchmark's figures and for tests.
@@ -34,6 +49,13 @@ pub struct StubCounters {
     pub sessions_deleted: AtomicU64,
     pub script_calls: AtomicU64,
     pub other_calls: AtomicU64,
+    /// BiDi sockets opened, tabs opened in user contexts, tabs closed, stats reads.
+    pub bidi_sockets: AtomicU64,
+    pub tabs_opened: AtomicU64,
+    pub tabs_closed: AtomicU64,
+    pub bidi_reads: AtomicU64,
+    pub browsers_crashed: AtomicU64,
+    pub tabs_crashed: AtomicU64,
 }
 
 struct StubState {
@@ -43,6 +65,11 @@ struct StubState {
     reads: Mutex<std::collections::HashMap<String, u64>>,
     /// Deterministic failure pattern: every n-th creation fails.
     failure_every: Option<u64>,
+    /// Ids handed out to BiDi user contexts and tabs.
+    next_bidi: AtomicU64,
+    /// Whether the one browser crash and the one tab crash already happened.
+    crashed_browser: std::sync::atomic::AtomicBool,
+    crashed_tab: std::sync::atomic::AtomicBool,
 }
 
 pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
@@ -54,12 +81,16 @@ pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
         next_id: AtomicU64::new(1),
         reads: Mutex::default(),
         failure_every,
+        next_bidi: AtomicU64::new(1),
+        crashed_browser: Default::default(),
+        crashed_tab: Default::default(),
     });
     Router::new()
         .route("/status", get(status))
         .route("/session", post(new_session))
         .route("/session/{id}", delete(delete_session))
         .route("/session/{id}/execute/sync", post(execute))
+        .route("/session/{id}/bidi", get(bidi))
         .route("/session/{id}/url", get(current_url).post(other))
         .route("/session/{id}/{*rest}", post(other).get(other_get))
         .route("/w/{video}", get(page))
@@ -118,12 +149,15 @@ impl StubCounters {
     pub fn summary(&self) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "{} sessions created, {} refused, {} deleted, {} script calls, {} other calls",
+            "{} sessions created, {} refused, {} deleted, {} script calls, {} other calls; BiDi: {} sockets, {} tabs opened, {} closed",
             get(&self.sessions_created),
             get(&self.sessions_refused),
             get(&self.sessions_deleted),
             get(&self.script_calls),
-            get(&self.other_calls)
+            get(&self.other_calls),
+            get(&self.bidi_sockets),
+            get(&self.tabs_opened),
+            get(&self.tabs_closed)
         )
     }
 }
@@ -143,7 +177,12 @@ async fn status() -> Json<Value> {
     }}))
 }
 
-async fn new_session(State(s): State<Arc<StubState>>) -> impl IntoResponse {
+async fn new_session(
+    State(s): State<Arc<StubState>>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> impl IntoResponse {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     pause(&s).await;
     let n = s.next_id.fetch_add(1, Ordering::Relaxed);
     if s.failure_every.is_some_and(|every| n % every == 0) {
@@ -157,11 +196,22 @@ async fn new_session(State(s): State<Arc<StubState>>) -> impl IntoResponse {
     }
     s.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
     let id = format!("stub{n:08}");
+    let mut capabilities = json!({"browserName": "chrome", "browserVersion": "stub"});
+    let asked = |caps: &Value| caps["webSocketUrl"] == json!(true);
+    let wants_bidi = asked(&body["capabilities"]["alwaysMatch"])
+        || body["capabilities"]["firstMatch"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(asked));
+    if wants_bidi && !s.config.no_bidi {
+        let host = headers
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("127.0.0.1");
+        capabilities["webSocketUrl"] = json!(format!("ws://{host}/session/{id}/bidi"));
+    }
     (
         StatusCode::OK,
-        Json(
-            json!({"value": {"sessionId": id, "capabilities": {"browserName": "chrome", "browserVersion": "stub"}}}),
-        ),
+        Json(json!({"value": {"sessionId": id, "capabilities": capabilities}})),
     )
 }
 
@@ -173,6 +223,127 @@ async fn delete_session(State(s): State<Arc<StubState>>, Path(id): Path<String>)
         .unwrap_or_else(|e| e.into_inner())
         .remove(&id);
     Json(json!({"value": null}))
+}
+
+/// The player stats of the `reads`-th read: growing with every read so rates are non-zero
+/// and deterministic, 100 kB HTTP and 300 kB P2P per read.
+fn stats(reads: u64) -> Value {
+    json!({
+        "httpBytes": reads * 100_000, "httpSource": "network-info",
+        "p2pDownBytes": reads * 300_000, "p2pUpBytes": reads * 250_000, "peers": 2,
+        "networkInfoSeen": true, "hasVideo": true, "playing": true,
+        "currentTime": reads as f64, "firstFrameMs": 500.0, "stalls": 0, "stalledMs": 0.0,
+        "resolution": 240, "droppedFrames": 0, "errors": 0, "lastError": null
+    })
+}
+
+async fn bidi(
+    State(s): State<Arc<StubState>>,
+    Path(id): Path<String>,
+    upgrade: WebSocketUpgrade,
+) -> impl IntoResponse {
+    upgrade.on_upgrade(move |socket| bidi_session(s, id, socket))
+}
+
+/// One session's BiDi socket, as ChromeDriver's mapper answers a shared browser.
+async fn bidi_session(s: Arc<StubState>, session: String, mut socket: WebSocket) {
+    s.counters.bidi_sockets.fetch_add(1, Ordering::Relaxed);
+    // This socket's browser crashes after that many reads, if it is the first to.
+    let crash_after = s
+        .config
+        .browser_crash_after_reads
+        .filter(|_| !s.crashed_browser.swap(true, Ordering::SeqCst));
+    let mut reads_here = 0u64;
+    let mut tab_reads: std::collections::HashMap<String, u64> = Default::default();
+    let mut crashed_tab: Option<String> = None;
+    while let Some(Ok(message)) = socket.recv().await {
+        let Message::Text(text) = message else {
+            continue;
+        };
+        let Ok(command) = serde_json::from_str::<Value>(text.as_str()) else {
+            continue;
+        };
+        pause(&s).await;
+        let params = &command["params"];
+        let context = params["context"]
+            .as_str()
+            .or_else(|| params["target"]["context"].as_str())
+            .map(str::to_string)
+            .or_else(|| {
+                params["session"]
+                    .as_str()
+                    .and_then(|c| c.strip_prefix("cdp-"))
+                    .map(str::to_string)
+            });
+        if context.is_some() && context == crashed_tab {
+            continue; // A crashed tab never answers.
+        }
+        let next = || s.next_bidi.fetch_add(1, Ordering::Relaxed);
+        let result = match command["method"].as_str().unwrap_or_default() {
+            "session.subscribe" => Ok(json!({"subscription": "stub"})),
+            "browsingContext.getTree" => Ok(
+                json!({"contexts": [{"context": format!("initial-{session}"), "userContext": "default"}]}),
+            ),
+            "browser.createUserContext" => Ok(json!({"userContext": format!("uc{}", next())})),
+            "browsingContext.create" => {
+                if params["userContext"].is_string() {
+                    s.counters.tabs_opened.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(json!({"context": format!("tab{}", next())}))
+            }
+            "goog:cdp.getSession" => {
+                Ok(json!({"session": format!("cdp-{}", context.clone().unwrap_or_default())}))
+            }
+            "goog:cdp.sendCommand" => Ok(json!({"result": {}, "session": params["session"]})),
+            "browsingContext.navigate" => Ok(json!({"navigation": "n", "url": params["url"]})),
+            "browsingContext.close" => {
+                if context.as_deref().is_some_and(|c| c.starts_with("tab")) {
+                    s.counters.tabs_closed.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(json!({}))
+            }
+            "browser.removeUserContext" => Ok(json!({})),
+            "script.evaluate" => {
+                let tab = context.clone().unwrap_or_default();
+                let n = tab_reads.entry(tab.clone()).or_insert(0);
+                *n += 1;
+                reads_here += 1;
+                s.counters.bidi_reads.fetch_add(1, Ordering::Relaxed);
+                s.counters.script_calls.fetch_add(1, Ordering::Relaxed);
+                if crash_after.is_some_and(|limit| reads_here > limit) {
+                    s.counters.browsers_crashed.fetch_add(1, Ordering::Relaxed);
+                    return; // The socket closes: the browser is gone.
+                }
+                let crash_this_tab = s.config.tab_crash_after_reads.is_some_and(|l| *n > l)
+                    && !s.crashed_tab.swap(true, Ordering::SeqCst);
+                if crash_this_tab {
+                    s.counters.tabs_crashed.fetch_add(1, Ordering::Relaxed);
+                    crashed_tab = Some(tab.clone());
+                    let event = json!({"type": "event", "method": "goog:cdp.Inspector.targetCrashed",
+                        "params": {"event": "Inspector.targetCrashed", "params": {}, "session": format!("cdp-{tab}")}});
+                    let _ = socket.send(Message::Text(event.to_string().into())).await;
+                    continue;
+                }
+                Ok(
+                    json!({"type": "success", "result": {"type": "string", "value": stats(*n).to_string()}}),
+                )
+            }
+            other => Err(format!("unknown command {other}")),
+        };
+        let answer = match result {
+            Ok(result) => json!({"id": command["id"], "type": "success", "result": result}),
+            Err(message) => {
+                json!({"id": command["id"], "type": "error", "error": "unknown command", "message": message})
+            }
+        };
+        if socket
+            .send(Message::Text(answer.to_string().into()))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
 }
 
 async fn execute(State(s): State<Arc<StubState>>, Path(id): Path<String>) -> impl IntoResponse {
@@ -195,18 +366,7 @@ async fn execute(State(s): State<Arc<StubState>>, Path(id): Path<String>) -> imp
             ),
         );
     }
-    // Grows with every read so rates are non-zero and deterministic: 100 kB HTTP and
-    // 300 kB P2P per read.
-    (
-        StatusCode::OK,
-        Json(json!({"value": {
-            "httpBytes": reads * 100_000, "httpSource": "network-info",
-            "p2pDownBytes": reads * 300_000, "p2pUpBytes": reads * 250_000, "peers": 2,
-            "networkInfoSeen": true, "hasVideo": true, "playing": true,
-            "currentTime": reads as f64, "firstFrameMs": 500.0, "stalls": 0, "stalledMs": 0.0,
-            "resolution": 240, "droppedFrames": 0, "errors": 0, "lastError": null
-        }})),
-    )
+    (StatusCode::OK, Json(json!({ "value": stats(reads) })))
 }
 
 async fn other(State(s): State<Arc<StubState>>) -> Json<Value> {

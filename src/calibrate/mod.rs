@@ -1,20 +1,31 @@
-//! `viewerfleet calibrate`: what one viewer costs on this machine, per browser profile.
+//! `viewerfleet calibrate`: what one viewer costs on this machine, per browser profile, and
+//! whether a cheaper profile still behaves like the default one.
 //!
-//! K viewers play the scenario's target (refsite by default) through one local
-//! chromedriver, once per profile; per-viewer PSS, CPU and the bytes the players fetched
-//! are written to `calibration.json` (after each profile, so an interrupted calibration
-//! keeps what it measured) and `calibration.md`. `plan --calibration FILE` sizes fleets
-//! with the `project` profile's figures.
+//! K viewers play the scenario's target (refsite's live 240p stream and its VOD with 720p
+//! on top by default) through one local chromedriver, once per profile (and per round with
+//! `--repeat`, round robin). Per-viewer PSS, CPU and the bytes, segments and renditions
+//! the players fetched are written to `calibration.json` (after each profile, so an
+//! interrupted calibration keeps what it measured) and `calibration.md`; each profile is
+//! judged against the `default` profile of the same video and round (`fidelity`).
+//! `plan --calibration FILE` sizes fleets with the figures of the viewerfleet profiles
+//! (`budget`).
 
+mod budget;
+pub mod fidelity;
 mod measure;
 mod profiles;
 mod render;
 
-pub use measure::ProfileFigures;
-pub use profiles::{resolve as resolve_profiles, BrowserProfile, DEFAULT_FLAGS};
+pub use budget::CalibratedBudget;
+pub use fidelity::{Fidelity, Verdict};
+pub use measure::{BytesBasis, ProfileFigures, TimePoint};
+pub use profiles::{
+    resolve as resolve_profiles, BrowserProfile, DEFAULT_FLAGS, PACKED_PER_BROWSER,
+};
 pub use render::markdown;
 
 use crate::fleet::chromedriver::{self, ChromeDriver};
+use crate::model::kinds::VideoKind;
 use crate::model::scenario::fleet::{FleetPlan, LocalFleetPlan};
 use crate::model::scenario::{self, Overrides, Plan};
 use crate::sys::shutdown::Shutdown;
@@ -28,9 +39,21 @@ use std::time::Duration;
 /// The file `calibrate` writes and `plan --calibration` reads.
 pub const CALIBRATION_JSON: &str = "calibration.json";
 
-/// The scenario measured when none is given: the PeerTube test's live viewer (240p,
-/// 2000/300 kbit/s and 500 ms through CDP), P2P on.
-const BUILT_IN_SCENARIO: &str = "name: calibrate\ntarget:\n  kind: refsite\n  video: live\n  latency: normal\nviewers:\n  count: 4\n  network:\n    download_kbps: 2000\n    upload_kbps: 300\n    latency_ms: 500\nduration: 120s\nfleet:\n  kind: local\n";
+/// The scenario measured when none is given: the PeerTube test's viewer (2000/300 kbit/s
+/// and 500 ms through CDP, P2P on) on refsite's live 240p stream or its 2-minute VOD.
+fn built_in_scenario(video: VideoKind) -> String {
+    let target = match video {
+        VideoKind::Live => "  video: live\n  latency: normal\n",
+        VideoKind::Vod => "  video: vod\n  vod_length: 2m\n",
+    };
+    format!(
+        "name: calibrate-{video}\ntarget:\n  kind: refsite\n{target}viewers:\n  count: 4\n  network:\n    download_kbps: 2000\n    upload_kbps: 300\n    latency_ms: 500\nduration: 120s\nfleet:\n  kind: local\n"
+    )
+}
+
+fn one() -> u32 {
+    1
+}
 
 /// Everything one calibration measured, with what is needed to read and repeat it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,10 +62,17 @@ pub struct Calibration {
     pub host: crate::model::rawdata::HostInfo,
     pub chromium: String,
     pub scenario: String,
+    /// The videos measured, in order (older files: live only).
+    #[serde(default)]
+    pub videos: Vec<VideoKind>,
     pub viewers: u32,
+    /// Rounds of `--repeat`.
+    #[serde(default = "one")]
+    pub repeat: u32,
     pub warmup_s: f64,
     pub window_s: f64,
     pub command: String,
+    /// One row per profile, video and round, in the order measured.
     pub profiles: Vec<ProfileFigures>,
 }
 
@@ -68,11 +98,16 @@ impl Calibration {
         })
     }
 
-    /// Figures of one profile, when it was measured and at least one viewer played.
+    /// Figures of one profile (its first row), when at least one viewer played.
     pub fn profile(&self, name: &str) -> Option<&ProfileFigures> {
         self.profiles
             .iter()
             .find(|p| p.profile.name == name && p.viewers_measured > 0)
+    }
+
+    /// The rows of one video, in the order measured.
+    pub fn rows(&self, video: VideoKind) -> impl Iterator<Item = &ProfileFigures> {
+        self.profiles.iter().filter(move |p| p.video == video)
     }
 }
 
@@ -80,9 +115,12 @@ impl Calibration {
 #[derive(Debug, Clone)]
 pub struct CalibrateOptions {
     /// Scenario whose target, video and network profile the viewers play; `None`: the
-    /// PeerTube test's live viewer.
+    /// built-in scenario for each of `videos`.
     pub scenario: Option<PathBuf>,
+    /// The built-in scenario's videos; empty: live and VOD.
+    pub videos: Vec<VideoKind>,
     pub viewers: u32,
+    pub repeat: u32,
     pub warmup: Duration,
     pub window: Duration,
     /// Folder for `calibration.json` and `calibration.md`.
@@ -90,40 +128,140 @@ pub struct CalibrateOptions {
     pub profiles: Vec<BrowserProfile>,
 }
 
-/// Measures every profile in turn; `calibration.json` is rewritten after each. Releases
-/// browsers, driver, target and profiles on every path; stops early when `shutdown` fires.
+/// One video to calibrate: its plan and how to name it.
+struct Case {
+    plan: Plan,
+    video: VideoKind,
+    name: String,
+}
+
+/// Measures every profile in turn, for every video; `calibration.json` is rewritten after
+/// each. Releases browsers, driver, target and profiles on every path; stops early when
+/// `shutdown` fires.
 pub async fn run(options: &CalibrateOptions, shutdown: &Shutdown) -> anyhow::Result<Calibration> {
+    let cases = cases(options)?;
+    let profiles = with_reference(&options.profiles);
+    let first = &cases[0].plan;
+    let binaries = local_binaries(first);
+    chromedriver::preflight(&binaries.chromedriver, &binaries.chromium)?;
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("creating output folder {}", options.out.display()))?;
+    let chromium = binaries.chromium.display().to_string();
+    let versions = crate::sys::hostinfo::tool_versions(&[("chromium", &chromium, &["--version"])]);
+    let mut calibration = Calibration {
+        created: chrono::Utc::now().to_rfc3339(),
+        host: crate::sys::hostinfo::host_info(),
+        chromium: versions.get("chromium").cloned().unwrap_or_default(),
+        scenario: cases
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+        videos: cases.iter().map(|c| c.video).collect(),
+        viewers: options.viewers,
+        repeat: options.repeat,
+        warmup_s: options.warmup.as_secs_f64(),
+        window_s: options.window.as_secs_f64(),
+        command: crate::report::honesty::rerun_command(&std::env::args().collect::<Vec<_>>()),
+        profiles: Vec::new(),
+    };
+    for case in &cases {
+        if shutdown.is_triggered() {
+            break;
+        }
+        calibrate_case(
+            options,
+            case,
+            &profiles,
+            &chromium,
+            &mut calibration,
+            shutdown,
+        )
+        .await?;
+    }
+    Ok(calibration)
+}
+
+/// The videos to measure and their plans.
+fn cases(options: &CalibrateOptions) -> anyhow::Result<Vec<Case>> {
     if options.viewers == 0 {
         anyhow::bail!("--viewers must be at least 1");
+    }
+    if options.repeat == 0 {
+        anyhow::bail!("--repeat must be at least 1");
     }
     let overrides = Overrides {
         viewers: Some(options.viewers),
         ..Default::default()
     };
-    let (plan, scenario_name) = match &options.scenario {
-        Some(path) => (
-            scenario::load(path, &overrides)?,
-            path.display().to_string(),
-        ),
-        None => (
-            scenario::parse(
-                BUILT_IN_SCENARIO,
+    if let Some(path) = &options.scenario {
+        if !options.videos.is_empty() {
+            anyhow::bail!(
+                "--video chooses the built-in scenario's videos; with a scenario file its target.video ({}) is measured: remove --video",
+                path.display()
+            );
+        }
+        let plan = scenario::load(path, &overrides)?;
+        return Ok(vec![Case {
+            video: plan.target.video,
+            plan,
+            name: path.display().to_string(),
+        }]);
+    }
+    let videos = if options.videos.is_empty() {
+        vec![VideoKind::Live, VideoKind::Vod]
+    } else {
+        options.videos.clone()
+    };
+    videos
+        .into_iter()
+        .map(|video| {
+            let plan = scenario::parse(
+                &built_in_scenario(video),
                 "built-in calibration scenario",
                 &overrides,
-            )?,
-            "built-in (refsite live, 2000/300 kbit/s, 500 ms)".into(),
-        ),
-    };
-    let binaries = local_binaries(&plan);
-    chromedriver::preflight(&binaries.chromedriver, &binaries.chromium)?;
-    std::fs::create_dir_all(&options.out)
-        .with_context(|| format!("creating output folder {}", options.out.display()))?;
+            )?;
+            let name = match video {
+                VideoKind::Live => "built-in live (refsite 240p, 2000/300 kbit/s, 500 ms)",
+                VideoKind::Vod => {
+                    "built-in VOD (refsite, 2 min, 240p–720p, 2000/300 kbit/s, 500 ms)"
+                }
+            };
+            Ok(Case {
+                plan,
+                video,
+                name: name.into(),
+            })
+        })
+        .collect()
+}
+
+/// The profiles in the order asked for, with `default` first when it was not asked for:
+/// every profile is judged against it.
+fn with_reference(profiles: &[BrowserProfile]) -> Vec<BrowserProfile> {
+    let mut out = profiles.to_vec();
+    if !out.iter().any(|p| p.name == "default") {
+        out.insert(0, BrowserProfile::default_chromedriver());
+    }
+    out
+}
+
+/// One video: its target and a chromedriver, then every round of every profile.
+async fn calibrate_case(
+    options: &CalibrateOptions,
+    case: &Case,
+    profiles: &[BrowserProfile],
+    chromium: &str,
+    calibration: &mut Calibration,
+    shutdown: &Shutdown,
+) -> anyhow::Result<()> {
+    let binaries = local_binaries(&case.plan);
     let placement = TargetPlacement {
         listen: "127.0.0.1:0".parse().expect("valid address"),
         netns: None,
     };
     let mut target = tokio::select! {
-        t = target_process::start(&plan, &placement) => t?,
+        t = target_process::start(&case.plan, &placement) => t?,
         _ = shutdown.wait() => anyhow::bail!("interrupted while starting the target"),
     };
     let driver = match ChromeDriver::start(&binaries.chromedriver).await {
@@ -133,14 +271,14 @@ pub async fn run(options: &CalibrateOptions, shutdown: &Shutdown) -> anyhow::Res
             return Err(err.into());
         }
     };
-    let chromium = binaries.chromium.display().to_string();
-    let result = calibrate_all(
+    let result = measure_rounds(
         options,
-        &plan,
-        &scenario_name,
+        case,
+        profiles,
         &driver,
         &target,
-        &chromium,
+        chromium,
+        calibration,
         shutdown,
     )
     .await;
@@ -150,17 +288,20 @@ pub async fn run(options: &CalibrateOptions, shutdown: &Shutdown) -> anyhow::Res
     result
 }
 
-async fn calibrate_all(
+#[allow(clippy::too_many_arguments)]
+async fn measure_rounds(
     options: &CalibrateOptions,
-    plan: &Plan,
-    scenario_name: &str,
+    case: &Case,
+    profiles: &[BrowserProfile],
     driver: &ChromeDriver,
     target: &target_process::StartedTarget,
     chromium: &str,
+    calibration: &mut Calibration,
     shutdown: &Shutdown,
-) -> anyhow::Result<Calibration> {
+) -> anyhow::Result<()> {
     let driver_pid = driver.pid().await.context("chromedriver is not running")?;
-    let viewer_plans: Vec<_> = plan
+    let viewer_plans: Vec<_> = case
+        .plan
         .viewer_plans()
         .into_iter()
         .map(|mut v| {
@@ -168,54 +309,60 @@ async fn calibrate_all(
             v
         })
         .collect();
-    let versions = crate::sys::hostinfo::tool_versions(&[("chromium", chromium, &["--version"])]);
-    let mut calibration = Calibration {
-        created: chrono::Utc::now().to_rfc3339(),
-        host: crate::sys::hostinfo::host_info(),
-        chromium: versions.get("chromium").cloned().unwrap_or_default(),
-        scenario: scenario_name.to_string(),
-        viewers: options.viewers,
-        warmup_s: options.warmup.as_secs_f64(),
-        window_s: options.window.as_secs_f64(),
-        command: crate::report::honesty::rerun_command(&std::env::args().collect::<Vec<_>>()),
-        profiles: Vec::new(),
-    };
     let spec = measure::MeasureSpec {
         webdriver_url: driver.url(),
         chromium: chromium.to_string(),
         driver_pid,
         viewers: &viewer_plans,
+        video: case.video,
         warmup: options.warmup,
         window: options.window,
         pss_every: Duration::from_secs(5),
     };
     let out = options.out.join(CALIBRATION_JSON);
-    for profile in &options.profiles {
-        tracing::info!(
-            "profile {}: {} viewers, {}s warm-up, {}s window",
-            profile.name,
-            options.viewers,
-            options.warmup.as_secs(),
-            options.window.as_secs()
-        );
-        let Some(figures) =
-            measure::measure_profile(&spec, profile, target.target().as_ref(), shutdown).await
-        else {
-            break;
-        };
-        tracing::info!(
-            "profile {}: {:.0} MB PSS and {:.3} cores per viewer, {:.0} kbit/s fetched",
-            profile.name,
-            figures.pss_mb_per_viewer,
-            figures.cpu_cores_per_viewer,
-            figures.download_kbps_per_viewer()
-        );
-        calibration.profiles.push(figures);
-        // Written after every profile: an interrupted calibration keeps what it measured.
-        std::fs::write(&out, serde_json::to_string_pretty(&calibration)?)
-            .with_context(|| format!("writing {}", out.display()))?;
+    for round in 0..options.repeat {
+        for profile in profiles {
+            tracing::info!(
+                "profile {} ({}, {}), round {}/{}: {} viewers, {}s warm-up, {}s window",
+                profile.name,
+                case.video,
+                profile.levers(),
+                round + 1,
+                options.repeat,
+                options.viewers,
+                options.warmup.as_secs(),
+                options.window.as_secs()
+            );
+            let Some(mut figures) =
+                measure::measure_profile(&spec, profile, target.target().as_ref(), shutdown).await
+            else {
+                return Ok(());
+            };
+            figures.round = round;
+            figures.fidelity = calibration
+                .rows(case.video)
+                .find(|r| r.profile.name == "default" && r.round == round)
+                .filter(|_| profile.name != "default")
+                .map(|reference| fidelity::judge(&figures, reference));
+            tracing::info!(
+                "profile {}: {:.0} MB PSS and {:.3} cores per viewer, {:.0} kbit/s fetched{}",
+                profile.name,
+                figures.pss_mb_per_viewer,
+                figures.cpu_cores_per_viewer,
+                figures.download_kbps_per_viewer(),
+                figures
+                    .fidelity
+                    .as_ref()
+                    .map(|f| format!(", fidelity {}", f.verdict.as_str()))
+                    .unwrap_or_default()
+            );
+            calibration.profiles.push(figures);
+            // Written after every profile: an interrupted calibration keeps what it measured.
+            std::fs::write(&out, serde_json::to_string_pretty(&calibration)?)
+                .with_context(|| format!("writing {}", out.display()))?;
+        }
     }
-    Ok(calibration)
+    Ok(())
 }
 
 /// The chromedriver and Chromium the scenario's local fleet names, or the defaults.

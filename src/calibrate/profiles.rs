@@ -1,8 +1,15 @@
-//! Browser profiles `calibrate` compares: the project's flags, what a user gets from a
-//! plain ChromeDriver set-up, and user-defined variants (`--profile NAME=BASE --flag …`).
+//! Browser profiles `calibrate` compares: what a user gets from a plain ChromeDriver
+//! set-up (`default`), viewerfleet's viewers (`project`: its flags and the decode lever),
+//! the same with several viewers per browser (`packed`), and user-defined variants
+//! (`--profile NAME=BASE --flag … per_browser=N video_track=on|off`).
 
-use crate::viewer::CHROMIUM_FLAGS;
+use crate::model::scenario::MAX_PER_BROWSER;
+use crate::viewer::BrowserSetup;
 use serde::{Deserialize, Serialize};
+
+/// Viewers per browser of the built-in `packed` profile: `calibrate`'s default 4 viewers
+/// in one browser.
+pub const PACKED_PER_BROWSER: u32 = 4;
 
 /// The flags a headless P2P viewer cannot play without on one machine, and nothing else:
 /// what a plain ChromeDriver script starts (ChromeDriver adds its own automation flags to
@@ -15,18 +22,41 @@ pub const DEFAULT_FLAGS: &[&str] = &[
     "--disable-features=WebRtcHideLocalIpsWithMdns",
 ];
 
-/// A named set of Chromium flags.
+/// A named way to start viewers: Chromium flags, the decode lever, viewers per browser.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BrowserProfile {
     pub name: String,
     pub flags: Vec<String>,
+    /// The decode lever (deselect the video track; see `viewer::NO_VIDEO_TRACK_SCRIPT`).
+    #[serde(default)]
+    pub no_video_track: bool,
+    /// Viewers per browser (BiDi user contexts in one session when above 1).
+    #[serde(default = "one")]
+    pub per_browser: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl BrowserProfile {
+    /// viewerfleet's viewers: the project's flags and the decode lever, a browser each.
     pub fn project() -> Self {
+        let setup = BrowserSetup::project();
         Self {
             name: "project".into(),
-            flags: CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect(),
+            flags: setup.flags,
+            no_video_track: setup.no_video_track,
+            per_browser: 1,
+        }
+    }
+
+    /// `project` with `PACKED_PER_BROWSER` viewers per browser.
+    pub fn packed() -> Self {
+        Self {
+            name: "packed".into(),
+            per_browser: PACKED_PER_BROWSER,
+            ..Self::project()
         }
     }
 
@@ -34,7 +64,31 @@ impl BrowserProfile {
         Self {
             name: "default".into(),
             flags: DEFAULT_FLAGS.iter().map(|s| s.to_string()).collect(),
+            no_video_track: false,
+            per_browser: 1,
         }
+    }
+
+    /// How its browsers are started.
+    pub fn setup(&self) -> BrowserSetup {
+        BrowserSetup {
+            flags: self.flags.clone(),
+            no_video_track: self.no_video_track,
+        }
+    }
+
+    /// `4 per browser, no video track` or `own browser, decoding`, for tables.
+    pub fn levers(&self) -> String {
+        let packing = match self.per_browser {
+            1 => "a browser each".to_string(),
+            n => format!("{n} per browser"),
+        };
+        let track = if self.no_video_track {
+            "video track off"
+        } else {
+            "decoding video"
+        };
+        format!("{packing}, {track}")
     }
 }
 
@@ -44,6 +98,7 @@ pub fn resolve(names: &[String], custom: &[String]) -> Result<Vec<BrowserProfile
     let mut known = vec![
         BrowserProfile::default_chromedriver(),
         BrowserProfile::project(),
+        BrowserProfile::packed(),
     ];
     let mut chosen = Vec::new();
     for name in names {
@@ -52,7 +107,7 @@ pub fn resolve(names: &[String], custom: &[String]) -> Result<Vec<BrowserProfile
             .find(|p| &p.name == name)
             .cloned()
             .ok_or_else(|| {
-                format!("--profiles: unknown profile `{name}`; built-in profiles are `default` and `project` (define others with --profile NAME=BASE --flag …)")
+                format!("--profiles: unknown profile `{name}`; built-in profiles are `default`, `project` and `packed` (define others with --profile NAME=BASE --flag …)")
             })?;
         chosen.push(profile);
     }
@@ -68,15 +123,18 @@ pub fn resolve(names: &[String], custom: &[String]) -> Result<Vec<BrowserProfile
         chosen.push(profile);
     }
     if chosen.is_empty() {
-        return Err("no profile to measure: give --profiles default,project or --profile".into());
+        return Err(
+            "no profile to measure: give --profiles default,project,packed or --profile".into(),
+        );
     }
     Ok(chosen)
 }
 
 /// `lean=project --in-process-gpu --no-zygote`: a base profile's flags plus more; a flag
-/// written `-FLAG` (one dash, then the flag with its dashes) removes that base flag.
+/// written `-FLAG` (one dash, then the flag with its dashes) removes that base flag;
+/// `per_browser=N` and `video_track=on|off` set the profile's packing and decode lever.
 fn parse_custom(definition: &str, known: &[BrowserProfile]) -> Result<BrowserProfile, String> {
-    let usage = "expected NAME=BASE --flag …, e.g. `lean=project --in-process-gpu`";
+    let usage = "expected NAME=BASE --flag … [per_browser=N] [video_track=on|off], e.g. `lean=project --in-process-gpu`";
     let (name, rest) = definition
         .split_once('=')
         .ok_or_else(|| format!("--profile {definition:?}: {usage}"))?;
@@ -97,9 +155,31 @@ fn parse_custom(definition: &str, known: &[BrowserProfile]) -> Result<BrowserPro
     let base = known.iter().find(|p| p.name == base_name).ok_or_else(|| {
         format!("--profile {definition:?}: unknown base profile `{base_name}` ({usage})")
     })?;
-    let mut flags = base.flags.clone();
+    let mut profile = BrowserProfile {
+        name: name.to_string(),
+        ..base.clone()
+    };
+    let flags = &mut profile.flags;
     for word in words {
-        if let Some(removed) = word.strip_prefix("-").filter(|w| w.starts_with("--")) {
+        if let Some(n) = word.strip_prefix("per_browser=") {
+            profile.per_browser = n
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=MAX_PER_BROWSER).contains(n))
+                .ok_or_else(|| {
+                    format!("--profile {definition:?}: `{word}`: per_browser takes 1 to {MAX_PER_BROWSER}")
+                })?;
+        } else if let Some(v) = word.strip_prefix("video_track=") {
+            profile.no_video_track = match v {
+                "off" => true,
+                "on" => false,
+                _ => {
+                    return Err(format!(
+                        "--profile {definition:?}: `{word}`: video_track takes `on` (decode video) or `off` (the decode lever)"
+                    ))
+                }
+            };
+        } else if let Some(removed) = word.strip_prefix("-").filter(|w| w.starts_with("--")) {
             let before = flags.len();
             flags.retain(|f| f != removed);
             if flags.len() == before {
@@ -115,15 +195,13 @@ fn parse_custom(definition: &str, known: &[BrowserProfile]) -> Result<BrowserPro
             ));
         }
     }
-    Ok(BrowserProfile {
-        name: name.to_string(),
-        flags,
-    })
+    Ok(profile)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::viewer::CHROMIUM_FLAGS;
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
@@ -134,6 +212,33 @@ mod tests {
         let got = resolve(&names(&["project", "default"]), &[]).unwrap();
         assert_eq!(got[0], BrowserProfile::project());
         assert_eq!(got[1], BrowserProfile::default_chromedriver());
+        let packed = &resolve(&names(&["packed"]), &[]).unwrap()[0];
+        assert_eq!(
+            (packed.per_browser, packed.no_video_track),
+            (PACKED_PER_BROWSER, true)
+        );
+        assert_eq!(packed.flags, BrowserProfile::project().flags);
+        assert!(!BrowserProfile::default_chromedriver().no_video_track);
+    }
+
+    #[test]
+    fn custom_profiles_set_packing_and_the_decode_lever() {
+        let got = resolve(
+            &[],
+            &names(&[
+                "eight=packed per_browser=8",
+                "decoding=project video_track=on",
+            ]),
+        )
+        .unwrap();
+        assert_eq!((got[0].per_browser, got[0].no_video_track), (8, true));
+        assert_eq!((got[1].per_browser, got[1].no_video_track), (1, false));
+        assert_eq!(got[1].levers(), "a browser each, decoding video");
+        assert_eq!(got[0].levers(), "8 per browser, video track off");
+        let err = |defs: &[&str]| resolve(&[], &names(defs)).unwrap_err();
+        assert!(err(&["x=project per_browser=0"]).contains("per_browser takes 1 to 16"));
+        assert!(err(&["x=project per_browser=many"]).contains("per_browser takes 1 to 16"));
+        assert!(err(&["x=project video_track=maybe"]).contains("video_track takes `on`"));
     }
 
     #[test]

@@ -103,6 +103,9 @@ pub struct ProvisionRequest {
     pub node_type: String,
     pub nodes: u32,
     pub viewers_per_node: u32,
+    /// Browsers (Grid sessions, viewer slots) per node: `viewers_per_node` with one viewer
+    /// per browser, fewer with several.
+    pub browsers_per_node: u32,
     /// Unix time after which `gc` may delete everything of this run.
     pub expires_at: i64,
     pub ssh_public_key: String,
@@ -599,7 +602,7 @@ pub async fn create_nodes(
     );
     let role = Role::Node {
         hub_addr,
-        max_sessions: req.viewers_per_node,
+        max_sessions: req.browsers_per_node,
         shaping: req.shaping,
     };
     let data = cloudinit::user_data(&role, req.viewer_slots_script.as_deref())?;

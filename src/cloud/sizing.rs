@@ -13,25 +13,64 @@ use std::time::Duration;
 /// Time from `up` to every node registered, used for the cost estimate (boot, apt, jar).
 pub const PROVISIONING_ESTIMATE: Duration = Duration::from_secs(10 * 60);
 
-/// Viewers one node of `offer` holds and what limits it (`CPU`, `memory`, `viewers_per_node`).
+/// Viewers one node of `offer` holds and what limits it (`CPU`, `memory`, `viewers_per_node`),
+/// with `per_browser` viewers to a browser: each browser costs the budget's per-browser
+/// part once and each viewer its per-viewer part. A node holds whole browsers (so the
+/// Grid's sessions, one per browser, never split a browser's viewers), or, when not even
+/// one full browser fits, one browser of as many viewers as fit.
 pub fn viewers_per_node(
     offer: &Offer,
     budget: &ViewerBudget,
+    per_browser: u32,
     forced: Option<u32>,
 ) -> (u32, &'static str) {
     if let Some(n) = forced {
         return (n, "viewers_per_node");
     }
-    let cpu =
-        (offer.cores as f64 * budget.cpu_target - budget.node_reserve_cpu) / budget.cpu_per_viewer;
-    let mem =
-        (offer.memory_gb * 1024.0 - budget.node_reserve_memory_mb) / budget.memory_mb_per_viewer;
-    let (n, by) = if cpu <= mem {
-        (cpu, "CPU")
+    let cpu = offer.cores as f64 * budget.cpu_target - budget.node_reserve_cpu;
+    let mem = offer.memory_gb * 1024.0 - budget.node_reserve_memory_mb;
+    let fit_cpu = fit(
+        cpu,
+        budget.cpu_per_viewer,
+        budget.cpu_per_browser,
+        per_browser,
+    );
+    let fit_mem = fit(
+        mem,
+        budget.memory_mb_per_viewer,
+        budget.memory_mb_per_browser,
+        per_browser,
+    );
+    if fit_cpu <= fit_mem {
+        (fit_cpu, "CPU")
     } else {
-        (mem, "memory")
-    };
-    (n.floor().max(0.0) as u32, by)
+        (fit_mem, "memory")
+    }
+}
+
+/// Viewers `available` holds at `per_viewer` each plus `per_browser_cost` per browser of
+/// `n` viewers.
+fn fit(available: f64, per_viewer: f64, per_browser_cost: f64, n: u32) -> u32 {
+    let n = n.max(1);
+    let browser = per_browser_cost + n as f64 * per_viewer;
+    if available <= 0.0 || browser <= 0.0 {
+        return 0;
+    }
+    let full = (available / browser).floor();
+    if full >= 1.0 {
+        return (full as u32).saturating_mul(n);
+    }
+    let partial = ((available - per_browser_cost) / per_viewer.max(1e-9)).floor();
+    partial.clamp(0.0, (n - 1) as f64) as u32
+}
+
+/// Effective cost of one viewer at `per_browser` viewers per browser: (CPU, MB).
+pub fn cost_per_viewer(budget: &ViewerBudget, per_browser: u32) -> (f64, f64) {
+    let n = per_browser.max(1) as f64;
+    (
+        budget.cpu_per_viewer + budget.cpu_per_browser / n,
+        budget.memory_mb_per_viewer + budget.memory_mb_per_browser / n,
+    )
 }
 
 /// One way to run the viewers.
@@ -53,6 +92,8 @@ pub const HUB_MIN_MEMORY_GB: f64 = 8.0;
 #[derive(Debug, Clone, PartialEq)]
 pub struct FleetPlan {
     pub viewers: u32,
+    /// Viewers per browser (`viewers.per_browser`): a node's Grid holds a session each.
+    pub per_browser: u32,
     pub chosen: NodeOption,
     /// Other types, cheapest first (for the user to compare).
     pub alternatives: Vec<NodeOption>,
@@ -167,6 +208,7 @@ fn node_candidates<'a>(
 pub fn plan(
     spec: &HcloudFleetSpec,
     viewers: u32,
+    per_browser: u32,
     run: Duration,
     cat: &Catalogue,
 ) -> Result<FleetPlan, CloudError> {
@@ -183,7 +225,8 @@ pub fn plan(
     let mut options: Vec<NodeOption> = candidates
         .into_iter()
         .filter_map(|offer| {
-            let (per, by) = viewers_per_node(offer, &spec.budget, spec.viewers_per_node);
+            let (per, by) =
+                viewers_per_node(offer, &spec.budget, per_browser, spec.viewers_per_node);
             (per > 0).then(|| {
                 let nodes = viewers.div_ceil(per);
                 NodeOption {
@@ -223,6 +266,7 @@ pub fn plan(
     let billed_hours = (total.as_secs_f64() / 3600.0).ceil().max(1.0) as u32;
     Ok(FleetPlan {
         viewers,
+        per_browser: per_browser.max(1),
         servers: chosen.nodes + 1,
         ipv6_only_saving_hourly: chosen.nodes as f64 * cat.ipv4_hourly_net,
         ipv4_hourly_net: cat.ipv4_hourly_net,
@@ -258,20 +302,39 @@ pub fn render(
         "{scenario}: {} viewers on Hetzner Cloud ({})",
         p.viewers, p.location
     )?;
+    let (cpu, mem) = cost_per_viewer(budget, p.per_browser);
+    let packing = if budget.cpu_per_browser > 0.0 || budget.memory_mb_per_browser > 0.0 {
+        format!(
+            " ({} per browser: {:.3} cores + {:.0} MB per viewer, {:.3} cores + {:.0} MB per browser)",
+            p.per_browser,
+            budget.cpu_per_viewer,
+            budget.memory_mb_per_viewer,
+            budget.cpu_per_browser,
+            budget.memory_mb_per_browser
+        )
+    } else if p.per_browser > 1 {
+        format!(" ({} per browser)", p.per_browser)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "  budget per viewer: {:.3} cores, {:.0} MB; nodes keep {:.1} cores + {:.0} MB, viewers use at most {:.0}% of the cores",
-        budget.cpu_per_viewer, budget.memory_mb_per_viewer, budget.node_reserve_cpu, budget.node_reserve_memory_mb, budget.cpu_target * 100.0
+        "  budget per viewer: {cpu:.3} cores, {mem:.0} MB{packing}; nodes keep {:.1} cores + {:.0} MB, viewers use at most {:.0}% of the cores",
+        budget.node_reserve_cpu, budget.node_reserve_memory_mb, budget.cpu_target * 100.0
     )?;
     writeln!(
         out,
-        "  nodes: {} × {} ({} {} cores, {:.0} GB), {} viewers per node (limited by {}), IPv6-only",
+        "  nodes: {} × {} ({} {} cores, {:.0} GB), {} viewers per node{} (limited by {}), IPv6-only",
         c.nodes,
         c.offer.name,
         c.offer.cores,
         c.offer.cpu_type,
         c.offer.memory_gb,
         c.viewers_per_node,
+        match p.per_browser {
+            1 => String::new(),
+            n => format!(" in {} browsers of {n}", c.viewers_per_node.div_ceil(n)),
+        },
         c.limited_by
     )?;
     if let Some(cheapest) = &p.cheapest_over_limit {
@@ -376,31 +439,67 @@ mod tests {
         }
     }
 
+    /// The budget of a viewer in its own browser measured before the decode lever.
+    fn whole(cpu: f64, mem: f64) -> ViewerBudget {
+        ViewerBudget {
+            cpu_per_viewer: cpu,
+            memory_mb_per_viewer: mem,
+            cpu_per_browser: 0.0,
+            memory_mb_per_browser: 0.0,
+            ..ViewerBudget::default()
+        }
+    }
+
     #[test]
     fn budget_limits_viewers_per_node() {
-        let b = ViewerBudget::default();
+        let b = whole(0.165, 231.0);
         // 8 cores: (8 × 0.8 − 0.5) / 0.165 = 35.7 → 35 (CPU binds before 32 GB of memory).
         assert_eq!(
-            viewers_per_node(&offer("ccx33", 8, 32.0, 0.08), &b, None),
+            viewers_per_node(&offer("ccx33", 8, 32.0, 0.08), &b, 1, None),
             (35, "CPU")
         );
         // 2 cores, 4 GB: CPU 6.6 vs memory (4096 − 1536) / 231 = 11.08 → 6, CPU.
         assert_eq!(
-            viewers_per_node(&offer("cx23", 2, 4.0, 0.006), &b, None),
+            viewers_per_node(&offer("cx23", 2, 4.0, 0.006), &b, 1, None),
             (6, "CPU")
         );
-        // 720p: a core per viewer.
-        let hd = ViewerBudget {
-            cpu_per_viewer: 1.0,
-            ..ViewerBudget::default()
-        };
+        // 720p at a core per viewer.
         assert_eq!(
-            viewers_per_node(&offer("ccx33", 8, 32.0, 0.08), &hd, None).0,
+            viewers_per_node(&offer("ccx33", 8, 32.0, 0.08), &whole(1.0, 300.0), 1, None).0,
             5
         );
         assert_eq!(
-            viewers_per_node(&offer("ccx33", 8, 32.0, 0.08), &b, Some(12)),
+            viewers_per_node(&offer("ccx33", 8, 32.0, 0.08), &b, 1, Some(12)),
             (12, "viewers_per_node")
         );
+    }
+
+    #[test]
+    fn several_viewers_per_browser_share_its_cost_and_fill_whole_browsers() {
+        let b = ViewerBudget {
+            cpu_per_viewer: 0.05,
+            memory_mb_per_viewer: 80.0,
+            cpu_per_browser: 0.04,
+            memory_mb_per_browser: 200.0,
+            ..ViewerBudget::default()
+        };
+        let close = |(c, m): (f64, f64), (ec, em): (f64, f64)| (c - ec).abs() < 1e-9 && m == em;
+        assert!(close(cost_per_viewer(&b, 1), (0.09, 280.0)));
+        assert!(close(cost_per_viewer(&b, 4), (0.06, 130.0)));
+        // 8 cores: 5.9 cores; a browser of 4 costs 0.24 → 24 browsers, 96 viewers;
+        // memory 30 GB: a browser of 4 costs 520 MB → 59 browsers. CPU binds.
+        assert_eq!(
+            viewers_per_node(&offer("ccx33", 8, 32.0, 0.08), &b, 4, None),
+            (96, "CPU")
+        );
+        // One browser each: 5.9 / 0.09 = 65.
+        assert_eq!(
+            viewers_per_node(&offer("ccx33", 8, 32.0, 0.08), &b, 1, None),
+            (65, "CPU")
+        );
+        // Not even one full browser of 16: as many viewers as one browser holds.
+        let tiny = offer("tiny", 1, 4.0, 0.003);
+        // CPU: 0.8 − 0.5 = 0.3 → (0.3 − 0.04) / 0.05 = 5.2 → 5 viewers.
+        assert_eq!(viewers_per_node(&tiny, &b, 16, None), (5, "CPU"));
     }
 }

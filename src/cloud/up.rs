@@ -111,7 +111,13 @@ pub async fn size(
     spec: &HcloudFleetSpec,
 ) -> Result<sizing::FleetPlan, CloudError> {
     let catalogue = pricing::fetch(api, &spec.location).await?;
-    let sized = sizing::plan(spec, plan.viewers, plan.duration, &catalogue)?;
+    let sized = sizing::plan(
+        spec,
+        plan.viewers,
+        plan.per_browser,
+        plan.duration,
+        &catalogue,
+    )?;
     if let Some(cheapest) = &sized.cheapest_over_limit {
         tracing::info!(
             "fleet.server_limit {}: {} × {} ({} servers, {:.4} {cur}/h) instead of the cheapest {} × {} ({} servers, {:.4} {cur}/h)",
@@ -148,8 +154,11 @@ fn request(
     opts: &UpOptions,
 ) -> ProvisionRequest {
     let lifetime = sizing::PROVISIONING_ESTIMATE + plan.duration + spec.ttl();
+    // A viewer slot holds one browser: with several viewers per browser, its link is theirs
+    // together (the profile's rates that many times, see `fleet::link_profile`).
     let shaping = plan
         .network
+        .map(|n| crate::model::scenario::packing::link_profile(&n, plan.per_browser))
         .map(|n| SlotShaping {
             down_kbit: n.download_kbps,
             up_kbit: n.upload_kbps,
@@ -165,6 +174,10 @@ fn request(
         node_type: sized.chosen.offer.name.clone(),
         nodes: sized.chosen.nodes,
         viewers_per_node: sized.chosen.viewers_per_node,
+        browsers_per_node: sized
+            .chosen
+            .viewers_per_node
+            .div_ceil(plan.per_browser.max(1)),
         expires_at: chrono::Utc::now()
             .timestamp()
             .saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX)),

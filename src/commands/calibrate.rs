@@ -8,7 +8,9 @@ use std::process::ExitCode;
 pub async fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let options = CalibrateOptions {
         scenario: args.scenario.clone(),
+        videos: args.video.clone(),
         viewers: args.viewers,
+        repeat: args.repeat,
         warmup: super::parse_duration("--warmup", &args.warmup)?,
         window: super::parse_duration("--window", &args.window)?,
         out: args.out.clone(),
@@ -38,6 +40,22 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         .profiles
         .iter()
         .all(|p| p.viewers_measured == p.viewers);
+    for p in calibration.profiles.iter() {
+        if let Some(f) = p
+            .fidelity
+            .as_ref()
+            .filter(|f| f.verdict != calibrate::Verdict::Pass)
+        {
+            eprintln!(
+                "note: profile {} ({}, round {}) fidelity {} against {}",
+                p.profile.name,
+                p.video,
+                p.round + 1,
+                f.verdict.as_str(),
+                f.against
+            );
+        }
+    }
     Ok(if all_played {
         ExitCode::SUCCESS
     } else {

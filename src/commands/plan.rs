@@ -30,27 +30,11 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
 async fn plan_all(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let overrides = Overrides {
         viewers: args.viewers,
+        per_browser: args.per_browser,
         ..Default::default()
     };
-    let calibrated = match &args.calibration {
-        Some(path) => {
-            let calibration = crate::calibrate::Calibration::load(path)?;
-            let figures = calibration.profile("project").cloned().with_context(|| {
-                format!(
-                    "{}: no `project` profile with a playing viewer; run `viewerfleet calibrate` with --profiles including project",
-                    path.display()
-                )
-            })?;
-            println!(
-                "budget from {} (measured {} on {} cores): {:.3} cores and {:.0} MB PSS per viewer",
-                path.display(),
-                calibration.created,
-                calibration.host.cpus,
-                figures.cpu_cores_per_viewer,
-                figures.pss_mb_per_viewer_max
-            );
-            Some(figures)
-        }
+    let calibration = match &args.calibration {
+        Some(path) => Some(crate::calibrate::Calibration::load(path)?),
         None => None,
     };
     let mut api: Option<(Option<String>, HcloudApi)> = None;
@@ -68,16 +52,44 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<ExitCode> {
                 HcloudFleetSpec::default()
             }
         };
-        if let Some(figures) = &calibrated {
-            spec.budget.cpu_per_viewer = figures.cpu_cores_per_viewer;
-            // The window's peak, not its mean: nodes must hold the worst moment.
-            spec.budget.memory_mb_per_viewer = figures.pss_mb_per_viewer_max;
+        if let (Some(calibration), Some(path)) = (&calibration, &args.calibration) {
+            let budget = calibration
+                .budget(plan.target.video, plan.per_browser)
+                .with_context(|| {
+                    format!(
+                        "{}: no row of viewerfleet's profiles (project, packed) with a playing viewer; run `viewerfleet calibrate` with --profiles including project",
+                        path.display()
+                    )
+                })?;
+            println!(
+                "{}: budget from {} (measured {} on {} cores; {}): {:.3} cores and {:.0} MB PSS (peak) per viewer{}",
+                path_label(path),
+                path.display(),
+                calibration.created,
+                calibration.host.cpus,
+                budget.source,
+                budget.cpu_per_viewer,
+                budget.memory_mb_per_viewer,
+                if budget.fidelity_failed {
+                    "; WARNING: a profile used failed its fidelity check (see calibration.md)"
+                } else {
+                    ""
+                }
+            );
+            // The calibration measured the viewer at this packing: nothing per browser on top.
+            spec.budget.cpu_per_viewer = budget.cpu_per_viewer;
+            spec.budget.memory_mb_per_viewer = budget.memory_mb_per_viewer;
+            spec.budget.cpu_per_browser = 0.0;
+            spec.budget.memory_mb_per_browser = 0.0;
         }
+        // A figure given on the command line is the whole cost of a viewer.
         if let Some(cpu) = args.cpu_per_viewer {
             spec.budget.cpu_per_viewer = cpu;
+            spec.budget.cpu_per_browser = 0.0;
         }
         if let Some(mem) = args.memory_mb_per_viewer {
             spec.budget.memory_mb_per_viewer = mem;
+            spec.budget.memory_mb_per_browser = 0.0;
         }
         spec.validate(plan.viewers)
             .map_err(|(field, message)| CloudError::Invalid { field, message })
@@ -96,10 +108,23 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<ExitCode> {
             .map(|(_, a)| a.clone())
             .context("no API client")?;
         let catalogue = pricing::fetch(client, &spec.location).await?;
-        let fleet = sizing::plan(&spec, plan.viewers, plan.duration, &catalogue)?;
+        let fleet = sizing::plan(
+            &spec,
+            plan.viewers,
+            plan.per_browser,
+            plan.duration,
+            &catalogue,
+        )?;
         let label = format!("{} ({})", plan.name, path.display());
         sizing::render(&mut out, &label, &fleet, &spec.budget)?;
         println!();
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The file name of a calibration path, for its budget line.
+fn path_label(path: &std::path::Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
 }

@@ -14,6 +14,7 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         duration: args.duration.clone(),
         fleet: args.fleet,
         apply: args.apply,
+        per_browser: args.per_browser,
     };
     // Validate before anything else, so a bad file costs nothing.
     let plan = scenario::load(&args.scenario, &overrides)?;

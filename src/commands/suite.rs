@@ -13,6 +13,7 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         duration: args.duration.clone(),
         fleet: args.fleet,
         apply: None,
+        per_browser: args.per_browser,
     };
     let plan = SuitePlan::new(
         &args.scenarios,

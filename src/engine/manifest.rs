@@ -38,7 +38,7 @@ pub(super) fn write_manifest(
             ("ffmpeg", "ffmpeg", &["-version"]),
             ("kernel", "uname", &["-r"]),
         ]),
-        fleet: fleet.description(plan),
+        fleet: crate::fleet::with_packing(fleet.description(plan), plan),
         target: TargetDescription {
             kind: plan.target.kind,
             video: plan.target.video,

@@ -218,6 +218,7 @@ async fn run_with_fleet(
         plan.sampling_interval,
         ViewerTimeouts::default(),
         fleet.start_policy().max_parallel,
+        (plan.per_browser > 1).then(|| super::browsers::Browsers::new(plan)),
     ));
     shared.metrics.viewers_requested.set(plan.viewers as i64);
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);

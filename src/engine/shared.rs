@@ -2,6 +2,7 @@
 //! summary, the controller's metrics, and the run's end signal. The report is built from
 //! raw files, never from this.
 
+use super::browsers::Browsers;
 use super::recorder::RecorderHandle;
 use crate::fleet::Fleet;
 use crate::metrics::controller::ControllerMetrics;
@@ -46,6 +47,8 @@ pub(super) struct Shared {
     pub timeouts: ViewerTimeouts,
     /// Bounds concurrent session creations (drivers and Grids choke on bursts).
     pub starts: Semaphore,
+    /// The shared browsers, with several viewers per browser; `None`: one each.
+    pub browsers: Option<Browsers>,
 }
 
 impl Shared {
@@ -58,6 +61,7 @@ impl Shared {
         sampling_interval: Duration,
         timeouts: ViewerTimeouts,
         max_parallel_starts: usize,
+        browsers: Option<Browsers>,
     ) -> Self {
         Self {
             rec,
@@ -69,6 +73,7 @@ impl Shared {
             sampling_interval,
             timeouts,
             starts: Semaphore::new(max_parallel_starts.max(1)),
+            browsers,
         }
     }
 

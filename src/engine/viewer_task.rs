@@ -1,7 +1,9 @@
-//! One viewer's life in a run: wait for its arrival time, get a slot and a session,
-//! throttle, open the page, wait for the first frame, sample until the run ends, and
-//! release session and slot on every path. Every change is a raw-data event.
+//! One viewer's life in a run: wait for its arrival time, get a slot and a session (or,
+//! with several viewers per browser, join its browser and open a tab), throttle, open the
+//! page, wait for the first frame, sample until the run ends, and release session (tab)
+//! and slot on every path. Every change is a raw-data event.
 
+use super::browsers::{self, Browsers};
 use super::recorder::Record;
 use super::shared::Shared;
 use crate::model::rawdata::{ViewerEvent, ViewerEventKind, ViewerSample};
@@ -11,6 +13,9 @@ use crate::viewer::ViewerSlot;
 use crate::viewer::{Viewer, ViewerError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How long a shared browser may take to answer before it counts as gone.
+const BROWSER_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Consecutive failed stats reads after which a viewer counts as lost.
 const LOST_AFTER_FAILED_READS: u32 = 3;
@@ -25,7 +30,11 @@ pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
     // One pass per life of the viewer: a viewer lost mid-run (its node died) is created
     // again when the fleet asks for it, as long as the run goes on.
     loop {
-        match viewer_life(&vp, &shared, &events, &policy).await {
+        let life = match &shared.browsers {
+            Some(browsers) => shared_life(&vp, &shared, &events, browsers).await,
+            None => viewer_life(&vp, &shared, &events, &policy).await,
+        };
+        match life {
             Life::Over => return,
             Life::Lost(reason, slot) => {
                 events.emit(ViewerEventKind::Lost, Some(reason), Some(&slot));
@@ -68,7 +77,14 @@ async fn viewer_life(
         }
     };
     let began = Instant::now();
-    let viewer = match create_with_retries(&slot, shared, policy, events).await {
+    let created = create_with_retries(
+        || Viewer::create(&slot, shared.timeouts.clone()),
+        shared,
+        policy,
+        events,
+    )
+    .await;
+    let viewer = match created {
         None => {
             shared.fleet.close_viewer(&slot).await;
             events.emit(ViewerEventKind::Stopped, None, Some(&slot));
@@ -96,28 +112,80 @@ async fn viewer_life(
         shared.fleet.session_closed(id);
     }
     shared.fleet.close_viewer(&slot).await;
+    ended(outcome, slot, events)
+}
+
+/// Records how a life ended; a lost viewer's caller records the loss.
+fn ended(outcome: Drive, slot: ViewerSlot, events: &ViewerEvents) -> Life {
     match outcome {
         Drive::Finished => events.emit(ViewerEventKind::Stopped, None, Some(&slot)),
         Drive::Failed(reason) => events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot)),
-        Drive::Lost(reason) => return Life::Lost(reason, slot),
+        // `drive` turns a browser's loss into the browser's words before this.
+        Drive::Lost(reason) | Drive::BrowserLost(reason) => return Life::Lost(reason, slot),
     }
     Life::Over
 }
 
-/// Session creation with the fleet's retries: a refused session (`SessionNotCreated`, a
-/// queue timeout) is asked for again after a back-off that doubles up to 60 s. `None`: the
-/// run ended first.
-async fn create_with_retries(
-    slot: &ViewerSlot,
+/// One life of a viewer in a shared browser: join the browser (the first viewer creates
+/// it), open a tab, drive it, leave (the last viewer deletes the session). Tabs need no
+/// start permit: only creating the browser takes one.
+async fn shared_life(
+    vp: &ViewerPlan,
+    shared: &Arc<Shared>,
+    events: &ViewerEvents,
+    browsers: &Browsers,
+) -> Life {
+    events.emit(ViewerEventKind::Creating, None, None);
+    let entry = match browsers.join(vp, shared, events).await {
+        Ok(entry) => entry,
+        Err(err) => {
+            browsers::record_failure(events, err);
+            return Life::Over;
+        }
+    };
+    let slot = entry.slot.clone();
+    let viewer = match entry.browser.open_viewer().await {
+        Ok(viewer) => viewer,
+        Err(err) => {
+            count_error(shared, &err);
+            let reason = if entry.browser.is_gone() {
+                entry.mark_lost(&err.to_string())
+            } else {
+                format!("opening its tab: {err}")
+            };
+            browsers.leave(&entry, None, shared).await;
+            events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot));
+            return Life::Over;
+        }
+    };
+    events.emit(ViewerEventKind::SessionCreated, None, Some(&slot));
+    let outcome = match drive(&viewer, vp, &slot, shared, None, events).await {
+        Drive::BrowserLost(detail) => Drive::Lost(entry.mark_lost(&detail)),
+        Drive::Failed(reason) if entry.browser.is_gone() => Drive::Failed(entry.mark_lost(&reason)),
+        other => other,
+    };
+    browsers.leave(&entry, Some(viewer), shared).await;
+    ended(outcome, slot, events)
+}
+
+/// Session (or shared browser) creation with the fleet's retries: a refused session
+/// (`SessionNotCreated`, a queue timeout) is asked for again after a back-off that doubles
+/// up to 60 s. `None`: the run ended first.
+pub(super) async fn create_with_retries<T, F, Fut>(
+    make: F,
     shared: &Shared,
     policy: &crate::fleet::StartPolicy,
     events: &ViewerEvents,
-) -> Option<Result<Viewer, String>> {
+) -> Option<Result<T, String>>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ViewerError>>,
+{
     let mut wait = policy.retry_backoff;
     let mut attempt = 0;
     loop {
         let created = tokio::select! {
-            v = Viewer::create(slot, shared.timeouts.clone()) => v,
+            v = make() => v,
             _ = shared.run_end.cancelled() => return None,
         };
         match created {
@@ -162,6 +230,8 @@ enum Drive {
     Finished,
     Failed(String),
     Lost(String),
+    /// The viewer's shared browser is gone (with every viewer in it).
+    BrowserLost(String),
 }
 
 async fn drive(
@@ -224,6 +294,9 @@ async fn drive(
                     return Drive::Finished;
                 }
                 count_error(shared, &err);
+                if let Some(lost) = tab_loss(viewer, &err).await {
+                    return lost;
+                }
                 failed_reads += 1;
                 if failed_reads >= LOST_AFTER_FAILED_READS {
                     return Drive::Lost(format!(
@@ -232,6 +305,21 @@ async fn drive(
                 }
             }
         }
+    }
+}
+
+/// For a viewer in a shared browser: whether a failed read lost only its tab (it crashed)
+/// or the whole browser (its socket closed, or it no longer answers). `None`: neither, or
+/// a viewer with a browser of its own (counted by failed reads as ever).
+async fn tab_loss(viewer: &Viewer, err: &ViewerError) -> Option<Drive> {
+    let browser = viewer.shared_browser()?;
+    match err {
+        ViewerError::TabCrashed => Some(Drive::Lost("tab crashed".into())),
+        ViewerError::BrowserGone(_) => Some(Drive::BrowserLost(err.to_string())),
+        _ if !browser.answers(BROWSER_ANSWER_TIMEOUT).await => Some(Drive::BrowserLost(format!(
+            "{err}, and the browser no longer answers"
+        ))),
+        _ => None,
     }
 }
 
@@ -266,6 +354,8 @@ fn count_error(shared: &Shared, err: &ViewerError) {
         ViewerError::Command { .. } => "command",
         ViewerError::NeverPlayed { .. } => "never_played",
         ViewerError::Profile(_) => "profile",
+        ViewerError::TabCrashed => "tab_crashed",
+        ViewerError::BrowserGone(_) => "browser_gone",
     };
     shared
         .metrics
@@ -296,7 +386,7 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
 }
 
 /// Records one viewer's life events in raw data, the live state and the metrics.
-struct ViewerEvents {
+pub(super) struct ViewerEvents {
     viewer: u32,
     p2p: bool,
     shared: Arc<Shared>,
@@ -318,7 +408,12 @@ impl ViewerEvents {
         self.record(ViewerEventKind::Playing, None, Some(slot), Some(ttff_ms));
     }
 
-    fn emit(&self, kind: ViewerEventKind, reason: Option<String>, slot: Option<&ViewerSlot>) {
+    pub(super) fn emit(
+        &self,
+        kind: ViewerEventKind,
+        reason: Option<String>,
+        slot: Option<&ViewerSlot>,
+    ) {
         self.record(kind, reason, slot, None);
     }
 

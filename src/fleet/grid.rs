@@ -26,7 +26,7 @@ use crate::grid::{grid_status, GridStatus, NodeSlots};
 use crate::model::kinds::{FleetKind, Throttling};
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::{GridFleetPlan, GridHubs};
-use crate::model::scenario::{NetworkProfile, Plan, ViewerPlan};
+use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
 use crate::viewer::{SlotShaping, ViewerSlot};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -208,7 +208,8 @@ impl Fleet for GridFleet {
                 local.name_prefix, local.prefix
             ));
         }
-        let mut description = describe_nodes(&self.nodes, plan);
+        // A node's viewer slot holds one browser: its link is what that browser's viewers share.
+        let mut description = describe_nodes(&self.nodes, &super::link_plan(plan));
         notes.append(&mut description.notes);
         description.notes = notes;
         description
@@ -230,8 +231,19 @@ impl Fleet for GridFleet {
     }
 
     async fn open_viewer(&self, viewer: &ViewerPlan) -> anyhow::Result<ViewerSlot> {
+        self.open_browser(&BrowserPlan::single(viewer)).await
+    }
+
+    /// One session (one of a node's Grid slots) per browser; with several viewers per
+    /// browser, a node's viewer slot holds them all and its tc link is theirs together.
+    async fn open_browser(&self, browser: &BrowserPlan) -> anyhow::Result<ViewerSlot> {
         self.requested.fetch_add(1, Ordering::SeqCst);
-        let hub = self.hubs[viewer.index as usize % self.hubs.len()].clone();
+        let first = browser
+            .viewers
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("browser {} holds no viewer", browser.index))?;
+        let viewers = browser.viewers.len() as u32;
+        let hub = self.hubs[browser.index as usize % self.hubs.len()].clone();
         let mut extra_args = match &self.local {
             Some(local) if !local.target_namespace.is_empty() => {
                 crate::netns::wrapper::slot_chromium_args(&local.target_origin())
@@ -250,11 +262,13 @@ impl Fleet for GridFleet {
             // adds what tc could not: latency without netem).
             shaping: SlotShaping {
                 rates: nodes_shape(&self.nodes)
-                    && viewer.network.as_ref().is_none_or(|p| {
-                        p.apply == Some(Throttling::Tc) || tc_matches(&self.nodes, p)
+                    && first.network.as_ref().is_none_or(|p| {
+                        p.apply == Some(Throttling::Tc)
+                            || tc_matches(&self.nodes, &super::link_profile(p, viewers))
                     }),
                 latency: nodes_delay(&self.nodes),
             },
+            viewers,
         })
     }
 
@@ -497,6 +511,7 @@ pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> Fle
         shaping,
         throttling: browser.mode,
         notes,
+        packing: None,
     }
 }
 

@@ -11,7 +11,7 @@ use crate::cloud::up::CloudFleet;
 use crate::model::kinds::FleetKind;
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::GridFleetPlan;
-use crate::model::scenario::{Plan, ViewerPlan};
+use crate::model::scenario::{BrowserPlan, Plan, ViewerPlan};
 use crate::viewer::ViewerSlot;
 
 /// The run's cloud fleet, as the engine sees it.
@@ -123,6 +123,16 @@ impl Fleet for HcloudFleet {
             );
         }
         self.grid.open_viewer(viewer).await
+    }
+
+    /// The fleet holds viewers, not sessions: a browser fits while its viewers do.
+    async fn open_browser(&self, browser: &BrowserPlan) -> anyhow::Result<ViewerSlot> {
+        if let Some(first) = browser.viewers.first() {
+            if first.index >= self.cloud.capacity() {
+                return self.open_viewer(first).await;
+            }
+        }
+        self.grid.open_browser(browser).await
     }
 
     async fn close_viewer(&self, slot: &ViewerSlot) {

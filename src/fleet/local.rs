@@ -51,6 +51,7 @@ impl Fleet for LocalFleet {
                 "Peers on one host talk over loopback: no per-viewer link lies between them unless the browser emulates one.".into(),
                 "Viewers and the target share the same CPU cores.".into(),
             ],
+            packing: None,
         }
     }
 
@@ -69,6 +70,7 @@ impl Fleet for LocalFleet {
             node: "local".into(),
             address: None,
             shaping: SlotShaping::NONE,
+            viewers: 1,
         })
     }
 

@@ -14,9 +14,9 @@ pub mod local;
 pub mod netns;
 
 use crate::model::kinds::Throttling;
-use crate::model::rawdata::FleetDescription;
+use crate::model::rawdata::{FleetDescription, Packing};
 use crate::model::scenario::fleet::FleetPlan;
-use crate::model::scenario::{NetworkProfile, Plan, ViewerPlan};
+use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
 use crate::target::TargetPlacement;
 use crate::viewer::ViewerSlot;
 use std::sync::Arc;
@@ -86,6 +86,59 @@ pub fn throttling(plan: &Plan, tc_text: Option<&str>) -> ThrottlingSummary {
     }
 }
 
+pub use crate::model::scenario::packing::link_profile;
+
+/// The plan as the browsers' links see it: every profile at `per_browser` times its rates.
+pub fn link_plan(plan: &Plan) -> Plan {
+    let mut links = plan.clone();
+    links.network = plan.network.map(|p| link_profile(&p, plan.per_browser));
+    links.alt_network = plan
+        .alt_network
+        .map(|(share, p)| (share, link_profile(&p, plan.per_browser)));
+    links
+}
+
+/// What several viewers per browser share, added to any fleet's description: with
+/// `per_browser` > 1 no viewer has an address of its own; where browsers have one (a
+/// namespace, a Grid viewer slot), it is seen by `per_browser` viewers, and where browsers
+/// have tc-shaped links, that many viewers share each, at that many times the profile.
+pub fn with_packing(mut description: FleetDescription, plan: &Plan) -> FleetDescription {
+    let n = plan.per_browser;
+    if n <= 1 {
+        return description;
+    }
+    let own_addresses = description.own_address_per_viewer;
+    let own_links = description.throttling == Some(Throttling::Tc) && description.p2p_shaped;
+    let link = own_links
+        .then(|| plan.network.map(|p| link_profile(&p, n)))
+        .flatten()
+        .map(|p| {
+            let rate = |k: Option<u32>| k.map_or("-".into(), |k| k.to_string());
+            format!("{}/{} kbit/s", rate(p.download_kbps), rate(p.upload_kbps))
+        });
+    description.own_address_per_viewer = false;
+    description.notes.push(format!(
+        "{n} viewers per browser (viewers.per_browser): each browser is one WebDriver session whose viewers each have their own browser context (storage, cookies, cache and connections, so their own P2P peer id), tab, throttling and stats; they share the browser's processes (a tab crash loses one viewer, a browser crash all of its viewers)."
+    ));
+    description.notes.push(if own_addresses {
+        format!("Each browser has its own address, so each address is seen by {n} viewers: a platform that counts views or rate-limits per address sees {n} times fewer clients.")
+    } else {
+        "Viewers share their host's address, as without packing.".to_string()
+    });
+    if let Some(link) = &link {
+        description.notes.push(format!(
+            "Each browser's tc-shaped link ({link}: {n} times the profile) is shared by its {n} viewers: together they have what {n} links of the profile give, but one viewer may use more than its own share of the uplink while the others send less; each viewer's HTTP is held to the profile in its tab."
+        ));
+    }
+    description.packing = Some(Packing {
+        per_browser: n,
+        viewers_per_address: own_addresses.then_some(n),
+        viewers_per_link: own_links.then_some(n),
+        link,
+    });
+    description
+}
+
 /// What opening a fleet needs besides its plan.
 #[derive(Debug, Clone, Default)]
 pub struct OpenOptions {
@@ -139,6 +192,17 @@ pub trait Fleet: Send + Sync {
     fn target_placement(&self) -> TargetPlacement;
     /// Makes a slot for one viewer (network identity, shaping, endpoint).
     async fn open_viewer(&self, viewer: &ViewerPlan) -> anyhow::Result<ViewerSlot>;
+    /// Makes the slot of one browser and its viewers (`viewers.per_browser`), which share
+    /// it. The default: its first viewer's slot, marked as shared.
+    async fn open_browser(&self, browser: &BrowserPlan) -> anyhow::Result<ViewerSlot> {
+        let first = browser
+            .viewers
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("browser {} holds no viewer", browser.index))?;
+        let mut slot = self.open_viewer(first).await?;
+        slot.viewers = browser.viewers.len() as u32;
+        Ok(slot)
+    }
     /// Releases one viewer's slot after its session has been deleted.
     async fn close_viewer(&self, slot: &ViewerSlot);
     /// How the engine starts sessions here: parallelism, retries, re-creation after loss.

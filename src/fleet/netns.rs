@@ -10,7 +10,7 @@ use crate::model::kinds::FleetKind;
 use crate::model::kinds::Throttling;
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::netns::{NetnsFleetPlan, MAX_VIEWERS};
-use crate::model::scenario::{NetworkProfile, Plan, ViewerPlan};
+use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
 use crate::netns::gc::OWNER_DIR;
 use crate::netns::preflight::HostTools;
 use crate::netns::wrapper::{slot_chromium_args, write_chromium_wrapper};
@@ -37,6 +37,19 @@ pub fn tc_shaping(profile: Option<&NetworkProfile>) -> Shaping {
         },
         _ => Shaping::default(),
     }
+}
+
+/// The tc shaping of a slot holding several viewers' browser: the sum of their rates (see
+/// `fleet::link_profile`), the largest of their latencies.
+pub fn browser_shaping(viewers: &[ViewerPlan]) -> Shaping {
+    viewers
+        .iter()
+        .map(|v| tc_shaping(v.network.as_ref()))
+        .fold(Shaping::default(), |sum, s| Shaping {
+            down_kbit: sum.down_kbit.saturating_add(s.down_kbit),
+            up_kbit: sum.up_kbit.saturating_add(s.up_kbit),
+            delay_ms: sum.delay_ms.max(s.delay_ms),
+        })
 }
 
 /// A running `netns` fleet: the bridge, the target's namespace, ChromeDriver, the slots.
@@ -162,8 +175,13 @@ impl Fleet for NetnsFleet {
             .iter()
             .chain(plan.alt_network.iter().map(|(_, p)| p))
             .collect();
+        let who = if plan.per_browser > 1 {
+            "browser (with its viewers)"
+        } else {
+            "viewer"
+        };
         let mut notes = vec![format!(
-            "Each viewer runs in its own network namespace with its own IPv6 address from {}; the target runs in namespace {} at [{}]",
+            "Each {who} runs in its own network namespace with its own IPv6 address from {}; the target runs in namespace {} at [{}]",
             self.net.prefix(), self.server.name, self.server.address
         )];
         if tc && !self.netem && profiles.iter().any(|p| p.latency_ms.is_some()) {
@@ -179,6 +197,7 @@ impl Fleet for NetnsFleet {
             shaping: t.text,
             throttling: t.mode,
             notes,
+            packing: None,
         }
     }
 
@@ -190,22 +209,32 @@ impl Fleet for NetnsFleet {
     }
 
     async fn open_viewer(&self, viewer: &ViewerPlan) -> anyhow::Result<ViewerSlot> {
+        self.open_browser(&BrowserPlan::single(viewer)).await
+    }
+
+    /// One slot per browser: slot `browser + 1`, shaped for all of its viewers.
+    async fn open_browser(&self, browser: &BrowserPlan) -> anyhow::Result<ViewerSlot> {
         if self.shut.load(Ordering::SeqCst) {
             anyhow::bail!("the netns fleet is shut down");
         }
-        if viewer.index >= MAX_VIEWERS {
-            anyhow::bail!(
-                "viewer {}: the netns fleet makes at most {MAX_VIEWERS} slots",
-                viewer.index
-            );
+        let who = match browser.viewers.as_slice() {
+            [one] => format!("viewer {}", one.index),
+            _ => format!(
+                "browser {} (viewers {})",
+                browser.index,
+                browser.viewer_range()
+            ),
+        };
+        if browser.index >= MAX_VIEWERS {
+            anyhow::bail!("{who}: the netns fleet makes at most {MAX_VIEWERS} slots");
         }
-        let index = viewer.index + 1;
-        let shaping = tc_shaping(viewer.network.as_ref());
+        let index = browser.index + 1;
+        let shaping = browser_shaping(&browser.viewers);
         let info = self
             .net
             .up(index, 1, shaping)
             .await
-            .with_context(|| format!("viewer {}: cannot make its slot", viewer.index))?
+            .with_context(|| format!("{who}: cannot make its slot"))?
             .remove(0);
         self.open.lock().unwrap().insert(index, info.clone());
         if self.shut.load(Ordering::SeqCst) {
@@ -216,9 +245,7 @@ impl Fleet for NetnsFleet {
         }
         let wrapper =
             write_chromium_wrapper(self.dir.path(), &info.name, &self.tools.ip, &self.chromium)
-                .with_context(|| {
-                    format!("viewer {}: cannot write the Chromium wrapper", viewer.index)
-                })?;
+                .with_context(|| format!("{who}: cannot write the Chromium wrapper"))?;
         tracing::debug!("netns slot {}", info.describe());
         Ok(ViewerSlot {
             webdriver_url: self.chromedriver.url(),
@@ -230,6 +257,7 @@ impl Fleet for NetnsFleet {
                 rates: info.rate_shaped(),
                 latency: info.delay_applied(),
             },
+            viewers: browser.viewers.len() as u32,
         })
     }
 
@@ -320,5 +348,36 @@ mod tests {
             assert!(tc_shaping(Some(&profile)).is_none());
         }
         assert!(tc_shaping(None).is_none());
+    }
+
+    #[test]
+    fn a_shared_slot_is_shaped_for_all_of_its_viewers() {
+        let viewer = |index, apply| ViewerPlan {
+            index,
+            start_after: std::time::Duration::ZERO,
+            p2p: true,
+            network: Some(NetworkProfile {
+                download_kbps: Some(2000),
+                upload_kbps: Some(300),
+                latency_ms: Some(500),
+                apply: Some(apply),
+            }),
+            browser: 0,
+        };
+        let four: Vec<ViewerPlan> = (0..4).map(|i| viewer(i, Throttling::Tc)).collect();
+        assert_eq!(
+            browser_shaping(&four),
+            Shaping {
+                down_kbit: 8000,
+                up_kbit: 1200,
+                delay_ms: 500
+            }
+        );
+        assert_eq!(
+            browser_shaping(&four[..1]),
+            tc_shaping(four[0].network.as_ref())
+        );
+        let http_only: Vec<ViewerPlan> = (0..4).map(|i| viewer(i, Throttling::HttpOnly)).collect();
+        assert!(browser_shaping(&http_only).is_none());
     }
 }

@@ -258,6 +258,7 @@ impl Manifest {
                 shaping: String::new(),
                 throttling: None,
                 notes: Vec::new(),
+                packing: None,
             },
             target: TargetDescription {
                 kind: TargetKind::Refsite,
@@ -300,6 +301,24 @@ pub struct FleetDescription {
     /// Further caveats, one sentence each.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Several viewers per browser (`viewers.per_browser` > 1); absent: one browser each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packing: Option<Packing>,
+}
+
+/// What several viewers per browser share, for the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Packing {
+    /// Viewers per browser (the last browser may hold fewer).
+    pub per_browser: u32,
+    /// Viewers seen from each network address, when browsers have addresses of their own
+    /// (netns slots, Grid nodes with viewer slots); `None`: all of a host's viewers share
+    /// its address, or it is unknown.
+    pub viewers_per_address: Option<u32>,
+    /// Viewers sharing each tc-shaped link, when browsers have links of their own.
+    pub viewers_per_link: Option<u32>,
+    /// Rates of each shared link, as the fleet applies them (e.g. `8000/1200 kbit/s`).
+    pub link: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -25,7 +25,14 @@ pub fn implications(run: &RunData) -> Vec<String> {
                 .to_string(),
         );
     }
-    if !fleet.own_address_per_viewer && fleet.kind == FleetKind::Local {
+    let shared_addresses = fleet.packing.as_ref().and_then(|p| p.viewers_per_address);
+    if let Some(n) = shared_addresses {
+        out.push(format!(
+            "Viewers shared addresses in groups of {n} ({n} viewers per browser, one address \
+             per browser): the platform sees {n} times fewer clients than viewers (PeerTube \
+             counts one view per address and applies its API rate limit per address)."
+        ));
+    } else if !fleet.own_address_per_viewer && fleet.kind == FleetKind::Local {
         out.push(
             "All viewers share one network address: the platform sees one client (PeerTube \
              counts one view per address and applies its API rate limit, 50 requests per 10 s \

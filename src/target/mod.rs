@@ -38,6 +38,17 @@ pub trait Target: Send + Sync {
     fn exporter_url(&self) -> Option<String>;
 }
 
+/// The player's media segments since the page opened: asked for, loaded (from HTTP or
+/// P2P), their bytes, and how many were loaded at each rendition height (`"720"`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SegmentCounts {
+    pub requested: u64,
+    pub loaded: u64,
+    pub bytes: u64,
+    pub by_height: std::collections::BTreeMap<String, u64>,
+}
+
 /// What the probe reports. Byte counters are cumulative since the page opened.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
@@ -57,8 +68,15 @@ pub struct PlayerStats {
     pub first_frame_ms: Option<f64>,
     pub stalls: u32,
     pub stalled_ms: f64,
+    /// Height of the rendition playing (the player's current level where it says).
     pub resolution: Option<u32>,
+    /// Always 0 with the decode lever: nothing is decoded, so nothing is dropped.
     pub dropped_frames: u64,
+    /// Every video track of the element is deselected (the decode lever took hold);
+    /// `None` when the browser does not expose `videoTracks`.
+    pub video_track_off: Option<bool>,
+    /// Media segments the player asked for and got (refsite's player, hls.js events).
+    pub segments: Option<SegmentCounts>,
     pub errors: u32,
     pub last_error: Option<String>,
     pub http: Option<HttpOutcomes>,

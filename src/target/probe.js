@@ -15,7 +15,10 @@
 //   kept, and its data channels' bytesReceived/bytesSent are summed once a second (a
 //   closed connection keeps its last figures), on the receiving side as delivered bytes;
 // - the P2P engine's own peer events (closes, errors, P2P segment failures and timeouts),
-//   when the page exposes the engine as videojsPlayer.p2pEngine (refsite does).
+//   when the page exposes the engine as videojsPlayer.p2pEngine (refsite does);
+// - the media segments the player asked for and got, by rendition height, from hls.js's
+//   own events when the page exposes it as videojsPlayer.hls (refsite does): what
+//   `calibrate` compares between browser profiles (segments over time, ABR choices).
 (() => {
   if (window.__vf) return;
   const vf = window.__vf = {
@@ -25,6 +28,7 @@
     seg: { completed: 0, responses: 0, abortedAnnounced: 0, abortedDelivered: 0, inFlight: 0, waiting: 0, aborts: 0, abortedWaiting: 0 },
     rtc: { received: 0, sent: 0, connections: 0 },
     engine: { hooked: false, peerCloses: 0, peerErrors: 0, p2pTimeouts: 0, p2pFailures: 0 },
+    frags: { hooked: false, requested: 0, loaded: 0, bytes: 0, byHeight: {} },
   };
   const isSegment = (name) => /\.(ts|m4s|mp4|m4a|aac)(\?|$)/.test(name) || /\/segments?\//.test(name);
 
@@ -192,13 +196,36 @@
       if (d.error && d.error.type === 'bytes-receiving-timeout') vf.engine.p2pTimeouts += 1;
     });
   };
+  // Main-stream fragments (audio-only or subtitle fragments of other playlists aside).
+  const hookHls = (hls) => {
+    if (!hls || typeof hls.on !== 'function' || vf.frags.hooked) return false;
+    vf.frags.hooked = true;
+    const f = vf.frags;
+    hls.on('hlsFragLoading', (_e, d) => { if (d && d.frag && d.frag.type === 'main') f.requested += 1; });
+    hls.on('hlsFragLoaded', (_e, d) => {
+      const frag = d && d.frag;
+      if (!frag || frag.type !== 'main') return;
+      const level = hls.levels && hls.levels[frag.level];
+      const height = String((level && level.height) || 0);
+      f.loaded += 1;
+      f.bytes += (frag.stats && frag.stats.loaded) || 0;
+      f.byHeight[height] = (f.byHeight[height] || 0) + 1;
+    });
+    return true;
+  };
+  let tries = 0;
   const hook = () => {
+    tries += 1;
     const p = window.videojsPlayer;
     if (p && typeof p.on === 'function') {
-      p.on('network-info', onInfo);
-      vf.hooked = true;
-      hookEngine(p.p2pEngine);
-      return;
+      if (!vf.hooked) {
+        p.on('network-info', onInfo);
+        vf.hooked = true;
+        hookEngine(p.p2pEngine);
+      }
+      // The player object may get its hls.js instance a moment later (or never: a player
+      // that does not expose hls.js is not asked for a minute).
+      if (hookHls(p.hls) || vf.frags.hooked || tries > 300) return;
     }
     setTimeout(hook, 200);
   };

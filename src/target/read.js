@@ -7,7 +7,12 @@ let stalledMs = vf.stalledMs;
 if (vf.waitingSince !== null) stalledMs += performance.now() - vf.waitingSince;
 const q = v && v.getVideoPlaybackQuality ? v.getVideoPlaybackQuality() : null;
 const useNetInfo = vf.netinfo && vf.http > 0;
-const s = vf.seg, e = vf.engine;
+const s = vf.seg, e = vf.engine, f = vf.frags;
+// The rendition playing: the player's current level (with the decode lever the element's
+// videoHeight stays at the first frame's), else the element's own size.
+const p = window.videojsPlayer, hls = p && p.hls;
+const level = hls && hls.levels && hls.currentLevel >= 0 ? hls.levels[hls.currentLevel] : null;
+const tracks = v && v.videoTracks;
 return {
   httpBytes: Math.round(useNetInfo ? vf.http : vf.rtBytes),
   httpSource: useNetInfo ? 'network-info' : 'resource-timing',
@@ -29,7 +34,12 @@ return {
   currentTime: v ? v.currentTime : 0,
   firstFrameMs: vf.firstFrameMs,
   stalls: vf.stalls, stalledMs: stalledMs,
-  resolution: v && v.videoHeight ? v.videoHeight : null,
+  resolution: level && level.height ? level.height : (v && v.videoHeight ? v.videoHeight : null),
+  // Meaningless with the decode lever (nothing is decoded, nothing dropped): see videoTrackOff.
   droppedFrames: q ? q.droppedVideoFrames : 0,
+  videoTrackOff: tracks ? (tracks.length > 0 && Array.from(tracks).every((t) => !t.selected)) : null,
+  segments: f && f.hooked ? {
+    requested: f.requested, loaded: f.loaded, bytes: f.bytes, byHeight: f.byHeight,
+  } : null,
   errors: vf.errors, lastError: vf.lastError,
 };

@@ -1,11 +1,16 @@
-//! Viewers: one WebDriver session each (fantoccini). Creates the session with the
-//! project's Chromium profile, applies HTTP throttling through ChromeDriver/CDP (bytes/s),
-//! installs the target's stats probe, opens the viewer page, waits for the first frame,
-//! then reads stats on demand. Every WebDriver call has a timeout (fantoccini has none),
-//! and `close` deletes the session and the profile on every path.
+//! Viewers: one WebDriver session each (fantoccini), or one tab each in a browser shared
+//! by several viewers (`browser`, WebDriver BiDi). Creates the session with the project's
+//! Chromium profile, applies HTTP throttling through ChromeDriver/CDP (bytes/s), installs
+//! the target's stats probe and the decode lever, opens the viewer page, waits for the
+//! first frame, then reads stats on demand. Every WebDriver call has a timeout (fantoccini
+//! has none), and `close` deletes the session (or the tab) and the profile on every path.
 
+mod bidi;
+pub mod browser;
 mod commands;
 pub mod gc;
+
+pub use browser::SharedBrowser;
 
 use crate::model::kinds::Throttling;
 use crate::model::scenario::NetworkProfile;
@@ -22,6 +27,8 @@ use std::time::{Duration, Instant};
 /// change measured with `viewerfleet calibrate` (BENCHMARKS.md): the omnibox popup's WebUI
 /// renderer (≈47 MB), the spare renderer, and the separate audio, network and GPU processes
 /// (their work moves into the browser process; requests and CDP throttling are unchanged).
+/// `AudioVideoTracks` exposes `HTMLMediaElement.videoTracks`, which the decode lever
+/// (`NO_VIDEO_TRACK_SCRIPT`) needs to deselect the video track.
 pub const CHROMIUM_FLAGS: &[&str] = &[
     "--headless=new",
     "--no-sandbox",
@@ -32,6 +39,7 @@ pub const CHROMIUM_FLAGS: &[&str] = &[
     "--allow-loopback-in-peer-connection",
     "--disable-features=WebRtcHideLocalIpsWithMdns,WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,SpareRendererForSitePerProcess,AudioServiceOutOfProcess",
     "--enable-features=NetworkServiceInProcess2",
+    "--enable-blink-features=AudioVideoTracks",
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
@@ -40,6 +48,29 @@ pub const CHROMIUM_FLAGS: &[&str] = &[
     "--disable-dev-shm-usage",
     "--window-size=640,360",
 ];
+
+/// The decode lever: deselects every video track as soon as it is known, so Chromium
+/// neither decodes nor paints video while the player fetches and appends exactly as before
+/// (see the script's header and BENCHMARKS.md). Installed with the stats probe.
+pub const NO_VIDEO_TRACK_SCRIPT: &str = include_str!("no_video_track.js");
+
+/// How viewers' browsers are started: base flags, and whether the video track is
+/// deselected. `calibrate` compares setups; runs use `project`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrowserSetup {
+    pub flags: Vec<String>,
+    pub no_video_track: bool,
+}
+
+impl BrowserSetup {
+    /// What viewerfleet's viewers use: `CHROMIUM_FLAGS` and the decode lever.
+    pub fn project() -> Self {
+        Self {
+            flags: CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect(),
+            no_video_track: true,
+        }
+    }
+}
 
 /// Prefix of every profile folder (`<prefix><controller pid>-<random>`): `gc --local` finds
 /// leftovers of dead controllers by it.
@@ -60,6 +91,15 @@ pub fn remove_own_profiles() -> usize {
         .count()
 }
 
+/// A fresh profile folder; the controller's PID in its name lets `gc` tell a live run's
+/// profiles from leftovers.
+fn new_profile() -> Result<tempfile::TempDir, ViewerError> {
+    tempfile::Builder::new()
+        .prefix(&format!("{PROFILE_PREFIX}{}-", std::process::id()))
+        .tempdir()
+        .map_err(ViewerError::Profile)
+}
+
 /// Where one viewer's browser is to be created.
 #[derive(Debug, Clone)]
 pub struct ViewerSlot {
@@ -76,6 +116,9 @@ pub struct ViewerSlot {
     pub address: Option<String>,
     /// What the slot's kernel queues (tc) already apply below the browser.
     pub shaping: SlotShaping,
+    /// Viewers whose browser runs in this slot (`viewers.per_browser`): they share its
+    /// address and, with tc, its link, which is then shaped at that many times the profile.
+    pub viewers: u32,
 }
 
 /// What a slot's tc shaping covers (rates both ways; latency needs netem).
@@ -127,34 +170,46 @@ pub enum ViewerError {
     },
     #[error("creating a browser profile: {0}")]
     Profile(std::io::Error),
+    /// The viewer's tab in a shared browser crashed (its renderer died); the browser and
+    /// its other viewers go on.
+    #[error("tab crashed")]
+    TabCrashed,
+    /// The shared browser (or its session) is gone, with every viewer in it.
+    #[error("the browser is gone ({0})")]
+    BrowserGone(String),
 }
 
-/// A running viewer: its session and profile. Call `close` when done.
+/// A running viewer: its own session and profile, or a tab of a shared browser. Call
+/// `close` when done.
 pub struct Viewer {
-    client: Client,
-    profile: Option<tempfile::TempDir>,
+    kind: Kind,
     timeouts: ViewerTimeouts,
+    no_video_track: bool,
     pub session_id: Option<String>,
 }
 
+enum Kind {
+    Session {
+        client: Client,
+        profile: Option<tempfile::TempDir>,
+    },
+    Tab(browser::Tab),
+}
+
 impl Viewer {
-    /// Creates the WebDriver session for a slot with the project's Chromium flags.
+    /// Creates the WebDriver session for a slot with the project's setup.
     pub async fn create(slot: &ViewerSlot, timeouts: ViewerTimeouts) -> Result<Self, ViewerError> {
-        Self::create_with_flags(slot, timeouts, CHROMIUM_FLAGS).await
+        Self::create_with(slot, timeouts, &BrowserSetup::project()).await
     }
 
-    /// Creates the WebDriver session with other base flags (`calibrate` compares profiles).
-    pub async fn create_with_flags(
+    /// Creates the WebDriver session with another setup (`calibrate` compares them).
+    pub async fn create_with(
         slot: &ViewerSlot,
         timeouts: ViewerTimeouts,
-        flags: &[impl AsRef<str>],
+        setup: &BrowserSetup,
     ) -> Result<Self, ViewerError> {
-        // The controller's PID in the name lets `gc` tell a live run's profiles from leftovers.
-        let profile = tempfile::Builder::new()
-            .prefix(&format!("{PROFILE_PREFIX}{}-", std::process::id()))
-            .tempdir()
-            .map_err(ViewerError::Profile)?;
-        let caps = capabilities_with(flags, slot, Some(profile.path().to_path_buf()));
+        let profile = new_profile()?;
+        let caps = capabilities_with(&setup.flags, slot, Some(profile.path().to_path_buf()));
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         let mut builder = ClientBuilder::new(connector);
         builder.capabilities(caps);
@@ -167,17 +222,41 @@ impl Viewer {
             .map_err(|e| ViewerError::Session(e.to_string()))?;
         let session_id = client.session_id().await.ok().flatten();
         Ok(Self {
-            client,
-            profile: Some(profile),
+            kind: Kind::Session {
+                client,
+                profile: Some(profile),
+            },
             timeouts,
+            no_video_track: setup.no_video_track,
             session_id,
         })
+    }
+
+    /// A viewer in a tab of a shared browser (made by `SharedBrowser::open_viewer`).
+    fn tab(tab: browser::Tab, timeouts: ViewerTimeouts, no_video_track: bool) -> Self {
+        let session_id = tab.browser().session_id.clone();
+        Self {
+            kind: Kind::Tab(tab),
+            timeouts,
+            no_video_track,
+            session_id,
+        }
+    }
+
+    /// The shared browser this viewer plays in, when it has no browser of its own.
+    pub fn shared_browser(&self) -> Option<&std::sync::Arc<SharedBrowser>> {
+        match &self.kind {
+            Kind::Tab(tab) => Some(tab.browser()),
+            Kind::Session { .. } => None,
+        }
     }
 
     /// Applies the viewer's network profile as its mode asks (see `Throttling`): per-request
     /// HTTP rules (`http-only`), Chromium's whole-browser emulation (`cdp-all`), or, with
     /// `tc` (rates applied by the slot), the latency the slot could not apply (a kernel
-    /// without netem), to HTTP. Throughputs go to Chromium in bytes/s.
+    /// without netem), to HTTP. A tc slot shared by several viewers is shaped at their
+    /// summed rates, so each viewer's HTTP is also held to its own profile in its tab.
+    /// Throughputs go to Chromium in bytes/s.
     ///
     /// That latency rule carries the link's rates too (the same as tc's, so they take
     /// nothing more away): CDP's latency only holds the response headers, and without rates
@@ -199,14 +278,7 @@ impl Viewer {
             Throttling::HttpOnly
         });
         match mode {
-            Throttling::CdpAll => self
-                .call(
-                    "network conditions",
-                    self.client
-                        .issue_cmd(NetworkConditions::from_profile(profile)),
-                )
-                .await
-                .map(|_| ()),
+            Throttling::CdpAll => self.emulate_network(profile).await,
             Throttling::HttpOnly => {
                 self.http_rules(commands::http_only_rules(
                     latency,
@@ -223,6 +295,15 @@ impl Viewer {
                     slot.node
                 ),
             }),
+            Throttling::Tc if slot.viewers > 1 => {
+                let missing_latency = if slot.shaping.latency { 0 } else { latency };
+                self.http_rules(commands::http_only_rules(
+                    missing_latency,
+                    bytes(profile.download_kbps),
+                    bytes(profile.upload_kbps),
+                ))
+                .await
+            }
             Throttling::Tc if latency > 0 && !slot.shaping.latency => {
                 self.http_rules(commands::http_only_rules(
                     latency,
@@ -235,48 +316,112 @@ impl Viewer {
         }
     }
 
-    async fn http_rules(&self, params: serde_json::Value) -> Result<(), ViewerError> {
-        let enable = CdpCommand::new("Network.enable", serde_json::json!({}));
-        self.call("enabling the network domain", self.client.issue_cmd(enable))
-            .await?;
-        let rules = CdpCommand::new("Network.emulateNetworkConditionsByRule", params);
-        self.call("HTTP throttling rules", self.client.issue_cmd(rules))
-            .await
-            .map(|_| ())
+    /// Chromium's whole-browser emulation: ChromeDriver's network conditions for a session
+    /// of its own, the same CDP command on the tab for a shared browser (ChromeDriver's
+    /// conditions would apply to every tab of the session).
+    async fn emulate_network(&self, profile: &NetworkProfile) -> Result<(), ViewerError> {
+        match &self.kind {
+            Kind::Session { client, .. } => self
+                .call(
+                    "network conditions",
+                    client.issue_cmd(NetworkConditions::from_profile(profile)),
+                )
+                .await
+                .map(|_| ()),
+            Kind::Tab(tab) => {
+                let c = NetworkConditions::from_profile(profile);
+                let unlimited = |v: u64| if v == 0 { -1 } else { v as i64 };
+                tab.cdp(
+                    "enabling the network domain",
+                    "Network.enable",
+                    serde_json::json!({}),
+                )
+                .await?;
+                tab.cdp(
+                    "network conditions",
+                    "Network.emulateNetworkConditions",
+                    serde_json::json!({
+                        "offline": false,
+                        "latency": c.latency_ms,
+                        "downloadThroughput": unlimited(c.download_bytes_per_s),
+                        "uploadThroughput": unlimited(c.upload_bytes_per_s),
+                    }),
+                )
+                .await
+                .map(|_| ())
+            }
+        }
     }
 
-    /// Installs the target's probe so it runs before any page script, then opens the page.
-    pub async fn open(&self, target: &dyn Target, p2p: bool) -> Result<Instant, ViewerError> {
-        let probe = CdpCommand::new(
-            "Page.addScriptToEvaluateOnNewDocument",
-            serde_json::json!({ "source": target.probe_script() }),
-        );
-        self.call("installing the stats probe", self.client.issue_cmd(probe))
-            .await?;
-        let opened = Instant::now();
-        self.call(
-            "opening the viewer page",
-            self.client.goto(&target.viewer_url(p2p)),
+    async fn http_rules(&self, params: serde_json::Value) -> Result<(), ViewerError> {
+        self.cdp(
+            "enabling the network domain",
+            "Network.enable",
+            serde_json::json!({}),
         )
         .await?;
+        self.cdp(
+            "HTTP throttling rules",
+            "Network.emulateNetworkConditionsByRule",
+            params,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// One CDP command: through ChromeDriver's `goog/cdp/execute` for a session of its own,
+    /// on the tab's CDP session for a shared browser.
+    async fn cdp(
+        &self,
+        what: &'static str,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, ViewerError> {
+        match &self.kind {
+            Kind::Session { client, .. } => {
+                self.call(what, client.issue_cmd(CdpCommand::new(method, params)))
+                    .await
+            }
+            Kind::Tab(tab) => tab.cdp(what, method, params).await,
+        }
+    }
+
+    /// Installs the target's probe (and the decode lever) so they run before any page
+    /// script, then opens the page.
+    pub async fn open(&self, target: &dyn Target, p2p: bool) -> Result<Instant, ViewerError> {
+        self.init_script("installing the stats probe", target.probe_script())
+            .await?;
+        if self.no_video_track {
+            self.init_script("installing the decode lever", NO_VIDEO_TRACK_SCRIPT)
+                .await?;
+        }
+        let opened = Instant::now();
+        self.goto(&target.viewer_url(p2p)).await?;
         Ok(opened)
     }
 
     /// Installs a script that runs before any page script on every page this viewer opens
     /// (CDP `Page.addScriptToEvaluateOnNewDocument`).
     pub async fn add_init_script(&self, source: &str) -> Result<(), ViewerError> {
-        let cmd = CdpCommand::new(
+        self.init_script("installing a page script", source).await
+    }
+
+    async fn init_script(&self, what: &'static str, source: &str) -> Result<(), ViewerError> {
+        self.cdp(
+            what,
             "Page.addScriptToEvaluateOnNewDocument",
             serde_json::json!({ "source": source }),
-        );
-        self.call("installing a page script", self.client.issue_cmd(cmd))
-            .await
-            .map(|_| ())
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Opens any page (not a target's viewer page: measurement pages, checks).
     pub async fn goto(&self, url: &str) -> Result<(), ViewerError> {
-        self.call("opening a page", self.client.goto(url)).await
+        match &self.kind {
+            Kind::Session { client, .. } => self.call("opening a page", client.goto(url)).await,
+            Kind::Tab(tab) => tab.navigate(url).await,
+        }
     }
 
     /// Runs an async script in the page (WebDriver's execute/async: the script calls its
@@ -286,21 +431,39 @@ impl Viewer {
         script: &str,
         args: Vec<serde_json::Value>,
     ) -> Result<serde_json::Value, ViewerError> {
-        self.call(
-            "running a page script",
-            self.client.execute_async(script, args),
-        )
-        .await
+        match &self.kind {
+            Kind::Session { client, .. } => {
+                self.call("running a page script", client.execute_async(script, args))
+                    .await
+            }
+            Kind::Tab(tab) => {
+                let args = serde_json::Value::Array(args).to_string();
+                let expression = format!(
+                    "new Promise((resolve, reject) => {{ try {{ (function() {{ {script}\n}}).apply(null, {args}.concat([resolve])); }} catch (e) {{ reject(e); }} }}).then((v) => JSON.stringify(v === undefined ? null : v))"
+                );
+                tab.evaluate_json("running a page script", expression, true)
+                    .await
+            }
+        }
     }
 
     /// Reads the player's stats once.
     pub async fn read(&self, target: &dyn Target) -> Result<PlayerStats, ViewerError> {
-        let value = self
-            .call(
-                "reading player stats",
-                self.client.execute(target.read_script(), vec![]),
-            )
-            .await?;
+        let value = match &self.kind {
+            Kind::Session { client, .. } => {
+                self.call(
+                    "reading player stats",
+                    client.execute(target.read_script(), vec![]),
+                )
+                .await?
+            }
+            Kind::Tab(tab) => {
+                let expression =
+                    format!("JSON.stringify((() => {{ {}\n}})())", target.read_script());
+                tab.evaluate_json("reading player stats", expression, false)
+                    .await?
+            }
+        };
         serde_json::from_value(value).map_err(|e| ViewerError::Command {
             what: "reading player stats",
             message: format!("unexpected answer: {e}"),
@@ -332,21 +495,30 @@ impl Viewer {
         }
     }
 
-    /// Deletes the session (closing the browser) and the profile. Never fails: a session
-    /// that cannot be deleted is logged, and its driver's shutdown kills the browser.
-    pub async fn close(mut self) {
-        let id = self.session_id.clone().unwrap_or_default();
-        match tokio::time::timeout(self.timeouts.command, self.client.clone().close()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => tracing::debug!("deleting session {id}: {err}"),
-            Err(_) => tracing::warn!("deleting session {id} timed out"),
-        }
-        if let Some(profile) = self.profile.take() {
-            let path = profile.path().to_path_buf();
-            // Chromium may still be writing as it exits; removal is retried by `gc`.
-            if let Err(err) = profile.close() {
-                tracing::debug!("removing profile {}: {err}", path.display());
+    /// Deletes the session (closing the browser) and the profile, or closes the viewer's
+    /// tab and browser context (its shared browser stays up). Never fails: a session that
+    /// cannot be deleted is logged, and its driver's shutdown kills the browser.
+    pub async fn close(self) {
+        match self.kind {
+            Kind::Session {
+                client,
+                mut profile,
+            } => {
+                let id = self.session_id.clone().unwrap_or_default();
+                match tokio::time::timeout(self.timeouts.command, client.close()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => tracing::debug!("deleting session {id}: {err}"),
+                    Err(_) => tracing::warn!("deleting session {id} timed out"),
+                }
+                if let Some(profile) = profile.take() {
+                    let path = profile.path().to_path_buf();
+                    // Chromium may still be writing as it exits; removal is retried by `gc`.
+                    if let Err(err) = profile.close() {
+                        tracing::debug!("removing profile {}: {err}", path.display());
+                    }
+                }
             }
+            Kind::Tab(tab) => tab.close().await,
         }
     }
 
@@ -407,6 +579,7 @@ mod tests {
             node: "local".into(),
             address: None,
             shaping: SlotShaping::NONE,
+            viewers: 1,
         }
     }
 
@@ -424,5 +597,9 @@ mod tests {
         assert!(args.contains(&"--user-data-dir=/tmp/p"));
         assert!(args.contains(&"--remote-debugging-pipe"));
         assert!(args.contains(&"--headless=new"));
+        assert!(args.contains(&"--enable-blink-features=AudioVideoTracks"));
+        // The project's viewers deselect their video track; the flag above exposes it.
+        assert!(BrowserSetup::project().no_video_track);
+        assert!(NO_VIDEO_TRACK_SCRIPT.contains("videoTracks"));
     }
 }

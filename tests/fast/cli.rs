@@ -84,3 +84,40 @@ fn runs_never_overwrite_data() {
         "earlier data"
     );
 }
+
+#[test]
+fn per_browser_out_of_range_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    viewerfleet()
+        .args([
+            "run",
+            "scenarios/local/vod.yaml",
+            "--per-browser",
+            "17",
+            "--out",
+        ])
+        .arg(dir.path().join("out"))
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("viewers.per_browser: 17 is out of range").and(
+                predicate::str::contains("use 1 (one browser per viewer, the default) to 16"),
+            ),
+        );
+    assert!(!dir.path().join("out").exists());
+    // In the file, the error names its line.
+    let path = dir.path().join("packed.yaml");
+    let text = std::fs::read_to_string("scenarios/local/vod.yaml")
+        .unwrap()
+        .replace("  count: 6\n", "  count: 6\n  per_browser: 0\n");
+    std::fs::write(&path, text).unwrap();
+    viewerfleet()
+        .arg("validate")
+        .arg(&path)
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::is_match(r"packed\.yaml:\d+: viewers\.per_browser: 0 is out of range")
+                .unwrap(),
+        );
+}

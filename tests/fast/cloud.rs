@@ -452,6 +452,7 @@ fn request(key: &std::path::Path, run_id: &str) -> provision::ProvisionRequest {
         node_type: "cx33".into(),
         nodes: 2,
         viewers_per_node: 4,
+        browsers_per_node: 4,
         expires_at: now() + 3600,
         ssh_public_key: std::fs::read_to_string(key).unwrap(),
         controller_ips: vec!["198.51.100.7/32".into()],
@@ -1070,7 +1071,7 @@ async fn only_current_types_orderable_in_the_location_are_offered() {
     // Forcing a type that cannot be ordered names why and lists what can.
     let mut spec = spec(&shipped("live-normal.yaml"));
     spec.hub_type = Some("cx32".into());
-    let err = sizing::plan(&spec, 1000, Duration::from_secs(600), &cat).unwrap_err();
+    let err = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), &cat).unwrap_err();
     let text = err.to_string();
     assert!(
         text.contains("fleet.hub_type")
@@ -1081,13 +1082,13 @@ async fn only_current_types_orderable_in_the_location_are_offered() {
     );
     spec.hub_type = None;
     spec.node_type = Some("cx33".into());
-    let err = sizing::plan(&spec, 1000, Duration::from_secs(600), &ash).unwrap_err();
+    let err = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), &ash).unwrap_err();
     assert!(err.to_string().contains("not offered there"), "{err}");
     // A listed type that cannot be ordered is skipped with a note; a retiring one warns.
     spec.node_type = None;
     spec.node_types = Some(vec!["cx32".into(), "cpx41".into()]);
     spec.server_limit = 100;
-    let p = sizing::plan(&spec, 1000, Duration::from_secs(600), &cat).unwrap();
+    let p = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), &cat).unwrap();
     assert_eq!(p.chosen.offer.name, "cpx41");
     assert!(
         p.notes.iter().any(|n| n.contains("`cx32` skipped")),
@@ -1101,7 +1102,7 @@ async fn only_current_types_orderable_in_the_location_are_offered() {
     );
     // The hub's default follows the location.
     spec.node_types = None;
-    let p = sizing::plan(&spec, 100, Duration::from_secs(600), &ash).unwrap();
+    let p = sizing::plan(&spec, 100, 1, Duration::from_secs(600), &ash).unwrap();
     assert_eq!(
         p.hub.name, "cpx32",
         "no cx in ash: the cheapest current 4-core 8 GB"
@@ -1137,7 +1138,7 @@ async fn plan_fits_the_four_1000_viewer_scenarios_into_the_server_limit() {
         let plan = shipped(file);
         let mut spec = spec(&plan);
         spec.server_limit = limit;
-        let p = sizing::plan(&spec, plan.viewers, plan.duration, &cat).unwrap();
+        let p = sizing::plan(&spec, plan.viewers, plan.per_browser, plan.duration, &cat).unwrap();
         assert_eq!(
             (
                 p.chosen.nodes,
@@ -1190,10 +1191,10 @@ async fn plan_fits_the_four_1000_viewer_scenarios_into_the_server_limit() {
     // The cheapest live fleet: 64 servers for 0.5575 EUR/h.
     let mut spec = spec(&shipped("live-normal.yaml"));
     spec.server_limit = 70;
-    let p = sizing::plan(&spec, 1000, Duration::from_secs(600), &cat).unwrap();
+    let p = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), &cat).unwrap();
     assert!((p.hourly_net - 0.5575).abs() < 1e-3, "{}", p.hourly_net);
     let vod = shipped("vod.yaml");
-    let p = sizing::plan(&self::spec(&vod), 1000, vod.duration, &cat).unwrap();
+    let p = sizing::plan(&self::spec(&vod), 1000, 1, vod.duration, &cat).unwrap();
     assert!(p.over_limit());
 }
 

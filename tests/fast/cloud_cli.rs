@@ -714,38 +714,39 @@ async fn plan_sizes_nodes_from_a_calibration() {
     let fake = fake(FakeConfig::default()).await;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
-    let figures = |name: &str, cpu: f64, pss_max: f64| ProfileFigures {
-        profile: BrowserProfile {
-            name: name.into(),
-            flags: vec![],
-        },
-        viewers: 4,
-        viewers_measured: 4,
-        failures: vec![],
-        processes_per_viewer: 7.0,
-        pss_mb_per_viewer: pss_max - 20.0,
-        pss_mb_per_viewer_max: pss_max,
-        cpu_cores_per_viewer: cpu,
-        http_kbps_per_viewer: 650.0,
-        p2p_down_kbps_per_viewer: 0.0,
-        p2p_up_kbps_per_viewer: 0.0,
-        stalls: 0,
-        ttff_ms_median: Some(4000.0),
-        window_s: 40.0,
+    use viewerfleet::model::kinds::VideoKind;
+    let figures = |profile: BrowserProfile, video: VideoKind, cpu: f64, pss_max: f64| {
+        let mut f = ProfileFigures::empty(profile, 4);
+        f.video = video;
+        f.viewers_measured = 4;
+        f.pss_mb_per_viewer = pss_max - 20.0;
+        f.pss_mb_per_viewer_max = pss_max;
+        f.cpu_cores_per_viewer = cpu;
+        f
     };
     let calibration = Calibration {
         created: "2026-11-30T18:00:00Z".into(),
         host: Default::default(),
         chromium: "Chromium 156".into(),
         scenario: "built-in".into(),
+        videos: vec![VideoKind::Live, VideoKind::Vod],
         viewers: 4,
+        repeat: 1,
         warmup_s: 15.0,
-        window_s: 40.0,
+        window_s: 60.0,
         command: "viewerfleet calibrate".into(),
-        // The default profile is dearer: plan must take the project's figures.
+        // The default profile is dearer: plan must take viewerfleet's figures, those of
+        // the scenario's video and packing.
         profiles: vec![
-            figures("default", 0.9, 900.0),
-            figures("project", 0.5, 300.0),
+            figures(
+                BrowserProfile::default_chromedriver(),
+                VideoKind::Live,
+                0.9,
+                900.0,
+            ),
+            figures(BrowserProfile::project(), VideoKind::Live, 0.5, 300.0),
+            figures(BrowserProfile::packed(), VideoKind::Live, 0.25, 150.0),
+            figures(BrowserProfile::project(), VideoKind::Vod, 0.75, 400.0),
         ],
     };
     std::fs::write(
@@ -766,6 +767,31 @@ async fn plan_sizes_nodes_from_a_calibration() {
         stdout.contains("budget per viewer: 0.500 cores, 300 MB"),
         "{stdout}"
     );
+    // Four viewers per browser: the packed row; a VOD scenario: the VOD row.
+    let out = command(&fake, root)
+        .args(["plan", "--per-browser", "4", "--calibration"])
+        .arg(dir.path())
+        .args([
+            "scenarios/peertube-1000/live-normal.yaml",
+            "scenarios/peertube-1000/vod.yaml",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("budget per viewer: 0.250 cores, 150 MB (4 per browser)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("measured at 1 per browser (vod), taken for 4"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("budget per viewer: 0.750 cores, 400 MB (4 per browser)"),
+        "{stdout}"
+    );
 
     // A calibration without a measured project profile is refused with the fix.
     let mut broken = calibration.clone();
@@ -781,7 +807,10 @@ async fn plan_sizes_nodes_from_a_calibration() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("no `project` profile"), "{stderr}");
+    assert!(
+        stderr.contains("no row of viewerfleet's profiles (project, packed)"),
+        "{stderr}"
+    );
 
     // Not a calibration at all.
     let out = command(&fake, root)

@@ -354,3 +354,157 @@ fn sigterm_ends_a_run_with_143_and_releases_every_session() {
     assert_eq!(status.code(), Some(143), "{}", stderr.join("\n"));
     no_session_left(&stub);
 }
+
+/// A scenario with `per_browser` viewers to a browser (the stub speaks WebDriver BiDi).
+fn packed(stub: &Stub, viewers: u32, per_browser: u32, fleet_extra: &str) -> String {
+    scenario(stub, viewers, "1s", fleet_extra, "").replace(
+        "  ramp: 1s\n",
+        &format!("  ramp: 1s\n  per_browser: {per_browser}\n"),
+    )
+}
+
+fn reasons(run: &Run, kind: ViewerEventKind) -> Vec<(u32, String)> {
+    run.viewer_events()
+        .into_iter()
+        .filter(|e| e.event == kind)
+        .map(|e| (e.viewer, e.reason.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test]
+async fn viewers_of_one_browser_share_its_session_and_the_last_out_deletes_it() {
+    let stub = stub(StubConfig::default()).await;
+    let run = run(&packed(&stub, 7, 3, ""), Shutdown::new()).await;
+    assert_eq!(run.outcome.exit_code, 0, "{}", run.outcome.summary);
+    let c = stub.counters();
+    // 7 viewers in browsers of 3, 3 and 1: three sessions, seven tabs, every one closed.
+    assert_eq!(c.sessions_created.load(Relaxed), 3, "{}", c.summary());
+    assert_eq!(c.bidi_sockets.load(Relaxed), 3, "{}", c.summary());
+    assert_eq!(c.tabs_opened.load(Relaxed), 7, "{}", c.summary());
+    no_session_left(&stub);
+    assert_eq!(run.count(ViewerEventKind::SessionCreated), 7);
+    assert_eq!(run.count(ViewerEventKind::Playing), 7);
+    assert_eq!(run.count(ViewerEventKind::Stopped), 7);
+    // Each viewer read its own tab: every one has its own samples.
+    let samples: Vec<rawdata::ViewerSample> =
+        rawdata::read_jsonl(&run.out().join(rawdata::VIEWER_SAMPLES))
+            .unwrap()
+            .records;
+    for viewer in 0..7 {
+        assert!(
+            samples.iter().filter(|s| s.viewer == viewer).count() >= 2,
+            "viewer {viewer} sampled"
+        );
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.out().join(rawdata::MANIFEST)).unwrap()).unwrap();
+    assert_eq!(manifest["fleet"]["packing"]["per_browser"], 3, "{manifest}");
+    assert_eq!(manifest["fleet"]["own_address_per_viewer"], false);
+}
+
+#[tokio::test]
+async fn a_crashed_browser_loses_all_of_its_viewers_with_one_reason() {
+    // The first browser's socket closes after 4 stats reads of its two tabs together.
+    let stub = stub(StubConfig {
+        browser_crash_after_reads: Some(4),
+        ..StubConfig::default()
+    })
+    .await;
+    let run = run(
+        &packed(&stub, 4, 2, "  recreate_lost: false\n"),
+        Shutdown::new(),
+    )
+    .await;
+    assert_eq!(stub.counters().browsers_crashed.load(Relaxed), 1);
+    let lost = reasons(&run, ViewerEventKind::Lost);
+    assert_eq!(lost.len(), 2, "{lost:?}");
+    assert_eq!(
+        lost.iter().map(|(v, _)| *v).collect::<Vec<_>>(),
+        [0, 1],
+        "the first browser's two viewers"
+    );
+    for (_, reason) in &lost {
+        assert!(
+            reason.starts_with(
+                "browser 0 lost with the 2 viewer(s) it held (viewers 0–1, session stub"
+            ),
+            "{reason}"
+        );
+        assert!(reason.contains("the browser is gone"), "{reason}");
+    }
+    assert_eq!(lost[0].1, lost[1].1, "one reason for the browser's viewers");
+    // The other browser's viewers played to the end.
+    let stopped: Vec<u32> = reasons(&run, ViewerEventKind::Stopped)
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
+    assert_eq!(stopped, [2, 3]);
+    assert_eq!(run.outcome.exit_code, 1, "lost viewers count as failed");
+    no_session_left(&stub);
+}
+
+#[tokio::test]
+async fn the_viewers_of_a_crashed_browser_get_a_new_one_when_the_fleet_recreates() {
+    let stub = stub(StubConfig {
+        browser_crash_after_reads: Some(4),
+        ..StubConfig::default()
+    })
+    .await;
+    let run = run(&packed(&stub, 2, 2, ""), Shutdown::new()).await;
+    assert_eq!(reasons(&run, ViewerEventKind::Lost).len(), 2);
+    // One browser for the two again, not one each.
+    assert_eq!(stub.counters().sessions_created.load(Relaxed), 2);
+    assert_eq!(run.count(ViewerEventKind::SessionCreated), 4);
+    assert_eq!(run.count(ViewerEventKind::Stopped), 2);
+    no_session_left(&stub);
+}
+
+#[tokio::test]
+async fn a_crashed_tab_loses_only_its_viewer() {
+    let stub = stub(StubConfig {
+        tab_crash_after_reads: Some(2),
+        ..StubConfig::default()
+    })
+    .await;
+    let run = run(
+        &packed(&stub, 3, 3, "  recreate_lost: false\n"),
+        Shutdown::new(),
+    )
+    .await;
+    assert_eq!(stub.counters().tabs_crashed.load(Relaxed), 1);
+    let lost = reasons(&run, ViewerEventKind::Lost);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].1, "tab crashed");
+    assert_eq!(
+        run.count(ViewerEventKind::Stopped),
+        2,
+        "the others played on"
+    );
+    assert_eq!(stub.counters().sessions_created.load(Relaxed), 1);
+    no_session_left(&stub);
+}
+
+#[tokio::test]
+async fn an_endpoint_without_bidi_fails_packed_viewers_and_says_why() {
+    let stub = stub(StubConfig {
+        no_bidi: true,
+        ..StubConfig::default()
+    })
+    .await;
+    let run = run(
+        &packed(&stub, 2, 2, "  session_retries: 0\n"),
+        Shutdown::new(),
+    )
+    .await;
+    let failed = reasons(&run, ViewerEventKind::Failed);
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert!(
+        failed
+            .iter()
+            .all(|(_, r)| r.contains("does not offer WebDriver BiDi")
+                && r.contains("viewers.per_browser: 1")),
+        "{failed:?}"
+    );
+    assert_eq!(run.outcome.exit_code, 1);
+    no_session_left(&stub);
+}

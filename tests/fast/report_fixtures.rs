@@ -270,3 +270,27 @@ fn steady_run_matches_its_golden_report() {
         );
     }
 }
+
+#[test]
+fn a_packed_run_says_how_many_viewers_shared_each_address() {
+    let (_tmp, dir) = copy_of("run-steady");
+    let path = dir.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    manifest["fleet"]["kind"] = "netns".into();
+    manifest["fleet"]["packing"] = serde_json::json!({"per_browser": 2,
+        "viewers_per_address": 2, "viewers_per_link": 2, "link": "4000/600 kbit/s"});
+    std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let s: ReportSummary = report::write_report(&dir).unwrap();
+    let lines = &s.honesty.implications;
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Viewers shared addresses in groups of 2")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("All viewers share one")),
+        "{lines:?}"
+    );
+}

@@ -118,6 +118,7 @@ async fn grid_vs_direct_chromedriver() {
         node: "local".into(),
         address: None,
         shaping: SlotShaping::NONE,
+        viewers: 1,
     };
     let direct = measure(&direct_slot, &[driver_pid]).await;
     viewerfleet::fleet::chromedriver::kill_group(&mut driver).await;
@@ -131,6 +132,7 @@ async fn grid_vs_direct_chromedriver() {
         node: "grid".into(),
         address: None,
         shaping: SlotShaping::NONE,
+        viewers: 1,
     };
     // Warm the JVMs once (the first session through a fresh Grid pays class loading).
     Viewer::create(&grid_slot, ViewerTimeouts::default())

@@ -73,6 +73,7 @@ async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_release
             start_after: Duration::ZERO,
             p2p: true,
             network: None,
+            browser: index,
         };
         let mut slot = fleet.open_viewer(&plan).await.unwrap();
         assert_eq!(slot.webdriver_url, st.hub_url, "only the hub URL is used");
@@ -151,6 +152,128 @@ async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_release
     fleet.shutdown().await.unwrap();
     wait_for(
         "sessions gone from /status",
+        Duration::from_secs(30),
+        || async {
+            fleet
+                .status()
+                .await
+                .map(|s| s.sessions_by_node().iter().all(|(_, v)| v.is_empty()))
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    server.abort();
+    grid.down_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_viewers_share_one_grid_session_over_webdriver_bidi() {
+    use viewerfleet::model::scenario::BrowserPlan;
+    use viewerfleet::viewer::{BrowserSetup, SharedBrowser};
+    let grid = GridGuard::up("bidi", 1, 2, true).await;
+    let st = grid.state.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let clip = make_clip(dir.path());
+    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let seen_by_page = seen.clone();
+    let app = Router::new()
+        .route(
+            "/",
+            get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>| {
+                let seen = seen_by_page.clone();
+                async move {
+                    seen.lock().unwrap().insert(peer.ip().to_string());
+                    axum::response::Html(CLIP_PAGE)
+                }
+            }),
+        )
+        .route(
+            "/clip.mp4",
+            get(move || {
+                let clip = clip.clone();
+                async move { ([("content-type", "video/mp4")], clip) }
+            }),
+        );
+    let listen: SocketAddr = format!("[{}]:{}", st.target_address, st.target_port)
+        .parse()
+        .unwrap();
+    let std_listener = viewerfleet::netns::bind_tcp_in_netns(&st.target_namespace, listen).unwrap();
+    let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    let fleet = GridFleet::start(&GridFleetPlan::with_url(&st.hub_url).unwrap())
+        .await
+        .unwrap();
+    let target = ClipTarget {
+        base: st.target_origin(),
+    };
+    let plans = (0..3)
+        .map(|index| ViewerPlan {
+            index,
+            start_after: Duration::ZERO,
+            p2p: true,
+            network: None,
+            browser: 0,
+        })
+        .collect();
+    let mut slot = fleet
+        .open_browser(&BrowserPlan {
+            index: 0,
+            viewers: plans,
+        })
+        .await
+        .unwrap();
+    assert_eq!(slot.webdriver_url, st.hub_url, "only the hub URL is used");
+    let browser = SharedBrowser::create(&slot, ViewerTimeouts::default(), &BrowserSetup::project())
+        .await
+        .expect("the hub grants webSocketUrl and proxies WebDriver BiDi");
+    let id = browser.session_id.clone().unwrap();
+    fleet.session_placed(&mut slot, &id).await;
+    let mut viewers = Vec::new();
+    for _ in 0..3 {
+        let viewer = browser.open_viewer().await.expect("a tab through the hub");
+        viewer.open(&target, true).await.unwrap();
+        viewers.push(viewer);
+    }
+    for viewer in &viewers {
+        let ttff = viewer
+            .wait_first_frame(&target, Duration::from_millis(200))
+            .await
+            .expect("plays in its tab through the Grid");
+        assert!(ttff > 0.0);
+        let stats = viewer.read(&target).await.unwrap();
+        assert_eq!(stats.video_track_off, Some(true), "{stats:?}");
+    }
+    // One Grid session holds the three viewers, on the node /status names.
+    let status = fleet.status().await.unwrap();
+    let sessions: Vec<(String, Vec<String>)> = status.sessions_by_node();
+    let on_node: Vec<&String> = sessions
+        .iter()
+        .filter(|(_, ids)| ids.contains(&id))
+        .map(|(node, _)| node)
+        .collect();
+    assert_eq!(on_node, [&slot.node], "{sessions:?}");
+    assert_eq!(
+        sessions.iter().map(|(_, ids)| ids.len()).sum::<usize>(),
+        1,
+        "one session for three viewers: {sessions:?}"
+    );
+    // The three come from the one slot's address.
+    assert_eq!(seen.lock().unwrap().len(), 1, "{:?}", seen.lock().unwrap());
+    for viewer in viewers {
+        viewer.close().await;
+    }
+    browser.close().await;
+    fleet.session_closed(&id);
+    fleet.close_viewer(&slot).await;
+    fleet.shutdown().await.unwrap();
+    wait_for(
+        "the session gone from /status",
         Duration::from_secs(30),
         || async {
             fleet

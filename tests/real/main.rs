@@ -17,6 +17,7 @@ mod ladder_local;
 mod netns_gc;
 mod netns_run;
 mod netns_shaping;
+mod per_browser;
 mod refsite_browsers;
 mod report_html_chromium;
 mod run_local;

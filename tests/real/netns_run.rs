@@ -104,3 +104,139 @@ fn four_viewers_in_slots_share_over_shaped_p2p() {
         "slots of {group} left after the run"
     );
 }
+
+/// Reads `tc qdisc show` of a device, in a namespace or in the root one.
+fn qdiscs(netns: Option<&str>, dev: &str) -> String {
+    let output = match netns {
+        Some(ns) => std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "tc", "qdisc", "show", "dev", dev])
+            .output(),
+        None => std::process::Command::new("tc")
+            .args(["qdisc", "show", "dev", dev])
+            .output(),
+    };
+    String::from_utf8_lossy(&output.unwrap().stdout).into_owned()
+}
+
+#[test]
+fn two_viewers_per_browser_share_a_slot_its_address_and_a_link_of_twice_the_profile() {
+    use std::io::BufRead;
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/netns/live-normal-tc.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
+        .args(["--quiet", "run"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .args([
+            "--viewers",
+            "4",
+            "--per-browser",
+            "2",
+            "--duration",
+            "75s",
+            "--no-report",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While it runs: the first browser's slot is shaped at 2 × 2000/300 kbit/s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let node = loop {
+        let node = read_jsonl::<ViewerEvent>(&out.join(VIEWER_EVENTS))
+            .ok()
+            .and_then(|c| c.records.into_iter().find_map(|e| e.node));
+        if let Some(node) = node {
+            break node;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no viewer reached its slot"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    let upload = qdiscs(Some(&node), "eth0");
+    let download = qdiscs(None, &format!("{node}h"));
+    let stderr: Vec<String> = std::io::BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "run failed: {}", stderr.join("\n"));
+    assert!(
+        upload.contains("rate 600Kbit"),
+        "upload of the shared slot: {upload}"
+    );
+    assert!(
+        download.contains("rate 4Mbit"),
+        "download of the shared slot: {download}"
+    );
+
+    let manifest: Manifest =
+        serde_json::from_str(&std::fs::read_to_string(out.join(MANIFEST)).unwrap()).unwrap();
+    assert!(!manifest.fleet.own_address_per_viewer);
+    let packing = manifest
+        .fleet
+        .packing
+        .clone()
+        .expect("the manifest says viewers shared");
+    assert_eq!(
+        (
+            packing.per_browser,
+            packing.viewers_per_address,
+            packing.viewers_per_link
+        ),
+        (2, Some(2), Some(2)),
+        "{packing:?}"
+    );
+    assert_eq!(packing.link.as_deref(), Some("4000/600 kbit/s"));
+    assert!(
+        manifest
+            .fleet
+            .notes
+            .iter()
+            .any(|n| n.contains("each address is seen by 2 viewers")),
+        "{:?}",
+        manifest.fleet.notes
+    );
+
+    // Two browsers, two addresses; each pair of viewers from one of them.
+    let events: Vec<ViewerEvent> = read_jsonl(&out.join(VIEWER_EVENTS)).unwrap().records;
+    let address_of = |viewer: u32| {
+        events
+            .iter()
+            .find(|e| e.viewer == viewer && e.address.is_some())
+            .and_then(|e| e.address.clone())
+            .unwrap()
+    };
+    assert_eq!(address_of(0), address_of(1));
+    assert_eq!(address_of(2), address_of(3));
+    assert_ne!(address_of(0), address_of(2));
+    let playing = events
+        .iter()
+        .filter(|e| e.event == ViewerEventKind::Playing)
+        .count();
+    assert_eq!(playing, 4, "{events:?}");
+    let scrapes: Vec<ExporterSample> = read_jsonl(&out.join(EXPORTER_SAMPLES)).unwrap().records;
+    let seen = scrapes
+        .iter()
+        .filter(|s| s.ok)
+        .filter_map(|s| s.sums.get("refsite_viewers_seen_total").copied())
+        .fold(0.0, f64::max);
+    assert_eq!(seen, 2.0, "refsite saw two client addresses");
+    let samples: Vec<ViewerSample> = read_jsonl(&out.join(VIEWER_SAMPLES)).unwrap().records;
+    assert!(samples.iter().any(|s| s.p2p_down_bytes > 0), "no P2P bytes");
+
+    let group = &node[..=node.rfind('-').unwrap()];
+    let namespaces = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&namespaces.stdout).contains(group),
+        "slots of {group} left after the run"
+    );
+}

@@ -266,6 +266,7 @@ fn viewer(index: u32, network: Option<NetworkProfile>) -> ViewerPlan {
         start_after: Duration::ZERO,
         p2p: true,
         network,
+        browser: index,
     }
 }
 

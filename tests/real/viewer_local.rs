@@ -24,6 +24,7 @@ async fn a_real_viewer_plays_and_is_released() {
         start_after: Duration::ZERO,
         p2p: true,
         network: None,
+        browser: 0,
     };
     let slot = fleet.open_viewer(&plan).await.unwrap();
     let viewer = Viewer::create(&slot, ViewerTimeouts::default())

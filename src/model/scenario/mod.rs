@@ -9,11 +9,13 @@
 
 pub mod fleet;
 mod limits;
+pub mod packing;
 mod plan;
 mod spec;
 
 pub use limits::{MAX_NESTING, MAX_SCENARIO_BYTES};
 
+pub use packing::{BrowserPlan, MAX_PER_BROWSER};
 pub use plan::{Plan, TargetPlan, ViewerPlan, MAX_DURATION};
 pub use spec::{FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewersSpec};
 
@@ -41,6 +43,8 @@ pub struct Overrides {
     pub fleet: Option<FleetKind>,
     /// Apply every network profile this way instead.
     pub apply: Option<Throttling>,
+    /// Viewers per browser instead of `viewers.per_browser`.
+    pub per_browser: Option<u32>,
 }
 
 impl Overrides {
@@ -58,6 +62,9 @@ impl Overrides {
         }
         if let Some(a) = self.apply {
             out.extend(["--apply".to_string(), a.to_string()]);
+        }
+        if let Some(n) = self.per_browser {
+            out.extend(["--per-browser".to_string(), n.to_string()]);
         }
         out
     }

@@ -13,6 +13,8 @@ pub struct Plan {
     pub description: Option<String>,
     pub target: TargetPlan,
     pub viewers: u32,
+    /// Viewers per browser (`viewers.per_browser`, see `packing`).
+    pub per_browser: u32,
     pub ramp: Duration,
     pub p2p_off_share: f64,
     pub network: Option<NetworkProfile>,
@@ -49,6 +51,8 @@ pub struct ViewerPlan {
     pub start_after: Duration,
     pub p2p: bool,
     pub network: Option<NetworkProfile>,
+    /// The browser it plays in (`index / per_browser`).
+    pub browser: u32,
 }
 
 impl Plan {
@@ -71,14 +75,19 @@ impl Plan {
                     start_after,
                     p2p: !picked(index, self.p2p_off_share),
                     network,
+                    browser: super::packing::browser_of(index, self.per_browser),
                 }
             })
             .collect()
     }
 
     pub fn summary_line(&self) -> String {
+        let packing = match self.per_browser {
+            1 => String::new(),
+            n => format!(", {n} per browser"),
+        };
         format!(
-            "{} viewers ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}, fleet {}",
+            "{} viewers{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}, fleet {}",
             self.viewers,
             (self.p2p_off_share * 100.0).round(),
             self.target.kind,
@@ -138,6 +147,8 @@ pub(super) fn build(
     check_name(&check, &spec.name)?;
     let target = target(&check, &spec.target)?;
     let viewers = viewer_count(&check, spec.viewers.count, overrides)?;
+    let per_browser = super::packing::per_browser(spec.viewers.per_browser, overrides.per_browser)
+        .map_err(|message| check.err("viewers.per_browser", message))?;
     let (p2p_off_share, alt_network) = viewer_mix(&check, &spec.viewers)?;
     let timeline = timeline(&check, &spec, overrides)?;
     let max_failed_viewers = failure_threshold(&check, spec.max_failed_viewers.as_ref(), viewers)?;
@@ -153,6 +164,11 @@ pub(super) fn build(
     }
 
     let mut yaml = text.to_string();
+    if let Some(n) = overrides.per_browser {
+        yaml.push_str(&format!(
+            "# Overridden on the command line: viewers.per_browser = {n}\n"
+        ));
+    }
     if overrides.viewers.is_some() || overrides.duration.is_some() {
         yaml.push_str(&format!(
             "\n# Overridden on the command line: viewers.count = {viewers}, duration = {}\n",
@@ -175,6 +191,7 @@ pub(super) fn build(
         description: spec.description,
         target,
         viewers,
+        per_browser,
         ramp: timeline.ramp,
         p2p_off_share,
         network: spec.viewers.network.map(|n| with_throttling(n, &fleet)),

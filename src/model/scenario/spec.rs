@@ -69,6 +69,10 @@ pub struct ViewersSpec {
     /// A second profile for part of the viewers, to study mixed swarms.
     #[serde(default)]
     pub alt_network: Option<AltNetwork>,
+    /// Viewers per browser, 1 to 16: each in its own browser context and tab of one
+    /// Chromium (one WebDriver session); they share its address and link [default: 1].
+    #[serde(default)]
+    pub per_browser: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]

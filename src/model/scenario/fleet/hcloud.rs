@@ -76,16 +76,23 @@ pub struct HcloudFleetSpec {
 }
 
 /// What one viewer costs and what a node keeps for the OS, the JVM and the Selenium node.
+/// With `viewers.per_browser: N`, a viewer costs `*_per_viewer + *_per_browser / N`: its
+/// own tab (renderer, the player's work) plus its share of the browser it plays in.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ViewerBudget {
-    /// CPU cores per viewer [default: 0.165, measured for a 240p live viewer; a 720p viewer
-    /// cost about 1 core].
+    /// CPU cores each viewer adds [default: measured for a 240p live viewer, BENCHMARKS.md].
     #[serde(default = "default_cpu")]
     pub cpu_per_viewer: f64,
-    /// Memory (PSS) per viewer in MB [default: 231, measured for a 240p live viewer].
+    /// Memory (PSS) each viewer adds, in MB [default: measured for a 240p live viewer].
     #[serde(default = "default_mem")]
     pub memory_mb_per_viewer: f64,
+    /// CPU cores of each browser, shared by its viewers [default: measured].
+    #[serde(default = "default_cpu_browser")]
+    pub cpu_per_browser: f64,
+    /// Memory (PSS) of each browser in MB, shared by its viewers [default: measured].
+    #[serde(default = "default_mem_browser")]
+    pub memory_mb_per_browser: f64,
     /// Share of the node's cores the viewers may use, for headroom [default: 0.8].
     #[serde(default = "default_cpu_target")]
     pub cpu_target: f64,
@@ -102,6 +109,8 @@ impl Default for ViewerBudget {
         ViewerBudget {
             cpu_per_viewer: default_cpu(),
             memory_mb_per_viewer: default_mem(),
+            cpu_per_browser: default_cpu_browser(),
+            memory_mb_per_browser: default_mem_browser(),
             cpu_target: default_cpu_target(),
             node_reserve_cpu: default_reserve_cpu(),
             node_reserve_memory_mb: default_reserve_mem(),
@@ -151,6 +160,12 @@ fn default_cpu() -> f64 {
 }
 fn default_mem() -> f64 {
     231.0
+}
+fn default_cpu_browser() -> f64 {
+    0.0
+}
+fn default_mem_browser() -> f64 {
+    0.0
 }
 fn default_cpu_target() -> f64 {
     0.8
@@ -228,7 +243,20 @@ impl ViewerBudget {
             self.node_reserve_cpu >= 0.0 && self.node_reserve_memory_mb >= 0.0,
             "budget",
             || "node reserves cannot be negative".into(),
-        )
+        )?;
+        for (field, value, max) in [
+            ("budget.cpu_per_browser", self.cpu_per_browser, 64.0),
+            (
+                "budget.memory_mb_per_browser",
+                self.memory_mb_per_browser,
+                65536.0,
+            ),
+        ] {
+            ensure((0.0..=max).contains(&value), field, || {
+                format!("{value} must be from 0 to {max} (what each browser costs besides its viewers; 0 puts the whole cost on the viewers)")
+            })?;
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,154 @@
+//! `viewers.per_browser`: several viewers in one browser. Viewer `i` plays in browser
+//! `i / per_browser` (consecutive viewers share a browser, so a browser fills along the ramp
+//! and its first viewer creates it); each viewer keeps its own browser context, tab, probe,
+//! throttling and lifecycle. The default, 1, is one browser (one WebDriver session) per
+//! viewer.
+
+use super::plan::{Plan, ViewerPlan};
+use super::spec::NetworkProfile;
+
+/// Viewers one browser may hold. Beyond 16 a browser process crash takes too many viewers
+/// at once, and the measured saving per viewer has flattened out (BENCHMARKS.md).
+pub const MAX_PER_BROWSER: u32 = 16;
+
+/// The browser of viewer `index` when `per_browser` viewers share one.
+pub fn browser_of(index: u32, per_browser: u32) -> u32 {
+    index / per_browser.max(1)
+}
+
+/// Checks `viewers.per_browser` (or `--per-browser`, which wins); the message names the fix.
+pub(super) fn per_browser(written: Option<u32>, over: Option<u32>) -> Result<u32, String> {
+    let value = over.or(written).unwrap_or(1);
+    if !(1..=MAX_PER_BROWSER).contains(&value) {
+        return Err(format!(
+            "{value} is out of range; use 1 (one browser per viewer, the default) to \
+             {MAX_PER_BROWSER} viewers per browser"
+        ));
+    }
+    Ok(value)
+}
+
+/// The link of a browser holding `viewers` viewers of `profile`: the profile's rates that
+/// many times (their sum), its latency. A slot shaped so gives the viewers together what
+/// they would have had alone; each viewer's HTTP is still held to its own profile in its
+/// tab (`Viewer::throttle`), only WebRTC shares the pooled link.
+pub fn link_profile(profile: &NetworkProfile, viewers: u32) -> NetworkProfile {
+    let times = |kbps: Option<u32>| kbps.map(|k| k.saturating_mul(viewers.max(1)));
+    NetworkProfile {
+        download_kbps: times(profile.download_kbps),
+        upload_kbps: times(profile.upload_kbps),
+        ..*profile
+    }
+}
+
+/// One browser's viewers: `per_browser` of them (fewer in the last browser).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrowserPlan {
+    /// 0-based; viewer `i` is in browser `i / per_browser`.
+    pub index: u32,
+    /// Its viewers in arrival order.
+    pub viewers: Vec<ViewerPlan>,
+}
+
+impl BrowserPlan {
+    /// A browser of one viewer (`per_browser: 1`): it carries the viewer's index.
+    pub fn single(viewer: &ViewerPlan) -> Self {
+        Self {
+            index: viewer.browser,
+            viewers: vec![viewer.clone()],
+        }
+    }
+
+    /// `first–last` viewer indexes, for messages.
+    pub fn viewer_range(&self) -> String {
+        match (self.viewers.first(), self.viewers.last()) {
+            (Some(a), Some(b)) if a.index != b.index => format!("{}–{}", a.index, b.index),
+            (Some(a), _) => a.index.to_string(),
+            _ => "none".into(),
+        }
+    }
+}
+
+impl Plan {
+    /// The browsers of the run and the viewers each holds.
+    pub fn browser_plans(&self) -> Vec<BrowserPlan> {
+        let mut out: Vec<BrowserPlan> = Vec::new();
+        for viewer in self.viewer_plans() {
+            match out.last_mut() {
+                Some(b) if b.index == viewer.browser => b.viewers.push(viewer),
+                _ => out.push(BrowserPlan {
+                    index: viewer.browser,
+                    viewers: vec![viewer],
+                }),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, Overrides};
+    use super::*;
+
+    fn plan(viewers: u32, per_browser: Option<u32>, over: Option<u32>) -> Result<Plan, String> {
+        let line = per_browser
+            .map(|n| format!("  per_browser: {n}\n"))
+            .unwrap_or_default();
+        let yaml = format!(
+            "name: p\ntarget: {{kind: refsite, video: live}}\nviewers:\n  count: {viewers}\n  ramp: 10s\n{line}duration: 60s\nfleet: {{kind: local}}\n"
+        );
+        let overrides = Overrides {
+            per_browser: over,
+            ..Default::default()
+        };
+        parse(&yaml, "p.yaml", &overrides).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn consecutive_viewers_share_a_browser_and_the_last_takes_the_rest() {
+        let p = plan(10, Some(4), None).unwrap();
+        assert_eq!(p.per_browser, 4);
+        let browsers = p.browser_plans();
+        let sizes: Vec<usize> = browsers.iter().map(|b| b.viewers.len()).collect();
+        assert_eq!(sizes, [4, 4, 2]);
+        assert_eq!(browsers[1].viewer_range(), "4–7");
+        for b in &browsers {
+            assert!(b.viewers.iter().all(|v| v.browser == b.index), "{b:?}");
+        }
+        // Arrival order is kept: a browser's first viewer arrives first and creates it.
+        assert!(browsers[2].viewers[0].start_after > browsers[1].viewers[3].start_after);
+        assert_eq!(browser_of(7, 4), 1);
+        assert_eq!(browser_of(7, 1), 7);
+    }
+
+    #[test]
+    fn one_per_browser_is_the_default_and_gives_each_viewer_its_own() {
+        let p = plan(3, None, None).unwrap();
+        assert_eq!(p.per_browser, 1);
+        let browsers = p.browser_plans();
+        assert_eq!(browsers.len(), 3);
+        assert_eq!(browsers[2], BrowserPlan::single(&p.viewer_plans()[2]));
+        assert_eq!(browsers[2].viewer_range(), "2");
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_field_and_the_fix() {
+        for bad in [0, 17, 1000] {
+            let err = plan(4, Some(bad), None).unwrap_err();
+            assert!(
+                err.starts_with("p.yaml:6: viewers.per_browser: ")
+                    && err.contains("use 1 (one browser per viewer, the default) to 16"),
+                "{err}"
+            );
+        }
+        // The command line wins over the file, and is checked the same way.
+        assert_eq!(plan(4, Some(2), Some(8)).unwrap().per_browser, 8);
+        let err = plan(4, None, Some(0)).unwrap_err();
+        assert!(
+            err.contains("viewers.per_browser: 0 is out of range"),
+            "{err}"
+        );
+        assert!(plan(4, Some(-1i32 as u32), None).is_err());
+    }
+}
