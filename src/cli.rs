@@ -272,10 +272,10 @@ pub struct PlanArgs {
     /// Scenario files (YAML).
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
-    /// CPU cores per viewer [default: the scenario's fleet.budget, else 0.165 (240p)].
+    /// CPU cores per viewer [default: the scenario's fleet.budget, else 0.08 (240p live, BENCHMARKS.md)].
     #[arg(long)]
     pub cpu_per_viewer: Option<f64>,
-    /// Memory (MB, PSS) per viewer [default: the scenario's fleet.budget, else 231].
+    /// Memory (MB, PSS) per viewer [default: the scenario's fleet.budget, else 140, plus 55 per browser].
     #[arg(long)]
     pub memory_mb_per_viewer: Option<f64>,
     /// Override the scenario's viewer count.

@@ -129,6 +129,17 @@ impl FleetPlan {
         self.servers > self.server_limit
     }
 
+    /// Servers (hub included) of the fleet with the fewest, chosen or not.
+    pub fn fewest_servers(&self) -> u32 {
+        self.alternatives
+            .iter()
+            .map(|o| o.nodes)
+            .chain([self.chosen.nodes])
+            .min()
+            .unwrap_or(self.chosen.nodes)
+            + 1
+    }
+
     /// What a fleet of `nodes` costs per hour with this hub (net).
     pub fn hourly_with(&self, nodes: &NodeOption) -> f64 {
         nodes.nodes_hourly_net + self.hub.hourly_net + self.ipv4_hourly_net
@@ -400,8 +411,8 @@ pub fn render(
     if p.over_limit() {
         writeln!(
             out,
-            "  WARNING: no fleet fits fleet.server_limit ({}): even the fewest servers are {}. Hetzner will answer resource_limit_exceeded part-way. Ask for more (Console → project → Limits → request an increase, saying it is a short load test), spread the viewers over several projects or locations, lower the per-viewer budget, or use `fleet: grid` with servers you already have. Set fleet.server_limit once the limit is raised.",
-            p.server_limit, p.servers
+            "  WARNING: no fleet fits fleet.server_limit ({}): the cheapest needs {} servers, the one with the fewest {}. Hetzner will answer resource_limit_exceeded part-way. Ask for more (Console → project → Limits → request an increase, saying it is a short load test), spread the viewers over several projects or locations, lower the per-viewer budget, or use `fleet: grid` with servers you already have. Set fleet.server_limit once the limit is raised.",
+            p.server_limit, p.servers, p.fewest_servers()
         )?;
     }
     Ok(())

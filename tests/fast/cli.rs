@@ -21,7 +21,7 @@ fn shipped_scenarios_validate() {
         .args(&files)
         .assert()
         .success()
-        .stdout(predicate::str::contains("6 viewers").count(4));
+        .stdout(predicate::str::contains("24 viewers, 4 per browser").count(4));
 }
 
 #[test]
@@ -30,7 +30,7 @@ fn a_bad_scenario_names_file_line_and_field() {
     let path = dir.path().join("bad.yaml");
     let text = std::fs::read_to_string("scenarios/local/vod.yaml")
         .unwrap()
-        .replace("count: 6", "count: 0");
+        .replace("count: 24", "count: 0");
     std::fs::write(&path, text).unwrap();
     viewerfleet()
         .args(["validate"])
@@ -109,7 +109,7 @@ fn per_browser_out_of_range_is_refused_before_anything_starts() {
     let path = dir.path().join("packed.yaml");
     let text = std::fs::read_to_string("scenarios/local/vod.yaml")
         .unwrap()
-        .replace("  count: 6\n", "  count: 6\n  per_browser: 0\n");
+        .replace("  per_browser: 4 ", "  per_browser: 0 ");
     std::fs::write(&path, text).unwrap();
     viewerfleet()
         .arg("validate")

@@ -1119,21 +1119,21 @@ async fn plan_fits_the_four_1000_viewer_scenarios_into_the_server_limit() {
     let ipv4 = cat.ipv4_hourly_net;
     assert!((ipv4 - 0.5 / 730.0).abs() < 1e-6);
     for (file, limit, nodes, node_type, per_node, cheapest) in [
-        // Within a new project's 10 servers: bigger types; the cheapest needs 64 servers.
-        ("live-normal.yaml", 10, 7, "ccx53", 152, Some((63, "cx33"))),
-        ("live-high.yaml", 10, 7, "ccx53", 152, Some((63, "cx33"))),
+        // Within a new project's 10 servers: bigger types; the cheapest needs 32 servers.
+        ("live-normal.yaml", 10, 7, "cx53", 153, Some((31, "cx33"))),
+        ("live-high.yaml", 10, 7, "cx53", 153, Some((31, "cx33"))),
         (
             "live-high-half-p2p-off.yaml",
             10,
             7,
-            "ccx53",
-            152,
-            Some((63, "cx33")),
+            "cx53",
+            153,
+            Some((31, "cx33")),
         ),
         // With the limit raised the cheapest fleet is chosen.
-        ("live-normal.yaml", 70, 63, "cx33", 16, None),
-        // 720p viewers: nothing fits 10 servers; the cheapest fleet, with a warning.
-        ("vod.yaml", 10, 84, "cx53", 12, None),
+        ("live-normal.yaml", 40, 31, "cx33", 33, None),
+        // 720p viewers at 0.4 cores: nothing fits 10 servers; the cheapest fleet, with a warning.
+        ("vod.yaml", 10, 167, "cx33", 6, None),
     ] {
         let plan = shipped(file);
         let mut spec = spec(&plan);
@@ -1188,21 +1188,24 @@ async fn plan_fits_the_four_1000_viewer_scenarios_into_the_server_limit() {
             );
         }
     }
-    // The cheapest live fleet: 64 servers for 0.5575 EUR/h.
+    // The cheapest live fleet: 32 servers for 0.2791 EUR/h.
     let mut spec = spec(&shipped("live-normal.yaml"));
     spec.server_limit = 70;
     let p = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), &cat).unwrap();
-    assert!((p.hourly_net - 0.5575).abs() < 1e-3, "{}", p.hourly_net);
+    assert!((p.hourly_net - 0.2791).abs() < 1e-3, "{}", p.hourly_net);
     let vod = shipped("vod.yaml");
     let p = sizing::plan(&self::spec(&vod), 1000, 1, vod.duration, &cat).unwrap();
     assert!(p.over_limit());
 }
 
-/// The live 1000-viewer fleet with the limit raised: 63 nodes and the hub.
+/// The live 1000-viewer fleet on the cheapest type with the limit raised, at 16 viewers per
+/// node (a 720p-sized budget): 63 nodes and the hub, the largest fleet the pacing must carry.
 fn live_fleet(key: &std::path::Path) -> (Plan, HcloudFleetSpec) {
     let plan = shipped("live-normal.yaml");
     let mut spec = spec(&plan);
     spec.server_limit = 70;
+    spec.node_type = Some("cx33".into());
+    spec.viewers_per_node = Some(16);
     spec.controller_ips = vec!["198.51.100.7/32".into()];
     spec.ssh_public_key = Some(key.display().to_string());
     spec.register_timeout = "30s".into();

@@ -549,6 +549,7 @@ async fn measure_mode(fleet: &dyn Fleet, origin: &str, mode: Mode) -> anyhow::Re
         for index in 0..2 {
             let plan = ViewerPlan {
                 index,
+                browser: index,
                 start_after: Duration::ZERO,
                 p2p: true,
                 network: mode.profile(),
