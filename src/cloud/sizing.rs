@@ -306,13 +306,23 @@ pub fn render(
     p: &FleetPlan,
     budget: &ViewerBudget,
 ) -> std::io::Result<()> {
-    let c = &p.chosen;
-    let cur = &p.currency;
     writeln!(
         out,
         "{scenario}: {} viewers on Hetzner Cloud ({})",
         p.viewers, p.location
     )?;
+    render_budget(out, p, budget)?;
+    render_servers(out, p)?;
+    render_cost(out, p)?;
+    render_limit(out, p)
+}
+
+/// The per-viewer budget the plan was sized with.
+fn render_budget(
+    out: &mut impl Write,
+    p: &FleetPlan,
+    budget: &ViewerBudget,
+) -> std::io::Result<()> {
     let (cpu, mem) = cost_per_viewer(budget, p.per_browser);
     let packing = if budget.cpu_per_browser > 0.0 || budget.memory_mb_per_browser > 0.0 {
         format!(
@@ -333,6 +343,13 @@ pub fn render(
         "  budget per viewer: {cpu:.3} cores, {mem:.0} MB{packing}; nodes keep {:.1} cores + {:.0} MB, viewers use at most {:.0}% of the cores",
         budget.node_reserve_cpu, budget.node_reserve_memory_mb, budget.cpu_target * 100.0
     )?;
+    Ok(())
+}
+
+/// The nodes chosen (and why, when the limit decided), and the hub.
+fn render_servers(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
+    let c = &p.chosen;
+    let cur = &p.currency;
     writeln!(
         out,
         "  nodes: {} × {} ({} {} cores, {:.0} GB), {} viewers per node{} (limited by {}), IPv6-only",
@@ -370,6 +387,12 @@ pub fn render(
         p.hub.memory_gb,
         if p.hub_default { ", the cheapest current type of that size" } else { "" }
     )?;
+    Ok(())
+}
+
+/// What it costs, what IPv6-only saves, the next cheapest fleets, the notes.
+fn render_cost(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
+    let cur = &p.currency;
     writeln!(
         out,
         "  cost: {:.4} {cur}/h net ({:.4} gross, VAT {}%); run ≈ {} billed hour(s): {:.2} {cur} net ({:.2} gross)",
@@ -400,6 +423,11 @@ pub fn render(
     for note in &p.notes {
         writeln!(out, "  note: {note}")?;
     }
+    Ok(())
+}
+
+/// The servers against the project's limit and the API's hourly budget.
+fn render_limit(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
     writeln!(
         out,
         "  servers: {} (fleet.server_limit: {}); Hetzner API: about {} requests for `up` and {} for the teardown, of the project's 3600 per hour",

@@ -390,8 +390,7 @@ fn nodes_delay(nodes: &[(String, Option<NodeSlots>)]) -> bool {
 }
 
 fn tc_matches(nodes: &[(String, Option<NodeSlots>)], profile: &NetworkProfile) -> bool {
-    let limited = profile.download_kbps.is_some() || profile.upload_kbps.is_some();
-    limited
+    limits_rate(profile)
         && !nodes.is_empty()
         && nodes.iter().all(|(_, r)| {
             r.as_ref().is_some_and(|r| {
@@ -412,90 +411,27 @@ pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> Fle
     let total = nodes.len();
     let reports: Vec<&NodeSlots> = nodes.iter().filter_map(|(_, r)| r.as_ref()).collect();
     let with_slots = reports.iter().filter(|r| r.own_addresses()).count();
-    let shaped: Vec<&&NodeSlots> = reports.iter().filter(|r| r.rate_shaped()).collect();
+    let shaped: Vec<&NodeSlots> = reports.into_iter().filter(|r| r.rate_shaped()).collect();
     let own = total > 0 && with_slots == total;
     let p2p_shaped = total > 0 && shaped.len() == total;
-
     let profiles: Vec<&NetworkProfile> = plan
         .network
         .iter()
         .chain(plan.alt_network.iter().map(|(_, p)| p))
         .collect();
-    let limits = |p: &NetworkProfile| p.download_kbps.is_some() || p.upload_kbps.is_some();
-    // The browser throttles unless the profile says tc, or leaves it to the fleet and tc
-    // already gives it exactly its profile (see `open_viewer`).
-    let cdp = profiles.iter().any(|p| {
-        limits(p)
-            && match p.apply {
-                Some(Throttling::HttpOnly | Throttling::CdpAll) => true,
-                Some(Throttling::Tc) => false,
-                None => !tc_matches(nodes, p),
-            }
-    });
+    let cdp = browser_throttles(&profiles, nodes);
 
-    let mut notes = Vec::new();
-    // Nodes grouped by what they report.
-    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
-    for (uri, report) in nodes {
-        let what = match report {
-            Some(r) => r.describe(),
-            None => "no slot report (not set up with viewerfleet's grid/ files): addresses and shaping below the browser are unknown".to_string(),
-        };
-        match groups.iter_mut().find(|(w, _)| *w == what) {
-            Some((_, uris)) => uris.push(uri),
-            None => groups.push((what, vec![uri])),
-        }
-    }
-    for (what, uris) in &groups {
-        let shown: Vec<&str> = uris.iter().take(3).copied().collect();
-        let more = if uris.len() > 3 {
-            format!(" and {} more", uris.len() - 3)
-        } else {
-            String::new()
-        };
-        notes.push(format!(
-            "{} of {total} node(s) ({}{more}) at the start of the run: {what}.",
-            uris.len(),
-            shown.join(", ")
-        ));
-    }
+    let mut notes = node_group_notes(nodes);
     if !own && total > 0 {
         notes.push(format!(
             "Not every viewer had its own address: {} of {total} node(s) ran their browsers in viewer slots; the others' viewers share their node's address (platforms that count or rate-limit per address see fewer clients).",
             with_slots
         ));
     }
-    for p in profiles.iter().filter(|p| limits(p)) {
-        let asked = format!(
-            "{}/{} kbit/s",
-            p.download_kbps.map_or("-".into(), |k| k.to_string()),
-            p.upload_kbps.map_or("-".into(), |k| k.to_string())
-        );
-        if p.apply == Some(Throttling::Tc) && !p2p_shaped {
-            notes.push(format!("The scenario asks for tc shaping ({asked}) but not every node's slots are rate-limited: viewers placed on those nodes failed."));
-        } else if !shaped.is_empty() && !tc_matches(nodes, p) {
-            notes.push(format!("The nodes' slot rates differ from the scenario's profile ({asked}): tc limits each browser to its node's slot rate{}.", if cdp { ", and the browser throttles to the profile on top" } else { "" }));
-        }
-        if p.latency_ms.is_some() && shaped.iter().any(|r| !r.delay.starts_with("netem")) {
-            notes.push("latency_ms was not applied by tc on every node (no netem there, or no delay asked of the slots); the browser adds it to HTTP and WebSocket requests only.".into());
-        }
+    for p in profiles.iter().filter(|p| limits_rate(p)) {
+        notes.extend(profile_notes(p, nodes, &shaped, p2p_shaped, cdp));
     }
-
-    let rates: Vec<(u32, u32)> = {
-        let mut r: Vec<(u32, u32)> = shaped.iter().map(|r| (r.down_kbit, r.up_kbit)).collect();
-        r.sort_unstable();
-        r.dedup();
-        r
-    };
-    let tc = match (shaped.len(), rates.as_slice()) {
-        (0, _) => None,
-        (n, [(d, u)]) if n == total => Some(format!(
-            "tc on each node's viewer slots ({d}/{u} kbit/s down/up, as the nodes report them; WebRTC included)"
-        )),
-        (n, _) => Some(format!(
-            "tc on the viewer slots of {n} of {total} node(s) (rates as each node reports them)"
-        )),
-    };
+    let tc = slots_tc(&shaped, total);
     let browser = super::throttling(plan, tc.as_deref().filter(|_| !cdp));
     let shaping = match (&tc, cdp) {
         (Some(tc), true) => format!("{tc} plus, in the browser, {}", browser.text),
@@ -512,6 +448,98 @@ pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> Fle
         throttling: browser.mode,
         notes,
         packing: None,
+    }
+}
+
+/// A profile that limits rates (not only latency).
+fn limits_rate(profile: &NetworkProfile) -> bool {
+    profile.download_kbps.is_some() || profile.upload_kbps.is_some()
+}
+
+/// Whether the browser throttles: for a profile that limits rates, unless the profile says
+/// tc, or leaves it to the fleet and tc already gives it exactly its profile (see
+/// `open_viewer`).
+fn browser_throttles(profiles: &[&NetworkProfile], nodes: &[(String, Option<NodeSlots>)]) -> bool {
+    profiles.iter().any(|p| {
+        limits_rate(p)
+            && match p.apply {
+                Some(Throttling::HttpOnly | Throttling::CdpAll) => true,
+                Some(Throttling::Tc) => false,
+                None => !tc_matches(nodes, p),
+            }
+    })
+}
+
+/// One note per group of nodes that report the same slots, naming up to three of them.
+fn node_group_notes(nodes: &[(String, Option<NodeSlots>)]) -> Vec<String> {
+    let total = nodes.len();
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for (uri, report) in nodes {
+        let what = match report {
+            Some(r) => r.describe(),
+            None => "no slot report (not set up with viewerfleet's grid/ files): addresses and shaping below the browser are unknown".to_string(),
+        };
+        match groups.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, uris)) => uris.push(uri),
+            None => groups.push((what, vec![uri])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(what, uris)| {
+            let shown: Vec<&str> = uris.iter().take(3).copied().collect();
+            let more = if uris.len() > 3 {
+                format!(" and {} more", uris.len() - 3)
+            } else {
+                String::new()
+            };
+            format!(
+                "{} of {total} node(s) ({}{more}) at the start of the run: {what}.",
+                uris.len(),
+                shown.join(", ")
+            )
+        })
+        .collect()
+}
+
+/// Where the nodes' slots do not give a rate-limiting profile what it asks for.
+fn profile_notes(
+    p: &NetworkProfile,
+    nodes: &[(String, Option<NodeSlots>)],
+    shaped: &[&NodeSlots],
+    p2p_shaped: bool,
+    cdp: bool,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let asked = format!(
+        "{}/{} kbit/s",
+        p.download_kbps.map_or("-".into(), |k| k.to_string()),
+        p.upload_kbps.map_or("-".into(), |k| k.to_string())
+    );
+    if p.apply == Some(Throttling::Tc) && !p2p_shaped {
+        notes.push(format!("The scenario asks for tc shaping ({asked}) but not every node's slots are rate-limited: viewers placed on those nodes failed."));
+    } else if !shaped.is_empty() && !tc_matches(nodes, p) {
+        notes.push(format!("The nodes' slot rates differ from the scenario's profile ({asked}): tc limits each browser to its node's slot rate{}.", if cdp { ", and the browser throttles to the profile on top" } else { "" }));
+    }
+    if p.latency_ms.is_some() && shaped.iter().any(|r| !r.delay.starts_with("netem")) {
+        notes.push("latency_ms was not applied by tc on every node (no netem there, or no delay asked of the slots); the browser adds it to HTTP and WebSocket requests only.".into());
+    }
+    notes
+}
+
+/// The shaping tc gives, from the rate-limited nodes' reports; `None` when no node shapes.
+fn slots_tc(shaped: &[&NodeSlots], total: usize) -> Option<String> {
+    let mut rates: Vec<(u32, u32)> = shaped.iter().map(|r| (r.down_kbit, r.up_kbit)).collect();
+    rates.sort_unstable();
+    rates.dedup();
+    match (shaped.len(), rates.as_slice()) {
+        (0, _) => None,
+        (n, [(d, u)]) if n == total => Some(format!(
+            "tc on each node's viewer slots ({d}/{u} kbit/s down/up, as the nodes report them; WebRTC included)"
+        )),
+        (n, _) => Some(format!(
+            "tc on the viewer slots of {n} of {total} node(s) (rates as each node reports them)"
+        )),
     }
 }
 

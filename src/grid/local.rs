@@ -206,6 +206,31 @@ pub async fn up(
     opts: &LocalGridOptions,
     cancel: &CancellationToken,
 ) -> anyhow::Result<LocalGridState> {
+    let files = preflight(opts)?;
+    let (mut st, ports) = new_state(opts)?;
+    local_state::save(&opts.state_file, &st)?;
+    match bring_up(opts, &files, &ports, &mut st, cancel).await {
+        Ok(()) => Ok(st),
+        Err(err) => {
+            if let Err(down_err) = down(&opts.state_file).await {
+                tracing::error!("releasing the half-started local Grid: {down_err:#}");
+            }
+            Err(err.context("bringing the local Grid up (everything made was released)"))
+        }
+    }
+}
+
+/// What `up` needs from the machine and the repository, checked before anything starts.
+struct GridFiles {
+    tools: crate::netns::preflight::HostTools,
+    jar: PathBuf,
+    hub_toml: PathBuf,
+    node_toml: PathBuf,
+    node_template: String,
+}
+
+/// Counts within bounds, no Grid already up, the host's tools, the jar, the configs, Java.
+fn preflight(opts: &LocalGridOptions) -> anyhow::Result<GridFiles> {
     if !(1..=MAX_NODES).contains(&opts.nodes) {
         return Err(LocalGridError::Nodes(opts.nodes).into());
     }
@@ -237,7 +262,23 @@ pub async fn up(
     if which("java").is_none() {
         return Err(LocalGridError::NoJava.into());
     }
+    Ok(GridFiles {
+        tools,
+        jar,
+        hub_toml,
+        node_toml,
+        node_template,
+    })
+}
 
+/// The hub's port and the event bus every node joins.
+struct GridPorts {
+    hub: u16,
+    bus: Vec<String>,
+}
+
+/// A new Grid's state: its own folder, ports, address prefix and namespace names.
+fn new_state(opts: &LocalGridOptions) -> anyhow::Result<(LocalGridState, GridPorts)> {
     let tag: u16 = rand::random();
     let state_dir = opts
         .state_file
@@ -246,148 +287,198 @@ pub async fn up(
         .unwrap_or_else(|| PathBuf::from("."));
     let dir = state_dir.join(format!("grid-{tag:04x}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let port = || crate::sys::net::free_port().context("finding a free port");
-    let (hub_port, publish, subscribe) = (port()?, port()?, port()?);
-    let mut st = LocalGridState {
-        hub_url: format!("http://127.0.0.1:{hub_port}/"),
+    let (hub, publish, subscribe) = (free_port()?, free_port()?, free_port()?);
+    let st = LocalGridState {
+        hub_url: format!("http://127.0.0.1:{hub}/"),
         prefix: format!("fd76:6700:{tag:x}::/64"),
         name_prefix: format!("vfg{tag:04x}-"),
         target_port: opts.target_port,
-        dir: dir.clone(),
+        dir,
         ..Default::default()
     };
-    local_state::save(&opts.state_file, &st)?;
+    let bus = vec![
+        "--publish-events".to_string(),
+        format!("tcp://127.0.0.1:{publish}"),
+        "--subscribe-events".to_string(),
+        format!("tcp://127.0.0.1:{subscribe}"),
+    ];
+    Ok((st, GridPorts { hub, bus }))
+}
 
-    let result = async {
-        let bus = [
-            "--publish-events".to_string(),
-            format!("tcp://127.0.0.1:{publish}"),
-            "--subscribe-events".to_string(),
-            format!("tcp://127.0.0.1:{subscribe}"),
-        ];
-        let hub_args: Vec<String> = [
-            "hub",
-            "--config",
-            &hub_toml.to_string_lossy(),
-            "--host",
-            "127.0.0.1",
-            "--bind-host",
-            "true",
-            "--port",
-            &hub_port.to_string(),
-            "--healthcheck-interval",
-            "5",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(bus.iter().cloned())
-        .collect();
-        let hub = spawn_java(&jar, &hub_args, &dir.join("hub.log"))?;
-        st.hub_pgid = Some(hub);
-        local_state::save(&opts.state_file, &st)?;
+fn free_port() -> anyhow::Result<u16> {
+    crate::sys::net::free_port().context("finding a free port")
+}
 
-        // The hub's PID owns the slots: once it is gone, `gc --local` may remove them.
-        let net = SlotNetwork::new(&st.prefix, &st.name_prefix, tools.bash.clone(), Some(hub))?;
-        if opts.slots_as_namespaces {
-            let target = net
-                .up(0, 1, Shaping::default())
-                .await
-                .context("making the target's namespace")?
-                .remove(0);
-            st.target_namespace = target.name.clone();
-            st.target_address = target.address.to_string();
-            local_state::save(&opts.state_file, &st)?;
-        }
-        let mut reports = Vec::new();
-        for n in (1..=opts.nodes).filter(|_| opts.slots_as_namespaces) {
-            let first = n * 100;
-            st.nodes.push(NodeState {
-                number: n,
-                first_slot: first,
-                slots: opts.slots,
-                ..Default::default()
-            });
-            local_state::save(&opts.state_file, &st)?;
-            let applied = tokio::select! {
-                r = net.up(first, opts.slots, opts.shaping) => {
-                    r.with_context(|| format!("making the viewer slots of node {n}"))?
-                }
-                _ = cancel.cancelled() => anyhow::bail!("interrupted"),
-            };
-            reports.push(slots_report(&st.prefix, &applied));
-            st.nodes[(n - 1) as usize].slots_up = true;
-            local_state::save(&opts.state_file, &st)?;
-        }
-        for n in 1..=opts.nodes {
-            let node_dir = dir.join(format!("node-{n}"));
-            std::fs::create_dir_all(&node_dir)?;
+/// Starts the hub, the slots and the nodes, recording each in the state file as it is made.
+async fn bring_up(
+    opts: &LocalGridOptions,
+    files: &GridFiles,
+    ports: &GridPorts,
+    st: &mut LocalGridState,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    let hub = start_hub(files, ports, &st.dir)?;
+    st.hub_pgid = Some(hub);
+    local_state::save(&opts.state_file, st)?;
+    // The hub's PID owns the slots: once it is gone, `gc --local` may remove them.
+    let net = SlotNetwork::new(
+        &st.prefix,
+        &st.name_prefix,
+        files.tools.bash.clone(),
+        Some(hub),
+    )?;
+    let reports = if opts.slots_as_namespaces {
+        make_slots(opts, &net, st, cancel).await?
+    } else {
+        Vec::new()
+    };
+    for n in 1..=opts.nodes {
+        start_node(
+            opts,
+            files,
+            ports,
+            &net,
+            st,
+            n,
+            reports.get((n - 1) as usize),
+        )?;
+    }
+    wait_ready(st, opts.nodes as usize, opts.ready_timeout, cancel).await
+}
+
+/// The hub's process group, listening on loopback.
+fn start_hub(files: &GridFiles, ports: &GridPorts, dir: &Path) -> anyhow::Result<u32> {
+    let args: Vec<String> = [
+        "hub",
+        "--config",
+        &files.hub_toml.to_string_lossy(),
+        "--host",
+        "127.0.0.1",
+        "--bind-host",
+        "true",
+        "--port",
+        &ports.hub.to_string(),
+        "--healthcheck-interval",
+        "5",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(ports.bus.iter().cloned())
+    .collect();
+    spawn_java(&files.jar, &args, &dir.join("hub.log"))
+}
+
+/// The target's namespace and each node's viewer slots; what each node's slots applied.
+async fn make_slots(
+    opts: &LocalGridOptions,
+    net: &SlotNetwork,
+    st: &mut LocalGridState,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Vec<NodeSlots>> {
+    let target = net
+        .up(0, 1, Shaping::default())
+        .await
+        .context("making the target's namespace")?
+        .remove(0);
+    st.target_namespace = target.name.clone();
+    st.target_address = target.address.to_string();
+    local_state::save(&opts.state_file, st)?;
+    let mut reports = Vec::new();
+    for n in 1..=opts.nodes {
+        let first = n * 100;
+        st.nodes.push(NodeState {
+            number: n,
+            first_slot: first,
+            slots: opts.slots,
+            ..Default::default()
+        });
+        local_state::save(&opts.state_file, st)?;
+        let applied = tokio::select! {
+            r = net.up(first, opts.slots, opts.shaping) => {
+                r.with_context(|| format!("making the viewer slots of node {n}"))?
+            }
+            _ = cancel.cancelled() => anyhow::bail!("interrupted"),
+        };
+        reports.push(slots_report(&st.prefix, &applied));
+        st.nodes[(n - 1) as usize].slots_up = true;
+        local_state::save(&opts.state_file, st)?;
+    }
+    Ok(reports)
+}
+
+/// Node `n`: its folder, its browser binary (the slot wrapper, or Chromium itself without
+/// slots), its rendered node.toml, its process group.
+fn start_node(
+    opts: &LocalGridOptions,
+    files: &GridFiles,
+    ports: &GridPorts,
+    net: &SlotNetwork,
+    st: &mut LocalGridState,
+    n: u32,
+    slots: Option<&NodeSlots>,
+) -> anyhow::Result<()> {
+    let node_dir = st.dir.join(format!("node-{n}"));
+    std::fs::create_dir_all(&node_dir)?;
+    let (wrapper, report) = match slots {
+        Some(report) => {
             let namespaces: Vec<String> =
                 (0..opts.slots).map(|k| net.ns_name(n * 100 + k)).collect();
-            let (wrapper, report) = if opts.slots_as_namespaces {
-                let wrapper = node_dir.join("slot-chromium.sh");
-                write_executable(&wrapper, SLOT_WRAPPER)?;
-                std::fs::write(
-                    node_dir.join("slots.conf"),
-                    wrapper_conf(&tools.ip, &node_dir, &namespaces),
-                )?;
-                (wrapper, reports[(n - 1) as usize].clone())
-            } else {
-                let no_slots = NodeSlots {
-                    reason: "grid up --local without namespaces: the browsers share this machine's network".into(),
-                    ..Default::default()
-                };
-                (PathBuf::from(CHROMIUM), no_slots)
-            };
-            let toml = render_node_toml(
-                &node_template,
-                &node_toml,
-                "127.0.0.1",
-                opts.slots,
-                &wrapper,
-                &report,
+            let wrapper = node_dir.join("slot-chromium.sh");
+            write_executable(&wrapper, SLOT_WRAPPER)?;
+            std::fs::write(
+                node_dir.join("slots.conf"),
+                wrapper_conf(&files.tools.ip, &node_dir, &namespaces),
             )?;
-            let rendered = node_dir.join("node.toml");
-            std::fs::write(&rendered, toml)?;
-            let node_port = port()?;
-            let args: Vec<String> = [
-                "node",
-                "--config",
-                &rendered.to_string_lossy(),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &node_port.to_string(),
-                "--grid-url",
-                st.hub_url.trim_end_matches('/'),
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(bus.iter().cloned())
-            .collect();
-            let pgid = spawn_java(&jar, &args, &node_dir.join("node.log"))?;
-            if !opts.slots_as_namespaces {
-                st.nodes.push(NodeState {
-                    number: n,
-                    ..Default::default()
-                });
-            }
-            let node = &mut st.nodes[(n - 1) as usize];
-            node.url = format!("http://127.0.0.1:{node_port}");
-            node.pgid = Some(pgid);
-            local_state::save(&opts.state_file, &st)?;
+            (wrapper, report.clone())
         }
-        wait_ready(&st, opts.nodes as usize, opts.ready_timeout, cancel).await
-    }
-    .await;
-    match result {
-        Ok(()) => Ok(st),
-        Err(err) => {
-            if let Err(down_err) = down(&opts.state_file).await {
-                tracing::error!("releasing the half-started local Grid: {down_err:#}");
-            }
-            Err(err.context("bringing the local Grid up (everything made was released)"))
+        None => {
+            let no_slots = NodeSlots {
+                reason:
+                    "grid up --local without namespaces: the browsers share this machine's network"
+                        .into(),
+                ..Default::default()
+            };
+            (PathBuf::from(CHROMIUM), no_slots)
         }
+    };
+    let toml = render_node_toml(
+        &files.node_template,
+        &files.node_toml,
+        "127.0.0.1",
+        opts.slots,
+        &wrapper,
+        &report,
+    )?;
+    let rendered = node_dir.join("node.toml");
+    std::fs::write(&rendered, toml)?;
+    let node_port = free_port()?;
+    let args: Vec<String> = [
+        "node",
+        "--config",
+        &rendered.to_string_lossy(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &node_port.to_string(),
+        "--grid-url",
+        st.hub_url.trim_end_matches('/'),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(ports.bus.iter().cloned())
+    .collect();
+    let pgid = spawn_java(&files.jar, &args, &node_dir.join("node.log"))?;
+    if slots.is_none() {
+        st.nodes.push(NodeState {
+            number: n,
+            ..Default::default()
+        });
     }
+    let node = &mut st.nodes[(n - 1) as usize];
+    node.url = format!("http://127.0.0.1:{node_port}");
+    node.pgid = Some(pgid);
+    local_state::save(&opts.state_file, st)?;
+    Ok(())
 }
 
 /// Stops a local Grid recorded in `state_file`: node and hub process groups, slots, files.
