@@ -84,13 +84,14 @@ impl Calibration {
         } else {
             path.to_path_buf()
         };
-        let text = std::fs::read_to_string(&file).with_context(|| {
-            format!(
-                "reading {}; run `viewerfleet calibrate --out DIR` to make one",
-                file.display()
-            )
-        })?;
-        serde_json::from_str(&text).with_context(|| {
+        let bytes =
+            crate::model::rawdata::read_regular_file(&file, 64 << 20).with_context(|| {
+                format!(
+                    "reading {}; run `viewerfleet calibrate --out DIR` to make one",
+                    file.display()
+                )
+            })?;
+        serde_json::from_slice(&bytes).with_context(|| {
             format!(
                 "{} is not a calibration written by `viewerfleet calibrate`",
                 file.display()

@@ -39,10 +39,13 @@ impl ApiToken {
         };
         let path = expand_home(path);
         warn_if_readable_by_others(&path);
-        let text = std::fs::read_to_string(&path).map_err(|err| CloudError::TokenFile {
-            path: path.display().to_string(),
-            message: err.to_string(),
+        let bytes = crate::model::rawdata::read_regular_file(&path, 64 << 10).map_err(|err| {
+            CloudError::TokenFile {
+                path: path.display().to_string(),
+                message: err.to_string(),
+            }
         })?;
+        let text = String::from_utf8_lossy(&bytes);
         ApiToken::new(text.lines().next().unwrap_or_default()).map_err(|_| CloudError::TokenFile {
             path: path.display().to_string(),
             message: "the file is empty; put the token on its first line".into(),

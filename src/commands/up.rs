@@ -13,9 +13,15 @@ use std::process::ExitCode;
 fn viewer_slots_script(args: &UpArgs) -> anyhow::Result<Option<String>> {
     match &args.viewer_slots {
         Some(path) => {
-            Ok(Some(std::fs::read_to_string(path).with_context(|| {
-                format!("--viewer-slots {}", path.display())
-            })?))
+            let bytes = crate::model::rawdata::read_regular_file(path, 1 << 20)
+                .with_context(|| format!("--viewer-slots {}", path.display()))?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                anyhow::anyhow!(
+                    "--viewer-slots {}: is not text; give the viewer-slots.sh shell script",
+                    path.display()
+                )
+            })?;
+            Ok(Some(text))
         }
         None => Ok(std::fs::read_to_string("grid/viewer-slots.sh").ok()),
     }
@@ -38,12 +44,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             plan.fleet.kind()
         )
     })?;
+    // Every file given is read before anything is checked against the API.
+    let viewer_slots = viewer_slots_script(&args)?;
     check_up(&spec)?;
     let api = HcloudApi::from_env(spec.token_file.as_deref())?;
     let hub_url = std::env::var(hub::HUB_URL_ENV).ok();
     let opts = UpOptions {
         keep: true,
-        viewer_slots_script: viewer_slots_script(&args)?,
+        viewer_slots_script: viewer_slots,
         // A tunnel or the fake's simulated hub answers at once: poll it more often.
         hub_poll: hub_url
             .as_ref()

@@ -8,11 +8,16 @@
 // without it this script only records that the API is missing (window.__vfTrack.api).
 (() => {
   if (window.__vfTrack) return;
-  const state = window.__vfTrack = { api: null, deselected: 0 };
+  const state = window.__vfTrack = { api: null, deselected: 0, silent: false };
   const off = (video) => {
     const tracks = video.videoTracks;
     state.api = !!tracks;
     if (!tracks) return;
+    // Without an audio track the video track is what drives the media clock: deselected,
+    // playback would stop at 0 s. Such media (a silent stream) is decoded as before; once an
+    // audio track is known (a later loadedmetadata or track change), the video goes off.
+    if (video.audioTracks && video.audioTracks.length === 0) { state.silent = true; return; }
+    state.silent = false;
     for (let i = 0; i < tracks.length; i++) {
       if (tracks[i].selected) { tracks[i].selected = false; state.deselected += 1; }
     }

@@ -554,3 +554,28 @@ async fn plan_into_a_closed_pipe_ends_quietly_with_0() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_calibration_viewer_slots_or_token_file_that_never_ends_is_refused_at_once() {
+    let started = Instant::now();
+    let err = viewerfleet::calibrate::Calibration::load(Path::new("/dev/zero")).unwrap_err();
+    assert!(format!("{err:#}").contains("not a regular file"), "{err:#}");
+    if std::env::var_os("HCLOUD_TOKEN").is_none() {
+        let err = viewerfleet::cloud::token::ApiToken::load(Some("/dev/zero")).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    viewerfleet()
+        .current_dir(dir.path())
+        .args(["up", "--viewer-slots", "/dev/zero"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/peertube-1000/live-normal.yaml"))
+        .env_remove("HCLOUD_TOKEN")
+        .timeout(DEADLINE)
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("--viewer-slots /dev/zero")
+                .and(predicate::str::contains("not a regular file")),
+        );
+    assert!(started.elapsed() < DEADLINE);
+}

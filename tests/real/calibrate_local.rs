@@ -69,8 +69,8 @@ fn calibrate_measures_memory_cpu_and_bytes_per_profile() {
     assert!(wide.contains(&"--window-size=800,600".to_string()));
     assert!(!wide.contains(&"--window-size=640,360".to_string()));
     let md = std::fs::read_to_string(out.join("calibration.md")).unwrap();
-    assert!(md.contains("| wide | 1/1 |"), "{md}");
-    assert!(stdout.contains("| default | 1/1 |"), "{stdout}");
+    assert!(md.contains("| wide | 1 | 1/1 |"), "{md}");
+    assert!(stdout.contains("| default | 1 | 1/1 |"), "{stdout}");
     // Nothing left behind: browsers carry the calibrating process's pid in their profile
     // names; none may outlive it, and neither may a profile folder.
     assert_eq!(
