@@ -18,7 +18,7 @@
 
 use super::bidi::{self, Bidi, BidiError};
 use super::{BrowserSetup, ViewerError, ViewerSlot, ViewerTimeouts};
-use fantoccini::{Client, ClientBuilder};
+use fantoccini::Client;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -115,16 +115,7 @@ impl SharedBrowser {
         let mut caps =
             super::capabilities_with(&setup.flags, slot, Some(profile.path().to_path_buf()));
         caps.insert("webSocketUrl".into(), Value::Bool(true));
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let mut builder = ClientBuilder::new(connector);
-        builder.capabilities(caps);
-        let client = tokio::time::timeout(timeouts.session, builder.connect(&slot.webdriver_url))
-            .await
-            .map_err(|_| ViewerError::Timeout {
-                what: "session creation",
-                after: timeouts.session,
-            })?
-            .map_err(|e| ViewerError::Session(e.to_string()))?;
+        let client = super::connect(slot, &timeouts, caps).await?;
         let session_id = client.session_id().await.ok().flatten();
         let granted = client
             .capabilities()

@@ -210,16 +210,7 @@ impl Viewer {
     ) -> Result<Self, ViewerError> {
         let profile = new_profile()?;
         let caps = capabilities_with(&setup.flags, slot, Some(profile.path().to_path_buf()));
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let mut builder = ClientBuilder::new(connector);
-        builder.capabilities(caps);
-        let client = tokio::time::timeout(timeouts.session, builder.connect(&slot.webdriver_url))
-            .await
-            .map_err(|_| ViewerError::Timeout {
-                what: "session creation",
-                after: timeouts.session,
-            })?
-            .map_err(|e| ViewerError::Session(e.to_string()))?;
+        let client = connect(slot, &timeouts, caps).await?;
         let session_id = client.session_id().await.ok().flatten();
         Ok(Self {
             kind: Kind::Session {
@@ -565,6 +556,24 @@ pub fn capabilities_with(
     caps.insert("goog:chromeOptions".into(), options);
     caps.insert("pageLoadStrategy".into(), "eager".into());
     caps
+}
+
+/// One WebDriver session at `slot` with `caps`, within the session timeout.
+async fn connect(
+    slot: &ViewerSlot,
+    timeouts: &ViewerTimeouts,
+    caps: serde_json::Map<String, serde_json::Value>,
+) -> Result<fantoccini::Client, ViewerError> {
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let mut builder = ClientBuilder::new(connector);
+    builder.capabilities(caps);
+    tokio::time::timeout(timeouts.session, builder.connect(&slot.webdriver_url))
+        .await
+        .map_err(|_| ViewerError::Timeout {
+            what: "session creation",
+            after: timeouts.session,
+        })?
+        .map_err(|e| ViewerError::Session(e.to_string()))
 }
 
 #[cfg(test)]
