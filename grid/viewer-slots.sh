@@ -210,12 +210,52 @@ slot_down() {
   ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
   # Deleting the bridge-side veth removes its peer and both qdiscs.
   ip link del "$veth" 2>/dev/null || true
+  ip neigh del "$(slot_addr "$i")" dev "$bridge" 2>/dev/null || true
+  [ -z "$ipv4" ] || ip neigh del "$(v4_addr $((i + 2)))" dev "$bridge" 2>/dev/null || true
   ip netns del "$ns" 2>/dev/null || true
   if [ -n "$uplink" ] && [ "$ndp_proxy" = 1 ]; then
     ip -6 neigh del proxy "$(slot_addr "$i")" dev "$uplink" 2>/dev/null || true
   fi
   rm -f "${owner_dir}/${ns}.slot" "/etc/netns/${ns}/resolv.conf"
   rmdir "/etc/netns/${ns}" 2>/dev/null || true
+}
+
+# Every slot's and the gateway's link-layer address, written as permanent neighbour entries
+# in each slot and on the bridge (IPv6, and IPv4 with --ipv4). ARP and NDP would otherwise
+# cross the same tail-drop queues as the traffic: on a full link a dropped ARP reply failed
+# a slot's first IPv4 connection after ~3 s, and unanswered probes of a busy peer cut it off
+# for seconds. A real viewer's link is shaped behind its router, never its neighbour lookups.
+pin_neighbours() {
+  local rec ns idx mac br_mac host="" nss=() macs=() addrs=() v4s=()
+  br_mac="$(cat "/sys/class/net/${bridge}/address")"
+  # Set once by hand, a bridge keeps its address; left alone it takes its ports' lowest
+  # one, and would change under the pinned entries as slots come and go.
+  ip link set "$bridge" address "$br_mac"
+  for rec in "${owner_dir}/${name_prefix}"*.slot; do
+    [ -f "$rec" ] || continue
+    ns="$(basename "$rec" .slot)" idx="${ns#"$name_prefix"}"
+    isnum "$idx" && ns_exists "$ns" || continue
+    mac="$(ip -n "$ns" -br link show eth0 2>/dev/null | awk '{print $3}')"
+    [ -n "$mac" ] || continue
+    nss+=("$ns") macs+=("$mac") addrs+=("$(slot_addr "$idx")") v4s+=("")
+    [ -z "$ipv4" ] || v4s[-1]="$(v4_addr $((idx + 2)))"
+  done
+  local k j lines
+  for k in "${!macs[@]}"; do
+    host+="neigh replace ${addrs[k]} lladdr ${macs[k]} dev ${bridge} nud permanent"$'\n'
+    [ -z "${v4s[k]}" ] || host+="neigh replace ${v4s[k]} lladdr ${macs[k]} dev ${bridge} nud permanent"$'\n'
+  done
+  [ -z "$host" ] || ip -batch - <<<"${host%$'\n'}"
+  for k in "${!macs[@]}"; do
+    lines="neigh replace ${gateway} lladdr ${br_mac} dev eth0 nud permanent"
+    [ -z "$ipv4" ] || lines+=$'\n'"neigh replace $(v4_addr 1) lladdr ${br_mac} dev eth0 nud permanent"
+    for j in "${!macs[@]}"; do
+      [ "$j" != "$k" ] || continue
+      lines+=$'\n'"neigh replace ${addrs[j]} lladdr ${macs[j]} dev eth0 nud permanent"
+      [ -z "${v4s[j]}" ] || lines+=$'\n'"neigh replace ${v4s[j]} lladdr ${macs[j]} dev eth0 nud permanent"
+    done
+    ip -n "${nss[k]}" -batch - <<<"$lines"
+  done
 }
 
 remaining_slots() {
@@ -285,6 +325,7 @@ case "$action" in
         die "slot ${i} could not be set up (see the error above); slots already up stay up until 'down'"
       fi
     done
+    pin_neighbours
     ;;
   down)
     for i in $(seq "$first" "$last"); do slot_down "$i"; done
