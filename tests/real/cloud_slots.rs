@@ -826,12 +826,13 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
     }
     // Download: TCP goodput of a 2000 kbit/s link (tbf counts IP bytes: ≈ 1930).
     // Upload: never above the slot's 300 kbit/s. TCP against the slot's 300 ms tail-drop
-    // queue can lose its last segments and wait out a retransmission timeout (~1 s): then
-    // the 75 kB arrive at ≈ 197 kbit/s instead of ≈ 288 (measured: half of the uploads),
-    // so the lower bound is loose. Unshaped, either would be hundreds of Mbit/s.
+    // queue can lose its last segments and wait out a retransmission timeout: then the
+    // 75 kB arrive at ≈ 197 kbit/s instead of ≈ 288 (measured: half of the uploads) and
+    // the 500 kB at ≈ 1550 instead of ≈ 1930 (2 downloads of 48), so the lower bounds
+    // are loose. Unshaped, either would be hundreds of Mbit/s.
     for (k, down, up) in &rates {
         assert!(
-            (1700.0..=2200.0).contains(down),
+            (1400.0..=2200.0).contains(down),
             "browser {k}: download {down:.0} kbit/s, slot 2000"
         );
         assert!(

@@ -26,39 +26,7 @@ async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_release
 
     // The page is served inside the target's namespace, where every slot reaches it.
     let dir = tempfile::tempdir().unwrap();
-    let clip = make_clip(dir.path());
-    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
-    let seen_by_page = seen.clone();
-    let app = Router::new()
-        .route(
-            "/",
-            get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>| {
-                let seen = seen_by_page.clone();
-                async move {
-                    seen.lock().unwrap().insert(peer.ip().to_string());
-                    axum::response::Html(CLIP_PAGE)
-                }
-            }),
-        )
-        .route(
-            "/clip.mp4",
-            get(move || {
-                let clip = clip.clone();
-                async move { ([("content-type", "video/mp4")], clip) }
-            }),
-        );
-    let listen: SocketAddr = format!("[{}]:{}", st.target_address, st.target_port)
-        .parse()
-        .unwrap();
-    let std_listener = viewerfleet::netns::bind_tcp_in_netns(&st.target_namespace, listen).unwrap();
-    let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-    let server = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
+    let (seen, server) = serve_clip_page(&st, dir.path());
 
     let fleet = GridFleet::start(&GridFleetPlan::with_url(&st.hub_url).unwrap())
         .await
@@ -173,39 +141,7 @@ async fn several_viewers_share_one_grid_session_over_webdriver_bidi() {
     let grid = GridGuard::up("bidi", 1, 2, true).await;
     let st = grid.state.clone();
     let dir = tempfile::tempdir().unwrap();
-    let clip = make_clip(dir.path());
-    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
-    let seen_by_page = seen.clone();
-    let app = Router::new()
-        .route(
-            "/",
-            get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>| {
-                let seen = seen_by_page.clone();
-                async move {
-                    seen.lock().unwrap().insert(peer.ip().to_string());
-                    axum::response::Html(CLIP_PAGE)
-                }
-            }),
-        )
-        .route(
-            "/clip.mp4",
-            get(move || {
-                let clip = clip.clone();
-                async move { ([("content-type", "video/mp4")], clip) }
-            }),
-        );
-    let listen: SocketAddr = format!("[{}]:{}", st.target_address, st.target_port)
-        .parse()
-        .unwrap();
-    let std_listener = viewerfleet::netns::bind_tcp_in_netns(&st.target_namespace, listen).unwrap();
-    let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-    let server = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
+    let (seen, server) = serve_clip_page(&st, dir.path());
     let fleet = GridFleet::start(&GridFleetPlan::with_url(&st.hub_url).unwrap())
         .await
         .unwrap();
@@ -289,4 +225,49 @@ async fn several_viewers_share_one_grid_session_over_webdriver_bidi() {
     .await;
     server.abort();
     grid.down_and_check().await;
+}
+
+/// Serves the clip page and the clip inside the target's namespace, where every slot
+/// reaches it; the addresses the page was asked from are collected in the set.
+fn serve_clip_page(
+    st: &viewerfleet::grid::local_state::LocalGridState,
+    dir: &std::path::Path,
+) -> (
+    Arc<Mutex<BTreeSet<String>>>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let clip = make_clip(dir);
+    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let seen_by_page = seen.clone();
+    let app = Router::new()
+        .route(
+            "/",
+            get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>| {
+                let seen = seen_by_page.clone();
+                async move {
+                    seen.lock().unwrap().insert(peer.ip().to_string());
+                    axum::response::Html(CLIP_PAGE)
+                }
+            }),
+        )
+        .route(
+            "/clip.mp4",
+            get(move || {
+                let clip = clip.clone();
+                async move { ([("content-type", "video/mp4")], clip) }
+            }),
+        );
+    let listen: SocketAddr = format!("[{}]:{}", st.target_address, st.target_port)
+        .parse()
+        .unwrap();
+    let std_listener = viewerfleet::netns::bind_tcp_in_netns(&st.target_namespace, listen).unwrap();
+    let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    (seen, server)
 }

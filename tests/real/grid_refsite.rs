@@ -6,13 +6,12 @@
 
 use crate::support::grid as grid_support;
 
+use crate::support::raw_run::RawRun;
 use grid_support::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use viewerfleet::model::rawdata::{
-    read_jsonl, ViewerEvent, ViewerEventKind, ViewerSample, VIEWER_EVENTS, VIEWER_SAMPLES,
-};
+use viewerfleet::model::rawdata::ViewerEventKind;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refsite_viewers_through_the_hub_share_p2p_on_both_nodes() {
@@ -85,9 +84,9 @@ fleet: {{kind: grid, url: '{}'}}
     watcher.await.unwrap();
     eprintln!("{summary}");
 
-    let events: Vec<ViewerEvent> = read_jsonl(&out.join(VIEWER_EVENTS)).unwrap().records;
-    let samples: Vec<ViewerSample> = read_jsonl(&out.join(VIEWER_SAMPLES)).unwrap().records;
-    let playing: BTreeMap<u32, String> = events
+    let raw = RawRun::read(&out);
+    let playing: BTreeMap<u32, String> = raw
+        .events
         .iter()
         .filter(|e| e.event == ViewerEventKind::Playing)
         .map(|e| (e.viewer, e.node.clone().unwrap_or_default()))
@@ -110,16 +109,10 @@ fleet: {{kind: grid, url: '{}'}}
             "event node {node} is a node of /status"
         );
     }
-    let p2p: u64 = (0..4)
-        .filter_map(|v| {
-            samples
-                .iter()
-                .filter(|s| s.viewer == v)
-                .map(|s| s.p2p_down_bytes)
-                .max()
-        })
-        .sum();
-    assert!(p2p > 0, "players received bytes over P2P: {summary}");
+    assert!(
+        raw.p2p_down_bytes(4) > 0,
+        "players received bytes over P2P: {summary}"
+    );
 
     // Nothing of the run is left on the Grid.
     let status = viewerfleet::grid::grid_status(&reqwest::Client::new(), &st.hub_url)

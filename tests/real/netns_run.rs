@@ -3,11 +3,11 @@
 //! share over P2P, and the manifest must say that P2P was shaped. Afterwards no slot of
 //! the run is left. Needs root, iproute2, chromium, chromium-driver, ffmpeg and web/.
 
+use crate::support::raw_run::RawRun;
 use std::collections::BTreeSet;
 use std::path::Path;
 use viewerfleet::model::rawdata::{
-    read_jsonl, ExporterSample, Manifest, ViewerEvent, ViewerEventKind, ViewerSample,
-    EXPORTER_SAMPLES, MANIFEST, VIEWER_EVENTS, VIEWER_SAMPLES,
+    read_jsonl, Manifest, ViewerEvent, ViewerEventKind, MANIFEST, VIEWER_EVENTS,
 };
 
 fn run(scenario: &Path, out: &Path, viewers: u32, duration: &str) -> std::process::Output {
@@ -53,8 +53,9 @@ fn four_viewers_in_slots_share_over_shaped_p2p() {
         manifest.fleet.shaping
     );
 
-    let events: Vec<ViewerEvent> = read_jsonl(&out.join(VIEWER_EVENTS)).unwrap().records;
-    let addresses: BTreeSet<String> = events
+    let raw = RawRun::read(&out);
+    let addresses: BTreeSet<String> = raw
+        .events
         .iter()
         .filter(|e| e.event == ViewerEventKind::SessionCreated || e.address.is_some())
         .filter_map(|e| e.address.clone())
@@ -64,36 +65,17 @@ fn four_viewers_in_slots_share_over_shaped_p2p() {
         4,
         "each viewer its own address: {addresses:?}"
     );
-    let playing = events
-        .iter()
-        .filter(|e| e.event == ViewerEventKind::Playing)
-        .count();
-    assert_eq!(playing, 4, "{events:?}");
+    assert_eq!(raw.playing(), 4, "{:?}", raw.events);
 
     // What the target itself saw: 4 distinct client addresses.
-    let scrapes: Vec<ExporterSample> = read_jsonl(&out.join(EXPORTER_SAMPLES)).unwrap().records;
-    let seen = scrapes
-        .iter()
-        .filter(|s| s.ok)
-        .filter_map(|s| s.sums.get("refsite_viewers_seen_total").copied())
-        .fold(0.0, f64::max);
+    let seen = raw.exporter_max("refsite_viewers_seen_total");
     assert!(seen >= 4.0, "refsite saw {seen} distinct viewer addresses");
 
     // P2P happened, through the shaped links.
-    let samples: Vec<ViewerSample> = read_jsonl(&out.join(VIEWER_SAMPLES)).unwrap().records;
-    let p2p_down: u64 = (0..4)
-        .filter_map(|v| {
-            samples
-                .iter()
-                .filter(|s| s.viewer == v)
-                .map(|s| s.p2p_down_bytes)
-                .max()
-        })
-        .sum();
-    assert!(p2p_down > 0, "no P2P bytes");
+    assert!(raw.p2p_down_bytes(4) > 0, "no P2P bytes");
 
     // Nothing of the run is left: its slot group is gone.
-    let node = events.iter().find_map(|e| e.node.clone()).unwrap();
+    let node = raw.events.iter().find_map(|e| e.node.clone()).unwrap();
     let group = &node[..=node.rfind('-').unwrap()];
     let namespaces = std::process::Command::new("ip")
         .args(["netns", "list"])
@@ -204,9 +186,9 @@ fn two_viewers_per_browser_share_a_slot_its_address_and_a_link_of_twice_the_prof
     );
 
     // Two browsers, two addresses; each pair of viewers from one of them.
-    let events: Vec<ViewerEvent> = read_jsonl(&out.join(VIEWER_EVENTS)).unwrap().records;
+    let raw = RawRun::read(&out);
     let address_of = |viewer: u32| {
-        events
+        raw.events
             .iter()
             .find(|e| e.viewer == viewer && e.address.is_some())
             .and_then(|e| e.address.clone())
@@ -215,20 +197,13 @@ fn two_viewers_per_browser_share_a_slot_its_address_and_a_link_of_twice_the_prof
     assert_eq!(address_of(0), address_of(1));
     assert_eq!(address_of(2), address_of(3));
     assert_ne!(address_of(0), address_of(2));
-    let playing = events
-        .iter()
-        .filter(|e| e.event == ViewerEventKind::Playing)
-        .count();
-    assert_eq!(playing, 4, "{events:?}");
-    let scrapes: Vec<ExporterSample> = read_jsonl(&out.join(EXPORTER_SAMPLES)).unwrap().records;
-    let seen = scrapes
-        .iter()
-        .filter(|s| s.ok)
-        .filter_map(|s| s.sums.get("refsite_viewers_seen_total").copied())
-        .fold(0.0, f64::max);
-    assert_eq!(seen, 2.0, "refsite saw two client addresses");
-    let samples: Vec<ViewerSample> = read_jsonl(&out.join(VIEWER_SAMPLES)).unwrap().records;
-    assert!(samples.iter().any(|s| s.p2p_down_bytes > 0), "no P2P bytes");
+    assert_eq!(raw.playing(), 4, "{:?}", raw.events);
+    assert_eq!(
+        raw.exporter_max("refsite_viewers_seen_total"),
+        2.0,
+        "refsite saw two client addresses"
+    );
+    assert!(raw.p2p_down_bytes(4) > 0, "no P2P bytes");
 
     let group = &node[..=node.rfind('-').unwrap()];
     let namespaces = std::process::Command::new("ip")

@@ -5,3 +5,4 @@
 pub mod clip;
 pub mod fixtures;
 pub mod grid;
+pub mod raw_run;
