@@ -382,12 +382,14 @@ fn query(uri: &axum::http::Uri, key: &str) -> String {
         .to_string()
 }
 
-/// The remote's HTTP side. `/page?id=K` is what each browser opens: it loads a
-/// `DOWN_BYTES` script whose last line asks for `/mark?id=K` (so the remote sees when the
-/// download ended), then POSTs `UP_BYTES` to `/upload?id=K` and loads an image from the
-/// IPv4-only name `v4.vft.test` (NAT44), all before the page's load event. The image is
-/// often fetched while the download fills the slot's queue: with neighbour entries left
-/// to ARP, a request sent then failed in 7 runs of 8 (none of 5 once the slots pinned them).
+/// The remote's HTTP side. `/page?id=K` is what each browser opens: one step after the
+/// other, it loads a `DOWN_BYTES` script whose last line asks for `/mark?id=K` (so the
+/// remote sees when the download ended), POSTs `UP_BYTES` to `/upload?id=K`, then asks the
+/// IPv4-only name `v4.vft.test` (NAT44) for `/v4?id=K` and writes the address the remote
+/// saw into the page, all before its load event. The IPv4 step comes last, on an idle
+/// link: fetched during the download (as an `<img>` it often was), it could not reach the
+/// remote while the slot's queue was full — in 7 runs of 8 when neighbour lookups still
+/// crossed that queue (the slots pin them now), and still now and then in CI after.
 fn remote_app(log: Log) -> axum::Router {
     use axum::extract::{ConnectInfo, Request};
     use axum::response::IntoResponse;
@@ -410,7 +412,9 @@ fn remote_app(log: Log) -> axum::Router {
                      <script src=\"/bytes?id={id}\"></script>\
                      <script>var x = new XMLHttpRequest(); x.open('POST', '/upload?id={id}', false);\
                      x.send('u'.repeat({UP_BYTES}));</script></head>\
-                     <body><img src=\"http://v4.vft.test:{PORT}/v4?id={id}\"><p id=r>done {id}</p></body></html>"
+                     <body><p id=r>done {id}</p><p id=v4></p>\
+                     <script>var v = new XMLHttpRequest(); v.open('GET', 'http://v4.vft.test:{PORT}/v4?id={id}', false);\
+                     v.send(); document.getElementById('v4').textContent = 'v4 from ' + v.responseText;</script></body></html>"
                 ))
                 .into_response(),
                 "/bytes" => {
@@ -442,6 +446,12 @@ fn remote_app(log: Log) -> axum::Router {
                     n.to_string().into_response()
                 }
                 "/whoami" => hit.client.to_string().into_response(),
+                // Read by the page from another origin (www → v4): it needs CORS.
+                "/v4" => (
+                    [("access-control-allow-origin", "*")],
+                    hit.client.to_string(),
+                )
+                    .into_response(),
                 _ => "vft remote".into_response(),
             };
             log.lock().unwrap().push(hit);
@@ -754,7 +764,7 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
     let browsers_took = t0.elapsed();
     for (k, dom) in &doms {
         assert!(
-            dom.contains(&format!("done {k}")),
+            dom.contains(&format!("done {k}")) && dom.contains(&format!("v4 from {NODE4}")),
             "browser {k} dumped:\n{dom}\nhits: {:?}\nDNS queries: {:?}",
             emu.hits(),
             emu.dns_log.lock().unwrap()
