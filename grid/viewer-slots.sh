@@ -222,9 +222,9 @@ slot_down() {
 
 # Every slot's and the gateway's link-layer address, written as permanent neighbour entries
 # in each slot and on the bridge (IPv6, and IPv4 with --ipv4). ARP and NDP would otherwise
-# cross the same tail-drop queues as the traffic: on a full link a dropped ARP reply failed
-# a slot's first IPv4 connection after ~3 s, and unanswered probes of a busy peer cut it off
-# for seconds. A real viewer's link is shaped behind its router, never its neighbour lookups.
+# cross the same tail-drop queues as the traffic: on a full link dropped ARP replies failed
+# a slot's first IPv4 connection, and unanswered probes of a busy peer would cut it off for
+# seconds. A real viewer's link is shaped behind its router, never its neighbour lookups.
 pin_neighbours() {
   local rec ns idx mac br_mac host="" nss=() macs=() addrs=() v4s=()
   br_mac="$(cat "/sys/class/net/${bridge}/address")"
@@ -242,20 +242,22 @@ pin_neighbours() {
   done
   local k j lines
   for k in "${!macs[@]}"; do
-    host+="neigh replace ${addrs[k]} lladdr ${macs[k]} dev ${bridge} nud permanent"$'\n'
-    [ -z "${v4s[k]}" ] || host+="neigh replace ${v4s[k]} lladdr ${macs[k]} dev ${bridge} nud permanent"$'\n'
+    host+="$(pin_lines "${macs[k]}" "$bridge" "${addrs[k]}" "${v4s[k]}")"$'\n'
   done
   [ -z "$host" ] || ip -batch - <<<"${host%$'\n'}"
   for k in "${!macs[@]}"; do
-    lines="neigh replace ${gateway} lladdr ${br_mac} dev eth0 nud permanent"
-    [ -z "$ipv4" ] || lines+=$'\n'"neigh replace $(v4_addr 1) lladdr ${br_mac} dev eth0 nud permanent"
+    lines="$(pin_lines "$br_mac" eth0 "$gateway" "${ipv4:+$(v4_addr 1)}")"
     for j in "${!macs[@]}"; do
-      [ "$j" != "$k" ] || continue
-      lines+=$'\n'"neigh replace ${addrs[j]} lladdr ${macs[j]} dev eth0 nud permanent"
-      [ -z "${v4s[j]}" ] || lines+=$'\n'"neigh replace ${v4s[j]} lladdr ${macs[j]} dev eth0 nud permanent"
+      [ "$j" = "$k" ] || lines+=$'\n'"$(pin_lines "${macs[j]}" eth0 "${addrs[j]}" "${v4s[j]}")"
     done
     ip -n "${nss[k]}" -batch - <<<"$lines"
   done
+}
+
+# pin_lines MAC DEV ADDR6 [ADDR4]: `ip -batch` lines that pin the addresses to MAC on DEV.
+pin_lines() {
+  echo "neigh replace $3 lladdr $1 dev $2 nud permanent"
+  [ -z "${4:-}" ] || echo "neigh replace $4 lladdr $1 dev $2 nud permanent"
 }
 
 remaining_slots() {
