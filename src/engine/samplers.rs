@@ -11,6 +11,8 @@ use std::sync::Arc;
 pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
     let mut cpu = hostinfo::CpuMeter::default();
     cpu.sample();
+    let mut pressure = hostinfo::PressureMeter::default();
+    pressure.sample();
     let mut browsers_before = hostinfo::cpu_seconds_of("chromium");
     let cores = hostinfo::host_info().cpus;
     let mut ticker = tokio::time::interval(shared.sampling_interval);
@@ -23,13 +25,18 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
         let t = shared.rec.now();
         // procfs walks block; keep them off the async workers.
         let result = tokio::task::spawn_blocking(move || {
-            let busy = cpu.sample().unwrap_or(0.0);
+            let shares = cpu.sample();
             let (total, available) = hostinfo::meminfo();
             let target = target_pid.and_then(hostinfo::process_tree_usage);
             let browsers_now = hostinfo::cpu_seconds_of("chromium");
+            let (browsers_pss, browser_processes) = hostinfo::pss_of("chromium");
             let sample = HostSample {
                 t,
-                cpu_busy: busy,
+                cpu_busy: shares.map_or(0.0, |s| s.busy),
+                cpu_steal: shares.map(|s| s.steal),
+                cpu_pressure: pressure.sample(),
+                browsers_pss_bytes: Some(browsers_pss),
+                browser_processes: Some(browser_processes),
                 cores,
                 mem_used_bytes: total.saturating_sub(available),
                 mem_total_bytes: total,
@@ -38,14 +45,15 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
                 target_rss_bytes: target.map(|(_, r)| r),
                 browsers_cpu_s: Some((browsers_now - browsers_before).max(0.0)),
             };
-            (cpu, browsers_now, sample)
+            (cpu, pressure, browsers_now, sample)
         })
         .await;
-        let Ok((meter, browsers_now, sample)) = result else {
+        let Ok((meter, pressure_meter, browsers_now, sample)) = result else {
             tracing::error!("host sampler stopped");
             return;
         };
         cpu = meter;
+        pressure = pressure_meter;
         browsers_before = browsers_now;
         shared.metrics.host_cpu_busy_ratio.set(sample.cpu_busy);
         if let Some(c) = sample.target_cpu_s {

@@ -382,6 +382,7 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
         http: s.http,
         rtc: s.rtc,
         engine: s.engine,
+        lag: s.lag,
     }
 }
 

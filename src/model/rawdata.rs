@@ -28,6 +28,7 @@ pub const VIEWER_EVENTS: &str = "raw/viewer_events.jsonl";
 pub const VIEWER_SAMPLES: &str = "raw/viewer_samples.jsonl";
 pub const EXPORTER_SAMPLES: &str = "raw/exporter_samples.jsonl";
 pub const HOST_SAMPLES: &str = "raw/host_samples.jsonl";
+pub const NODE_SAMPLES: &str = "raw/node_samples.jsonl";
 pub const MANIFEST: &str = "manifest.json";
 pub const SCENARIO_COPY: &str = "scenario.yaml";
 
@@ -126,6 +127,27 @@ pub struct ViewerSample {
     /// The P2P engine's peer events, where the page exposes its engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineEvents>,
+    /// How late the page's timers ran: a starved page, on any fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<PageLag>,
+}
+
+/// The page's own lag meter (a timer due every 250 ms), cumulative since the page opened
+/// except `max_ms`. A page whose host is out of CPU runs its timers, its player and its P2P
+/// engine late alike; this is the one measure of starvation that needs nothing of the host.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PageLag {
+    /// Ticks while the page was visible.
+    pub ticks: u64,
+    /// Their lateness summed, ms.
+    pub late_ms: f64,
+    /// Ticks later than 100 ms.
+    pub late_ticks: u64,
+    /// The worst lateness since the previous sample, ms.
+    pub max_ms: f64,
+    /// Ticks while the page was hidden (the browser throttles those timers on purpose).
+    pub hidden_ticks: u64,
 }
 
 /// A page's media-segment requests by how they ended, cumulative since the page opened: what
@@ -209,6 +231,61 @@ pub struct HostSample {
     /// CPU seconds used by all browser processes (chromium) since the previous sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub browsers_cpu_s: Option<f64>,
+    /// Share of all cores the hypervisor gave to other guests (steal) since the previous
+    /// sample, 0..=1: time this host wanted and did not get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_steal: Option<f64>,
+    /// Share of the time at least one task waited for a CPU (Linux pressure stall
+    /// information, `/proc/pressure/cpu` "some"), since the previous sample, 0..=1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure: Option<f64>,
+    /// Proportional set size of all browser processes (chromium), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browsers_pss_bytes: Option<u64>,
+    /// Browser processes (chromium) now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_processes: Option<u32>,
+}
+
+/// One read of a viewer node's load endpoint (a Grid node set up by viewerfleet: local
+/// Grid, cloud bootstrap, Terraform): the CPU, memory and browsers of a machine that runs
+/// viewers, where the controller cannot measure it itself. Shares cover the time since
+/// the node's previous sample.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NodeSample {
+    pub t: f64,
+    /// The node as viewer events name it (its Grid URI).
+    pub node: String,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Cores the node's browsers may use: its cgroup's CPU quota where it has one, else
+    /// the machine's cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<f64>,
+    /// Busy share of those cores, 0..=1 (can pass 1 briefly under a quota's bursts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_busy: Option<f64>,
+    /// Share of the machine's cores taken by the hypervisor for other guests, 0..=1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_steal: Option<f64>,
+    /// Share of the cgroup's scheduling periods in which its quota ran out, 0..=1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_throttled: Option<f64>,
+    /// Share of the time some task of the node waited for a CPU (pressure stall
+    /// information), 0..=1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_used_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_total_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load1: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browsers_pss_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_processes: Option<u32>,
 }
 
 /// What a report needs to say how the numbers were measured and on what.

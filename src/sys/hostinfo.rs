@@ -75,36 +75,98 @@ pub fn meminfo() -> (u64, u64) {
     (field("MemTotal:"), field("MemAvailable:"))
 }
 
-/// Busy share of all cores between two reads of `/proc/stat`.
+/// Busy and steal shares of all cores between two reads of `/proc/stat`.
 #[derive(Debug, Default)]
 pub struct CpuMeter {
-    last: Option<(u64, u64)>,
+    last: Option<CpuTotals>,
+}
+
+/// What the cores did between two reads, as shares of the time, 0..=1.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CpuShares {
+    /// Running anything (user, system, interrupts), steal included: the share a
+    /// guest could not give to its own work.
+    pub busy: f64,
+    /// Taken by the hypervisor for other guests.
+    pub steal: f64,
 }
 
 impl CpuMeter {
-    /// Returns the busy share since the previous call (None on the first call).
-    pub fn sample(&mut self) -> Option<f64> {
+    /// Returns the shares since the previous call (None on the first call).
+    pub fn sample(&mut self) -> Option<CpuShares> {
         let now = read_cpu_totals()?;
         let previous = self.last.replace(now);
-        let (busy0, total0) = previous?;
-        let (busy1, total1) = now;
-        let total = total1.saturating_sub(total0);
-        (total > 0).then(|| busy1.saturating_sub(busy0) as f64 / total as f64)
+        now.since(&previous?)
     }
 }
 
-/// (busy, total) jiffies over all cores.
-fn read_cpu_totals() -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/stat").ok()?;
+/// Jiffies over all cores, from the first line of `/proc/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct CpuTotals {
+    busy: u64,
+    steal: u64,
+    total: u64,
+}
+
+impl CpuTotals {
+    fn since(&self, before: &CpuTotals) -> Option<CpuShares> {
+        let total = self.total.saturating_sub(before.total);
+        (total > 0).then(|| CpuShares {
+            busy: self.busy.saturating_sub(before.busy) as f64 / total as f64,
+            steal: self.steal.saturating_sub(before.steal) as f64 / total as f64,
+        })
+    }
+}
+
+fn read_cpu_totals() -> Option<CpuTotals> {
+    parse_cpu_totals(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+fn parse_cpu_totals(text: &str) -> Option<CpuTotals> {
     let line = text.lines().next()?.strip_prefix("cpu ")?;
     let values: Vec<u64> = line
         .split_whitespace()
         .filter_map(|v| v.parse().ok())
         .collect();
-    // user nice system idle iowait irq softirq steal guest guest_nice
+    // user nice system idle iowait irq softirq steal guest guest_nice (guest time is
+    // already counted in user and nice).
     let idle = values.get(3)? + values.get(4).unwrap_or(&0);
     let total: u64 = values.iter().take(8).sum();
-    Some((total - idle, total))
+    Some(CpuTotals {
+        busy: total - idle,
+        steal: values.get(7).copied().unwrap_or(0),
+        total,
+    })
+}
+
+/// The share of time at least one task waited for a CPU, between two reads of
+/// `/proc/pressure/cpu` (Linux pressure stall information; absent on kernels without it).
+/// Busy near 100% says the cores are used; pressure says work is kept waiting.
+#[derive(Debug, Default)]
+pub struct PressureMeter {
+    last: Option<(u64, std::time::Instant)>,
+}
+
+impl PressureMeter {
+    pub fn sample(&mut self) -> Option<f64> {
+        let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
+        let stalled_us = parse_pressure_some_total(&text)?;
+        let now = std::time::Instant::now();
+        let (before_us, before) = self.last.replace((stalled_us, now))?;
+        let elapsed_us = now.duration_since(before).as_micros() as f64;
+        (elapsed_us > 0.0)
+            .then(|| (stalled_us.saturating_sub(before_us) as f64 / elapsed_us).clamp(0.0, 1.0))
+    }
+}
+
+/// The `total=` (µs) of the `some` line of a pressure file.
+fn parse_pressure_some_total(text: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.starts_with("some "))?
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?
+        .parse()
+        .ok()
 }
 
 pub fn load1() -> f64 {
@@ -197,6 +259,17 @@ pub fn raise_open_files_limit() -> u64 {
         }
     }
     limit.rlim_cur
+}
+
+/// PSS summed over the processes whose command name is `comm`, and how many there are.
+pub fn pss_of(comm: &str) -> (u64, u32) {
+    let members: Vec<u32> = all_processes()
+        .iter()
+        .filter(|p| p.comm == comm)
+        .map(|p| p.pid)
+        .collect();
+    let pss = members.iter().filter_map(|pid| pss_bytes(*pid)).sum();
+    (pss, members.len() as u32)
 }
 
 /// CPU seconds used so far by processes whose command name is `comm` (e.g. `chromium`).
@@ -328,7 +401,25 @@ mod tests {
             x = x.wrapping_add(i * i);
         }
         assert!(x > 0);
-        let busy = meter.sample();
-        assert!(busy.is_none_or(|b| (0.0..=1.0).contains(&b)));
+        let shares = meter.sample();
+        assert!(shares.is_none_or(|s| (0.0..=1.0).contains(&s.busy) && s.steal <= s.busy));
+    }
+
+    #[test]
+    fn steal_is_counted_as_busy_and_apart() {
+        let before = parse_cpu_totals("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n").unwrap();
+        let after = parse_cpu_totals("cpu  200 0 100 1000 10 0 5 135 20 0\n").unwrap();
+        let shares = after.since(&before).unwrap();
+        // 450 jiffies: 100 user + 50 system + 100 steal busy, 200 idle.
+        assert!((shares.busy - 250.0 / 450.0).abs() < 1e-9, "{shares:?}");
+        assert!((shares.steal - 100.0 / 450.0).abs() < 1e-9, "{shares:?}");
+        assert_eq!(before.since(&before), None);
+    }
+
+    #[test]
+    fn pressure_total_is_read_from_the_some_line() {
+        let text = "some avg10=23.57 avg60=11.54 avg300=3.91 total=14422725\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure_some_total(text), Some(14422725));
+        assert_eq!(parse_pressure_some_total("full total=3\n"), None);
     }
 }

@@ -13,7 +13,7 @@ pub mod start;
 use std::net::SocketAddr;
 
 use crate::model::kinds::HttpByteSource;
-use crate::model::rawdata::{EngineEvents, HttpOutcomes, RtcCounts};
+use crate::model::rawdata::{EngineEvents, HttpOutcomes, PageLag, RtcCounts};
 use serde::Deserialize;
 
 /// Where the target (refsite) must run so that the viewers reach it.
@@ -82,4 +82,6 @@ pub struct PlayerStats {
     pub http: Option<HttpOutcomes>,
     pub rtc: Option<RtcCounts>,
     pub engine: Option<EngineEvents>,
+    /// The page's lag meter.
+    pub lag: Option<PageLag>,
 }

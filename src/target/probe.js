@@ -18,7 +18,10 @@
 //   when the page exposes the engine as videojsPlayer.p2pEngine (refsite does);
 // - the media segments the player asked for and got, by rendition height, from hls.js's
 //   own events when the page exposes it as videojsPlayer.hls (refsite does): what
-//   `calibrate` compares between browser profiles (segments over time, ABR choices).
+//   `calibrate` compares between browser profiles (segments over time, ABR choices);
+// - page lag: how late a timer every 250 ms fires. A page starved of CPU runs its timers,
+//   its player and its P2P engine late alike, so this shows a starved viewer on any fleet,
+//   a foreign Grid included, without asking its host.
 (() => {
   if (window.__vf) return;
   const vf = window.__vf = {
@@ -29,6 +32,7 @@
     rtc: { received: 0, sent: 0, connections: 0 },
     engine: { hooked: false, peerCloses: 0, peerErrors: 0, p2pTimeouts: 0, p2pFailures: 0 },
     frags: { hooked: false, requested: 0, loaded: 0, bytes: 0, byHeight: {} },
+    lag: { ticks: 0, lateMs: 0, lateTicks: 0, maxMs: 0, hiddenTicks: 0 },
   };
   const isSegment = (name) => /\.(ts|m4s|mp4|m4a|aac)(\?|$)/.test(name) || /\/segments?\//.test(name);
 
@@ -117,6 +121,30 @@
     }
     return nativeOpen.apply(this, arguments);
   };
+
+  // --- page lag ------------------------------------------------------------------------------
+  // Each tick is due LAG_TICK_MS after the previous one ran; its lateness is how long the
+  // page's event loop could not run it. lateTicks counts ticks later than LAG_LATE_MS, and
+  // maxMs the worst since the last stats read (read.js resets it). A hidden page's timers
+  // are throttled by the browser on purpose: those ticks are counted apart.
+  const LAG_TICK_MS = 250, LAG_LATE_MS = 100;
+  let lagDue = performance.now() + LAG_TICK_MS;
+  const lagTick = () => {
+    const t = performance.now();
+    const late = Math.max(0, t - lagDue);
+    const lag = vf.lag;
+    if (document.hidden) {
+      lag.hiddenTicks += 1;
+    } else {
+      lag.ticks += 1;
+      lag.lateMs += late;
+      if (late > LAG_LATE_MS) lag.lateTicks += 1;
+      if (late > lag.maxMs) lag.maxMs = late;
+    }
+    lagDue = t + LAG_TICK_MS;
+    setTimeout(lagTick, LAG_TICK_MS);
+  };
+  setTimeout(lagTick, LAG_TICK_MS);
 
   // --- WebRTC's own count ------------------------------------------------------------------
   const NativePC = window.RTCPeerConnection;

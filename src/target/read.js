@@ -13,6 +13,9 @@ const s = vf.seg, e = vf.engine, f = vf.frags;
 const p = window.videojsPlayer, hls = p && p.hls;
 const level = hls && hls.levels && hls.currentLevel >= 0 ? hls.levels[hls.currentLevel] : null;
 const tracks = v && v.videoTracks;
+// The worst lateness is since the previous read.
+const lag = vf.lag ? Object.assign({}, vf.lag) : null;
+if (vf.lag) vf.lag.maxMs = 0;
 return {
   httpBytes: Math.round(useNetInfo ? vf.http : vf.rtBytes),
   httpSource: useNetInfo ? 'network-info' : 'resource-timing',
@@ -40,6 +43,10 @@ return {
   videoTrackOff: tracks ? (tracks.length > 0 && Array.from(tracks).every((t) => !t.selected)) : null,
   segments: f && f.hooked ? {
     requested: f.requested, loaded: f.loaded, bytes: f.bytes, byHeight: f.byHeight,
+  } : null,
+  lag: lag ? {
+    ticks: lag.ticks, late_ms: Math.round(lag.lateMs), late_ticks: lag.lateTicks,
+    max_ms: Math.round(lag.maxMs), hidden_ticks: lag.hiddenTicks,
   } : null,
   errors: vf.errors, lastError: vf.lastError,
 };
