@@ -2,7 +2,7 @@
 //! arrive over a channel, so viewers never block on disk and no record is interleaved.
 
 use crate::model::rawdata::{
-    self, ExporterSample, HostSample, JsonlWriter, RunEvent, RunEventKind, ViewerEvent,
+    self, ExporterSample, HostSample, JsonlWriter, NodeSample, RunEvent, RunEventKind, ViewerEvent,
     ViewerSample,
 };
 use std::path::Path;
@@ -16,6 +16,8 @@ pub enum Record {
     ViewerSample(ViewerSample),
     Exporter(ExporterSample),
     Host(HostSample),
+    #[allow(dead_code)] // until the node sampler writes it
+    Node(NodeSample),
 }
 
 /// Cheap handle for producers: stamps times relative to the run's start.
@@ -59,6 +61,7 @@ impl Recorder {
         let mut viewer_samples = JsonlWriter::append(&run_dir.join(rawdata::VIEWER_SAMPLES))?;
         let mut exporter = JsonlWriter::append(&run_dir.join(rawdata::EXPORTER_SAMPLES))?;
         let mut host = JsonlWriter::append(&run_dir.join(rawdata::HOST_SAMPLES))?;
+        let mut node = JsonlWriter::append(&run_dir.join(rawdata::NODE_SAMPLES))?;
         let (tx, mut rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             while let Some(record) = rx.recv().await {
@@ -68,6 +71,7 @@ impl Recorder {
                     Record::ViewerSample(r) => viewer_samples.write(r),
                     Record::Exporter(r) => exporter.write(r),
                     Record::Host(r) => host.write(r),
+                    Record::Node(r) => node.write(r),
                 };
                 if let Err(err) = result {
                     tracing::error!("writing raw data: {err}");

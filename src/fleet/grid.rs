@@ -212,6 +212,8 @@ impl Fleet for GridFleet {
         let mut description = describe_nodes(&self.nodes, &super::link_plan(plan));
         notes.append(&mut description.notes);
         description.notes = notes;
+        // A Grid made by `grid up --local` runs its browsers here; any other's run elsewhere.
+        description.browsers_on_this_host = Some(self.local.is_some());
         description
     }
 
@@ -448,6 +450,7 @@ pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> Fle
         throttling: browser.mode,
         notes,
         packing: None,
+        browsers_on_this_host: None,
     }
 }
 

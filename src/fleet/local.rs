@@ -52,6 +52,7 @@ impl Fleet for LocalFleet {
                 "Viewers and the target share the same CPU cores.".into(),
             ],
             packing: None,
+            browsers_on_this_host: Some(true),
         }
     }
 

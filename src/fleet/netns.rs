@@ -198,6 +198,7 @@ impl Fleet for NetnsFleet {
             throttling: t.mode,
             notes,
             packing: None,
+            browsers_on_this_host: Some(true),
         }
     }
 

@@ -336,6 +336,7 @@ impl Manifest {
                 throttling: None,
                 notes: Vec::new(),
                 packing: None,
+                browsers_on_this_host: None,
             },
             target: TargetDescription {
                 kind: TargetKind::Refsite,
@@ -381,6 +382,20 @@ pub struct FleetDescription {
     /// Several viewers per browser (`viewers.per_browser` > 1); absent: one browser each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packing: Option<Packing>,
+    /// The browsers run on the controller's machine (fleets `local` and `netns`, a Grid on
+    /// this machine), so its host samples measure the viewers' headroom; false: they run
+    /// elsewhere and only node samples and the pages' lag meters do. Absent in manifests of
+    /// older versions: `local` and `netns` did, other fleets did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browsers_on_this_host: Option<bool>,
+}
+
+impl FleetDescription {
+    /// Whether the controller's host samples describe the viewers' machine.
+    pub fn browsers_on_this_host(&self) -> bool {
+        self.browsers_on_this_host
+            .unwrap_or(matches!(self.kind, FleetKind::Local | FleetKind::Netns))
+    }
 }
 
 /// What several viewers per browser share, for the report.

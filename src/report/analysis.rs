@@ -612,6 +612,7 @@ mod tests {
             viewer_samples: viewers,
             exporter_samples: exporter,
             host_samples: vec![],
+            node_samples: vec![],
             truncated_files: vec![],
         }
     }

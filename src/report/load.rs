@@ -4,7 +4,7 @@
 //! killed run (counted, so the report can say so) and naming the file and the fix otherwise.
 
 use crate::model::rawdata::{
-    self, ExporterSample, HostSample, Manifest, RunEvent, ViewerEvent, ViewerSample,
+    self, ExporterSample, HostSample, Manifest, NodeSample, RunEvent, ViewerEvent, ViewerSample,
 };
 use std::path::{Path, PathBuf};
 
@@ -39,6 +39,9 @@ pub struct RunData {
     pub viewer_samples: Vec<ViewerSample>,
     pub exporter_samples: Vec<ExporterSample>,
     pub host_samples: Vec<HostSample>,
+    /// Reads of the viewer nodes' load endpoints (absent in runs of older versions and on
+    /// fleets without such endpoints).
+    pub node_samples: Vec<NodeSample>,
     /// Raw files whose last line was cut short (the writer was killed mid-line).
     pub truncated_files: Vec<String>,
 }
@@ -80,10 +83,13 @@ impl RunData {
             read(dir, rawdata::EXPORTER_SAMPLES, &mut truncated_files)?;
         let mut host_samples: Vec<HostSample> =
             read(dir, rawdata::HOST_SAMPLES, &mut truncated_files)?;
+        let mut node_samples: Vec<NodeSample> =
+            read(dir, rawdata::NODE_SAMPLES, &mut truncated_files)?;
         // Writers append in time order, but several tasks write viewer samples: sort (stable).
         viewer_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
         exporter_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
         host_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
+        node_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
         Ok(Self {
             dir: dir.to_path_buf(),
             manifest,
@@ -92,6 +98,7 @@ impl RunData {
             viewer_samples,
             exporter_samples,
             host_samples,
+            node_samples,
             truncated_files,
         })
     }
@@ -107,6 +114,7 @@ impl RunData {
             .chain(self.viewer_samples.iter().map(|s| s.t))
             .chain(self.exporter_samples.iter().map(|s| s.t))
             .chain(self.host_samples.iter().map(|s| s.t))
+            .chain(self.node_samples.iter().map(|s| s.t))
         {
             if t.is_finite() {
                 last = last.max(t);

@@ -286,6 +286,7 @@ mod tests {
             viewer_samples: samples,
             exporter_samples: vec![],
             host_samples: vec![],
+            node_samples: vec![],
             truncated_files: vec![],
         }
     }
