@@ -147,9 +147,10 @@ pub struct RunArgs {
     /// Output folder for raw data and reports [default: runs/<scenario>-<timestamp>].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Override the scenario's viewer count.
+    /// Override the scenario's viewer count: a number, or `auto` (browsers arrive while this
+    /// machine's CPU stays below `viewers.auto.cpu_below`, at most the file's count).
     #[arg(long)]
-    pub viewers: Option<u32>,
+    pub viewers: Option<ViewerCountArg>,
     /// Override the scenario's duration (e.g. 90s, 5m).
     #[arg(long)]
     pub duration: Option<String>,
@@ -227,9 +228,10 @@ pub struct SuiteArgs {
     /// Run each scenario this many times; rates get a 95% confidence interval.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
-    /// Override every scenario's viewer count.
+    /// Override every scenario's viewer count: a number, or `auto` (each run as many as this
+    /// machine carries, at most its file's count and at most the first run's).
     #[arg(long)]
-    pub viewers: Option<u32>,
+    pub viewers: Option<ViewerCountArg>,
     /// Override every scenario's duration.
     #[arg(long)]
     pub duration: Option<String>,
@@ -353,4 +355,36 @@ pub struct LadderArgs {
     /// Projection: share of each resource to use, the rest being headroom.
     #[arg(long, default_value_t = 0.6)]
     pub usable_share: f64,
+}
+
+/// `--viewers N` or `--viewers auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewerCountArg {
+    Count(u32),
+    Auto,
+}
+
+impl ViewerCountArg {
+    pub fn count(self) -> Option<u32> {
+        match self {
+            ViewerCountArg::Count(n) => Some(n),
+            ViewerCountArg::Auto => None,
+        }
+    }
+
+    pub fn is_auto(self) -> bool {
+        self == ViewerCountArg::Auto
+    }
+}
+
+impl std::str::FromStr for ViewerCountArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            return Ok(ViewerCountArg::Auto);
+        }
+        s.parse()
+            .map(ViewerCountArg::Count)
+            .map_err(|_| format!("`{s}` is neither a number of viewers nor `auto`"))
+    }
 }

@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     let overrides = Overrides {
-        viewers: args.viewers,
+        viewers: args.viewers.and_then(|v| v.count()),
+        auto_viewers: args.viewers.is_some_and(|v| v.is_auto()),
         duration: args.duration.clone(),
         fleet: args.fleet,
         apply: args.apply,

@@ -61,6 +61,7 @@ pub(super) fn write_manifest(
                 latency_ms: plan.network.and_then(|n| n.latency_ms),
             },
             max_failed_viewers: plan.max_failed_viewers,
+            auto_cpu_below: plan.auto.map(|a| a.cpu_below),
         },
     };
     let json = serde_json::to_vec_pretty(&manifest)?;

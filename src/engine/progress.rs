@@ -84,6 +84,8 @@ pub(super) struct Summary {
     players: (u64, u64),
     /// The exporter's HTTP and P2P bytes since the run's first scrape.
     exporter: Option<(f64, f64)>,
+    /// Where a governed ramp settled, and why.
+    settled: Option<String>,
     notes: Vec<String>,
     report: Option<String>,
 }
@@ -123,8 +125,17 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
             live.failures.len() - 5
         ));
     }
+    // A governed ramp asked for what it released.
+    let requested = live.released.unwrap_or(plan.viewers);
+    let settled = live.settled.as_ref().map(|s| {
+        format!(
+            "viewers: auto, settled on {} of at most {}: {}",
+            s.viewers, plan.viewers, s.reason
+        )
+    });
     Summary {
-        requested: plan.viewers,
+        requested,
+        settled,
         started,
         failed: live.failed_or_lost(),
         players: (http, p2p),
@@ -158,18 +169,17 @@ impl Summary {
             }
         };
         let (http, p2p) = (self.players.0 as f64, self.players.1 as f64);
-        let mut lines = vec![
-            format!(
-                "viewers: {} requested, {} started, {} failed or lost",
-                self.requested, self.started, self.failed
-            ),
-            format!(
-                "players:  HTTP {:.1} MB, P2P {:.1} MB, HTTP share {}",
-                http / 1e6,
-                p2p / 1e6,
-                share(http, p2p)
-            ),
-        ];
+        let mut lines = vec![format!(
+            "viewers: {} requested, {} started, {} failed or lost",
+            self.requested, self.started, self.failed
+        )];
+        lines.extend(self.settled.clone());
+        lines.push(format!(
+            "players:  HTTP {:.1} MB, P2P {:.1} MB, HTTP share {}",
+            http / 1e6,
+            p2p / 1e6,
+            share(http, p2p)
+        ));
         if let Some((eh, ep)) = self.exporter {
             lines.push(format!(
                 "exporter: HTTP {:.1} MB, P2P {:.1} MB, HTTP share {} (since the run's first scrape)",

@@ -45,6 +45,8 @@ impl RecorderHandle {
             t: self.now(),
             event,
             detail,
+            viewers: None,
+            cpu_busy: None,
         }));
     }
 }

@@ -3,7 +3,7 @@
 
 use super::recorder::{Recorder, RecorderHandle};
 use super::shared::Shared;
-use super::{manifest, progress, samplers, viewer_task, RunOutcome};
+use super::{governor, manifest, progress, samplers, viewer_task, RunOutcome};
 use crate::fleet::{self, Fleet};
 use crate::metrics::controller::ControllerMetrics;
 use crate::metrics::scrape::Scraper;
@@ -224,12 +224,13 @@ async fn run_with_fleet(
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);
     let mut background =
         start_samplers(plan, ctx, &shared, target.as_ref(), &placement, target_pid);
-    let mut viewers = tokio::task::JoinSet::new();
-    for vp in plan.viewer_plans() {
-        viewers.spawn(viewer_task::viewer_task(vp, shared.clone()));
-    }
+    let release = tokio::spawn(release_viewers(plan.clone(), shared.clone()));
     follow_timeline(plan, ctx, &shared, &mut background).await;
     shared.run_end.cancel();
+    let mut viewers = release.await.unwrap_or_else(|err| {
+        tracing::error!("releasing viewers: {err}");
+        tokio::task::JoinSet::new()
+    });
     close_viewers(&mut viewers).await;
     while background.join_next().await.is_some() {}
     let live = shared.live();
@@ -243,6 +244,20 @@ async fn run_with_fleet(
         0
     };
     Ok((code, summary))
+}
+
+/// The viewers' tasks: all of them, each waiting for its arrival time; or, with
+/// `viewers.count: auto`, as many as the host has room for (`governor`).
+async fn release_viewers(plan: Plan, shared: Arc<Shared>) -> tokio::task::JoinSet<()> {
+    if let Some(auto) = plan.auto {
+        let gauge = Box::new(crate::sys::hostinfo::CpuMeter::default());
+        return governor::governed_ramp(plan, auto, shared, gauge).await;
+    }
+    let mut viewers = tokio::task::JoinSet::new();
+    for vp in plan.viewer_plans() {
+        viewers.spawn(viewer_task::viewer_task(vp, shared.clone()));
+    }
+    viewers
 }
 
 /// Host and exporter samplers and the progress display, until the run ends.
@@ -291,10 +306,11 @@ async fn follow_timeline(
     background: &mut tokio::task::JoinSet<()>,
 ) {
     let start = tokio::time::Instant::now();
-    let mut marks = [
-        (plan.ramp, RunEventKind::RampDone),
-        (plan.measure_at, RunEventKind::MeasurePoint),
-    ];
+    // A governed ramp marks its own end, when it settles.
+    let mut marks = vec![(plan.measure_at, RunEventKind::MeasurePoint)];
+    if plan.auto.is_none() {
+        marks.push((plan.ramp, RunEventKind::RampDone));
+    }
     marks.sort_by_key(|(d, _)| *d);
     let ticking = shared.clone();
     background.spawn(async move {

@@ -23,6 +23,9 @@ pub(super) struct LiveState {
     pub max_peers: u32,
     pub first_exporter: Option<ExporterSample>,
     pub last_exporter: Option<ExporterSample>,
+    /// A headroom-governed ramp: viewers released so far, and where it settled.
+    pub released: Option<u32>,
+    pub settled: Option<super::governor::Settled>,
 }
 
 impl LiveState {

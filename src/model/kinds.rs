@@ -112,6 +112,13 @@ named_enum! {
     }
 }
 
+impl FleetKind {
+    /// Whether this kind of fleet runs its browsers on the controller's own machine.
+    pub fn browsers_on_this_host(self) -> bool {
+        matches!(self, FleetKind::Local | FleetKind::Netns)
+    }
+}
+
 named_enum! {
     /// The platform the viewers watch.
     pub enum TargetKind {

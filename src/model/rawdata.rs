@@ -39,6 +39,12 @@ pub struct RunEvent {
     pub event: RunEventKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Viewers released so far (`ramp_step`, `ramp_settled` of a headroom-governed ramp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub viewers: Option<u32>,
+    /// The host's mean busy share the ramp measured with them, 0..=1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_busy: Option<f64>,
 }
 
 named_enum! {
@@ -48,6 +54,10 @@ named_enum! {
         TargetReady = "target_ready",
         TargetUnreachable = "target_unreachable",
         RampDone = "ramp_done",
+        /// A headroom-governed ramp measured the host with the viewers released so far.
+        RampStep = "ramp_step",
+        /// A headroom-governed ramp stopped releasing viewers (`viewers`, and why).
+        RampSettled = "ramp_settled",
         MeasurePoint = "measure_point",
         Interrupted = "interrupted",
         Finished = "finished",
@@ -394,7 +404,7 @@ impl FleetDescription {
     /// Whether the controller's host samples describe the viewers' machine.
     pub fn browsers_on_this_host(&self) -> bool {
         self.browsers_on_this_host
-            .unwrap_or(matches!(self.kind, FleetKind::Local | FleetKind::Netns))
+            .unwrap_or(self.kind.browsers_on_this_host())
     }
 }
 
@@ -443,6 +453,19 @@ pub struct PlanSummary {
     pub network: NetworkProfileSummary,
     #[serde(default)]
     pub max_failed_viewers: u32,
+    /// `viewers.count: auto`: the busy share the governed ramp stayed below; `viewers` is
+    /// then its maximum and the `ramp_settled` run event says how many it released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_cpu_below: Option<f64>,
+}
+
+impl RunEvent {
+    /// The viewers a governed ramp released: where it settled, else (a run that ended
+    /// while it measured) its last step; `None` without a governed ramp.
+    pub fn released_viewers(events: &[RunEvent]) -> Option<u32> {
+        let last = |kind| events.iter().rev().find(|e| e.event == kind)?.viewers;
+        last(RunEventKind::RampSettled).or_else(|| last(RunEventKind::RampStep))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -690,6 +713,8 @@ mod tests {
             t: 1.0,
             event: RunEventKind::Started,
             detail: None,
+            viewers: None,
+            cpu_busy: None,
         })
         .unwrap();
         drop(w);

@@ -5,7 +5,7 @@ use super::load::RunData;
 use super::model::{FailedViewer, Qoe, ViewerCounts, ViewerRow};
 use super::stats::percentile;
 use super::traffic::ViewerTotals;
-use crate::model::rawdata::ViewerEventKind;
+use crate::model::rawdata::{RunEvent, ViewerEventKind};
 use std::collections::BTreeMap;
 
 /// One viewer's life as told by its events and samples.
@@ -33,7 +33,10 @@ pub fn compute(
     per_viewer: &BTreeMap<u32, ViewerTotals>,
     data_end_s: f64,
 ) -> QoeResult {
-    let mut tally = Tally::new(run.manifest.plan.viewers);
+    // A governed ramp asked for the viewers it released, not its maximum.
+    let requested =
+        RunEvent::released_viewers(&run.run_events).unwrap_or(run.manifest.plan.viewers);
+    let mut tally = Tally::new(requested);
     for (viewer, life) in &lives(run, per_viewer) {
         tally.add(*viewer, life, per_viewer.get(viewer), data_end_s);
     }

@@ -16,8 +16,11 @@ mod spec;
 pub use limits::{MAX_NESTING, MAX_SCENARIO_BYTES};
 
 pub use packing::{BrowserPlan, MAX_PER_BROWSER};
-pub use plan::{Plan, TargetPlan, ViewerPlan, MAX_DURATION};
-pub use spec::{FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewersSpec};
+pub use plan::{AutoRamp, Plan, TargetPlan, ViewerPlan, MAX_DURATION};
+pub use spec::{
+    AutoSpec, FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewerCountSpec,
+    ViewersSpec,
+};
 
 use crate::model::kinds::{FleetKind, Throttling};
 use fleet::FleetSpec;
@@ -38,6 +41,9 @@ pub struct ScenarioError {
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
     pub viewers: Option<u32>,
+    /// `--viewers auto`: a headroom-governed ramp, the file's count (if a number) its
+    /// maximum.
+    pub auto_viewers: bool,
     pub duration: Option<String>,
     /// Run on this fleet instead (`local` or `netns`, with their defaults).
     pub fleet: Option<FleetKind>,
@@ -51,7 +57,9 @@ impl Overrides {
     /// The overrides as command-line flags, for the manifest's re-run command.
     pub fn flags(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some(v) = self.viewers {
+        if self.auto_viewers {
+            out.extend(["--viewers".to_string(), "auto".to_string()]);
+        } else if let Some(v) = self.viewers {
             out.extend(["--viewers".to_string(), v.to_string()]);
         }
         if let Some(d) = &self.duration {

@@ -1,7 +1,7 @@
 //! Validation: `ScenarioSpec` → `Plan`, the one type the run engine uses.
 
 use super::fleet::FleetPlan;
-use super::spec::{FailedThreshold, NetworkProfile, ScenarioSpec};
+use super::spec::{FailedThreshold, NetworkProfile, ScenarioSpec, ViewerCountSpec};
 use super::{Overrides, ScenarioError};
 use crate::model::kinds::{Latency, TargetKind, Throttling, VideoKind};
 use std::time::Duration;
@@ -12,7 +12,10 @@ pub struct Plan {
     pub name: String,
     pub description: Option<String>,
     pub target: TargetPlan,
+    /// Viewers to start; with `auto`, the most the governed ramp may start.
     pub viewers: u32,
+    /// `viewers.count: auto`: browsers arrive while the host has headroom (`engine::governor`).
+    pub auto: Option<AutoRamp>,
     /// Viewers per browser (`viewers.per_browser`, see `packing`).
     pub per_browser: u32,
     pub ramp: Duration,
@@ -28,6 +31,20 @@ pub struct Plan {
     /// The scenario as run (the file's text with overrides applied), saved in the run folder.
     pub yaml: String,
 }
+
+/// A headroom-governed ramp: one browser (its `per_browser` viewers) at a time, each once
+/// the previous ones play and the host's CPU was measured, while the next is expected to
+/// keep it below `cpu_below`, for at most the plan's `ramp`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AutoRamp {
+    /// Busy share of the host's cores the ramp stays below.
+    pub cpu_below: f64,
+}
+
+/// Default of `viewers.auto.max`.
+pub const AUTO_MAX_VIEWERS: u32 = 64;
+/// Default of `viewers.auto.cpu_below`.
+pub const AUTO_CPU_BELOW: f64 = 0.7;
 
 #[derive(Debug, Clone)]
 pub struct TargetPlan {
@@ -146,7 +163,7 @@ pub(super) fn build(
     let check = Checker { file, text };
     check_name(&check, &spec.name)?;
     let target = target(&check, &spec.target)?;
-    let viewers = viewer_count(&check, spec.viewers.count, overrides)?;
+    let (viewers, auto) = viewer_count(&check, &spec.viewers, overrides)?;
     let per_browser = super::packing::per_browser(spec.viewers.per_browser, overrides.per_browser)
         .map_err(|message| check.err("viewers.per_browser", message))?;
     let (p2p_off_share, alt_network) = viewer_mix(&check, &spec.viewers)?;
@@ -156,6 +173,15 @@ pub(super) fn build(
         .fleet
         .plan(viewers)
         .map_err(|(field, message)| check.err(&format!("fleet.{field}"), message))?;
+    if auto.is_some() && !fleet.kind().browsers_on_this_host() {
+        return Err(check.err(
+            "viewers.count",
+            format!(
+                "`auto` sizes the swarm to this machine's CPU, and a `{}` fleet runs its browsers elsewhere: give a number (`viewerfleet plan` sizes cloud fleets)",
+                fleet.kind()
+            ),
+        ));
+    }
     if let Some(n) = &spec.viewers.network {
         check_tc_fleet(n, "viewers.network", &fleet, &check)?;
     }
@@ -169,9 +195,13 @@ pub(super) fn build(
             "# Overridden on the command line: viewers.per_browser = {n}\n"
         ));
     }
-    if overrides.viewers.is_some() || overrides.duration.is_some() {
+    if overrides.viewers.is_some() || overrides.duration.is_some() || overrides.auto_viewers {
+        let count = match auto {
+            Some(_) => format!("auto (at most {viewers})"),
+            None => viewers.to_string(),
+        };
         yaml.push_str(&format!(
-            "\n# Overridden on the command line: viewers.count = {viewers}, duration = {}\n",
+            "\n# Overridden on the command line: viewers.count = {count}, duration = {}\n",
             humantime::format_duration(timeline.duration)
         ));
     }
@@ -191,6 +221,7 @@ pub(super) fn build(
         description: spec.description,
         target,
         viewers,
+        auto,
         per_browser,
         ramp: timeline.ramp,
         p2p_off_share,
@@ -223,15 +254,57 @@ fn check_name(check: &Checker, name: &str) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// How many viewers: the file's count, or `--viewers`.
-fn viewer_count(check: &Checker, count: u32, overrides: &Overrides) -> Result<u32, ScenarioError> {
-    let viewers = overrides.viewers.unwrap_or(count);
+/// How many viewers: the file's count, or `--viewers`; with `auto` (the file's or
+/// `--viewers auto`), the most the governed ramp may start and its CPU limit.
+fn viewer_count(
+    check: &Checker,
+    spec: &super::spec::ViewersSpec,
+    overrides: &Overrides,
+) -> Result<(u32, Option<AutoRamp>), ScenarioError> {
+    let auto = overrides.viewers.is_none()
+        && (overrides.auto_viewers || spec.count == ViewerCountSpec::Auto);
+    if !auto {
+        // A file written for `auto` may be run at a fixed `--viewers N`.
+        if spec.auto.is_some() && spec.count != ViewerCountSpec::Auto {
+            return Err(check.err(
+                "viewers.auto",
+                "only applies with `count: auto` (or `--viewers auto`): remove it or write `count: auto`".into(),
+            ));
+        }
+        let count = match (overrides.viewers, spec.count) {
+            (Some(n), _) | (None, ViewerCountSpec::Count(n)) => n,
+            (None, ViewerCountSpec::Auto) => unreachable!("auto handled above"),
+        };
+        return Ok((checked_count(check, "viewers.count", count)?, None));
+    }
+    let limits = spec.auto.unwrap_or(super::spec::AutoSpec {
+        max: None,
+        cpu_below: None,
+    });
+    let max = match (limits.max, spec.count) {
+        (Some(max), _) => checked_count(check, "viewers.auto.max", max)?,
+        (None, ViewerCountSpec::Count(n)) => checked_count(check, "viewers.count", n)?,
+        (None, ViewerCountSpec::Auto) => AUTO_MAX_VIEWERS,
+    };
+    let cpu_below = limits.cpu_below.unwrap_or(AUTO_CPU_BELOW);
+    if !(0.1..=0.95).contains(&cpu_below) {
+        return Err(check.err(
+            "viewers.auto.cpu_below",
+            format!(
+                "{cpu_below} is outside 0.1 to 0.95; it is the busy share of the host's cores the ramp stays below (e.g. 0.7 for 70%)"
+            ),
+        ));
+    }
+    Ok((max, Some(AutoRamp { cpu_below })))
+}
+
+fn checked_count(check: &Checker, field: &str, viewers: u32) -> Result<u32, ScenarioError> {
     if viewers == 0 {
-        return Err(check.err("viewers.count", "must be at least 1 (got 0)".into()));
+        return Err(check.err(field, "must be at least 1 (got 0)".into()));
     }
     if viewers > 100_000 {
         return Err(check.err(
-            "viewers.count",
+            field,
             format!("{viewers} is more than the 100000 viewers one run supports"),
         ));
     }

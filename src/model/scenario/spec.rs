@@ -56,7 +56,12 @@ pub struct TargetSpec {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ViewersSpec {
-    pub count: u32,
+    /// How many viewers, or `auto`: browsers keep arriving while this machine's CPU stays
+    /// below `auto.cpu_below` (local fleets).
+    pub count: ViewerCountSpec,
+    /// The headroom-governed ramp's limits, with `count: auto` (or `--viewers auto`).
+    #[serde(default)]
+    pub auto: Option<AutoSpec>,
     /// All viewers arrive within this time, spread evenly, e.g. `3m` [default: 0s].
     #[serde(default)]
     pub ramp: Option<String>,
@@ -73,6 +78,73 @@ pub struct ViewersSpec {
     /// Chromium (one WebDriver session); they share its address and link [default: 1].
     #[serde(default)]
     pub per_browser: Option<u32>,
+}
+
+/// `viewers.auto`: how far a headroom-governed ramp may go.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoSpec {
+    /// Never more viewers than this [default: 64; with `--viewers auto` over a file's
+    /// count, that count].
+    #[serde(default)]
+    pub max: Option<u32>,
+    /// Keep the host's CPU below this busy share, 0.1 to 0.95 [default: 0.7].
+    #[serde(default)]
+    pub cpu_below: Option<f64>,
+}
+
+/// `viewers.count`: a number, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ViewerCountSpec {
+    Count(u32),
+    #[serde(serialize_with = "auto_word")]
+    Auto,
+}
+
+fn auto_word<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("auto")
+}
+
+/// By hand, so a wrong value is told both forms (see `FailedThreshold`).
+impl<'de> Deserialize<'de> for ViewerCountSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CountVisitor;
+        const FORMS: &str = "a whole number of viewers (e.g. 16) or `auto` (as many as this \
+             machine carries below `viewers.auto.cpu_below`)";
+        impl serde::de::Visitor<'_> for CountVisitor {
+            type Value = ViewerCountSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(FORMS)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                u32::try_from(v).map(ViewerCountSpec::Count).map_err(|_| {
+                    E::custom(format!(
+                        "{v} is more viewers than a run can have; write {FORMS}"
+                    ))
+                })
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("{v} is negative; write {FORMS}"))),
+                }
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Err(E::custom(format!(
+                    "{v} is not a whole number; write {FORMS}"
+                )))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                if v == "auto" {
+                    Ok(ViewerCountSpec::Auto)
+                } else {
+                    Err(E::custom(format!("`{v}` is not a count; write {FORMS}")))
+                }
+            }
+        }
+        deserializer.deserialize_any(CountVisitor)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]

@@ -254,3 +254,52 @@ fn files_that_are_not_scenarios_are_refused_before_parsing() {
     assert_eq!(err.line, Some(1));
     assert!(err.message.contains("nesting level 33"), "{err}");
 }
+
+#[test]
+fn count_auto_is_a_governed_ramp_with_a_maximum_and_a_limit() {
+    let plan = parse(
+        &GOOD.replace("count: 8", "count: auto"),
+        "s.yaml",
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(plan.viewers, plan::AUTO_MAX_VIEWERS);
+    assert_eq!(plan.auto.map(|a| a.cpu_below), Some(plan::AUTO_CPU_BELOW));
+    let text = GOOD.replace(
+        "count: 8",
+        "count: auto\n  auto:\n    max: 24\n    cpu_below: 0.6",
+    );
+    let plan = parse(&text, "s.yaml", &Overrides::default()).unwrap();
+    assert_eq!((plan.viewers, plan.auto.unwrap().cpu_below), (24, 0.6));
+    // `--viewers auto` over a count: the count is the maximum; `--viewers N` over auto: N.
+    let auto = Overrides {
+        auto_viewers: true,
+        ..Default::default()
+    };
+    let plan = parse(GOOD, "s.yaml", &auto).unwrap();
+    assert_eq!((plan.viewers, plan.auto.is_some()), (8, true));
+    assert!(plan.yaml.contains("viewers.count = auto (at most 8)"));
+    let fixed = Overrides {
+        viewers: Some(5),
+        ..Default::default()
+    };
+    let plan = parse(&text, "s.yaml", &fixed).unwrap();
+    assert_eq!((plan.viewers, plan.auto), (5, None));
+}
+
+#[test]
+fn count_auto_refuses_what_it_cannot_do() {
+    let err = parse_err(&GOOD.replace("count: 8", "count: lots"));
+    assert!(err.message.contains("`auto`"), "{err}");
+    let err = parse_err(&GOOD.replace("count: 8", "count: 8\n  auto:\n    max: 4"));
+    assert_eq!(err.field, "viewers.auto", "{err}");
+    let err = parse_err(&GOOD.replace("count: 8", "count: auto\n  auto:\n    cpu_below: 70"));
+    assert_eq!(err.field, "viewers.auto.cpu_below", "{err}");
+    assert!(err.message.contains("0.7 for 70%"), "{err}");
+    let err = parse_err(&GOOD.replace("count: 8", "count: auto").replace(
+        "  kind: local",
+        "  kind: grid\n  url: http://127.0.0.1:4444/",
+    ));
+    assert_eq!(err.field, "viewers.count", "{err}");
+    assert!(err.message.contains("runs its browsers elsewhere"), "{err}");
+}
