@@ -5,4 +5,5 @@
 pub mod clip;
 pub mod fixtures;
 pub mod grid;
+pub mod hog;
 pub mod raw_run;
