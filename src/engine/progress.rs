@@ -85,6 +85,9 @@ pub(super) struct Summary {
     /// The exporter's HTTP and P2P bytes since the run's first scrape.
     exporter: Option<(f64, f64)>,
     notes: Vec<String>,
+    /// The report's headroom line: which viewers were starved, whether the P2P figure is
+    /// a finding, the figures of those with headroom.
+    headroom: Option<String>,
     report: Option<String>,
 }
 
@@ -130,6 +133,7 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
         players: (http, p2p),
         exporter,
         notes,
+        headroom: None,
         report: None,
     }
 }
@@ -146,6 +150,7 @@ impl Summary {
             .exporter
             .as_ref()
             .map(|e| (e.http_bytes as f64, e.p2p_bytes as f64));
+        self.headroom = s.headroom.as_ref().map(|h| h.headline.clone());
         self.report = Some(html.display().to_string());
     }
 
@@ -178,6 +183,7 @@ impl Summary {
                 share(eh, ep)
             ));
         }
+        lines.extend(self.headroom.iter().cloned());
         lines.extend(self.notes.iter().cloned());
         if let Some(path) = &self.report {
             lines.push(format!("report: {path}"));
