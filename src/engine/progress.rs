@@ -191,3 +191,39 @@ impl Summary {
         lines.join("\n")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The end-of-run summary repeats the report's headroom line, so a starved run says at
+    /// once that its P2P figure is not a finding (the starved fixture's report.json).
+    #[test]
+    fn the_summary_says_when_the_p2p_figure_is_not_a_finding() {
+        let report: ReportSummary = serde_json::from_str(include_str!(
+            "../../tests/fixtures/golden/run-starved.report.json"
+        ))
+        .unwrap();
+        let mut summary = Summary {
+            requested: 12,
+            started: 0,
+            failed: 0,
+            players: (0, 0),
+            exporter: None,
+            notes: Vec::new(),
+            headroom: None,
+            report: None,
+        };
+        summary.use_report(&report, std::path::Path::new("runs/x/report.html"));
+        let text = summary.text();
+        assert!(
+            text.contains(
+                "\nHEADROOM: 5 of 12 viewers starved in the steady window (node \
+                 http://10.0.0.12:5555 saturated 100% of it, 5 pages lagging): the P2P figure \
+                 is not a finding; with headroom only: P2P savings 80.0% (7 viewers) vs 63.3% \
+                 for all 12 (players' stats)\nreport: runs/x/report.html"
+            ),
+            "{text}"
+        );
+    }
+}
