@@ -302,8 +302,12 @@ impl Comparison {
     /// Plain-text table for the terminal, with failed runs listed under it.
     pub fn text(&self) -> String {
         let mut out = self.table().text();
-        for line in self.headroom_warnings() {
-            out.push_str(&wrap(&line, 100));
+        let warnings = self.headroom_warnings();
+        for line in &warnings {
+            out.push_str(&wrap(line, 100));
+        }
+        if !warnings.is_empty() {
+            out.push('\n');
         }
         out.push_str(&wrap(LEGEND, 100));
         if self.has_repeats() {
