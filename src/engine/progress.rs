@@ -87,6 +87,9 @@ pub(super) struct Summary {
     /// Where a governed ramp settled, and why.
     settled: Option<String>,
     notes: Vec<String>,
+    /// The report's headroom line: which viewers were starved, whether the P2P figure is
+    /// a finding, the figures of those with headroom.
+    headroom: Option<String>,
     report: Option<String>,
 }
 
@@ -141,6 +144,7 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
         players: (http, p2p),
         exporter,
         notes,
+        headroom: None,
         report: None,
     }
 }
@@ -157,6 +161,7 @@ impl Summary {
             .exporter
             .as_ref()
             .map(|e| (e.http_bytes as f64, e.p2p_bytes as f64));
+        self.headroom = s.headroom.as_ref().map(|h| h.headline.clone());
         self.report = Some(html.display().to_string());
     }
 
@@ -188,10 +193,47 @@ impl Summary {
                 share(eh, ep)
             ));
         }
+        lines.extend(self.headroom.iter().cloned());
         lines.extend(self.notes.iter().cloned());
         if let Some(path) = &self.report {
             lines.push(format!("report: {path}"));
         }
         lines.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The end-of-run summary repeats the report's headroom line, so a starved run says at
+    /// once that its P2P figure is not a finding (the starved fixture's report.json).
+    #[test]
+    fn the_summary_says_when_the_p2p_figure_is_not_a_finding() {
+        let report: ReportSummary = serde_json::from_str(include_str!(
+            "../../tests/fixtures/golden/run-starved.report.json"
+        ))
+        .unwrap();
+        let mut summary = Summary {
+            requested: 12,
+            started: 0,
+            failed: 0,
+            players: (0, 0),
+            exporter: None,
+            notes: Vec::new(),
+            headroom: None,
+            report: None,
+        };
+        summary.use_report(&report, std::path::Path::new("runs/x/report.html"));
+        let text = summary.text();
+        assert!(
+            text.contains(
+                "\nHEADROOM: 5 of 12 viewers starved in the steady window (node \
+                 http://10.0.0.12:5555 saturated 100% of it, 5 pages lagging): the P2P figure \
+                 is not a finding; with headroom only: P2P savings 80.0% (7 viewers) vs 63.3% \
+                 for all 12 (players' stats)\nreport: runs/x/report.html"
+            ),
+            "{text}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! ground truth, QoE, the honesty section and the time series. Pure: same data in, same
 //! numbers out.
 
+use super::headroom;
 use super::honesty::{self, Findings};
 use super::load::RunData;
 use super::model::*;
@@ -39,7 +40,28 @@ pub fn build(run: &RunData) -> RunReport {
     let steady = steady(&windows);
     let tables = source_tables(&exp, &ply, &windows, data_end);
     let reconciliations = reconciliations(run, &exp, &tables);
-    let q = qoe::compute(run, &ply.per_viewer, data_end);
+    let mut q = qoe::compute(run, &ply.per_viewer, data_end);
+    let headroom = headroom::analyse(
+        run,
+        &headroom::Inputs {
+            steady,
+            sampling_s,
+            bin_s: BIN_S,
+            end_s,
+            rate_window_s: windows.rate_window_s,
+            viewers: &q.rows,
+            watching: &q.watching_by_viewer,
+            started: q.counts.started,
+            players: tables.players.as_ref(),
+        },
+    );
+    for row in &mut q.rows {
+        if let Some(v) = headroom.per_viewer.get(&row.viewer) {
+            row.headroom = Some(v.status);
+            row.headroom_reasons.clone_from(&v.reasons);
+            row.page = v.page;
+        }
+    }
     let mut warnings = implausible;
     warnings.extend(analysis_warnings(
         run,
@@ -58,7 +80,7 @@ pub fn build(run: &RunData) -> RunReport {
             cpu: honesty::cpu_check(run, (steady.from_s, steady.to_s), sampling_s),
         },
     );
-    let series = time_series(
+    let mut series = time_series(
         run,
         &exp,
         &ply,
@@ -66,7 +88,8 @@ pub fn build(run: &RunData) -> RunReport {
         windows.rate_window_s,
         data_end,
     );
-    let summary = summary(
+    series.extend(headroom.page_late);
+    let mut summary = summary(
         run,
         tables,
         reconciliations,
@@ -75,11 +98,22 @@ pub fn build(run: &RunData) -> RunReport {
         windows,
         honesty,
     );
+    summary.headroom = Some(headroom.headroom);
     RunReport {
         summary,
         name: run_name(run),
         series,
-        host_cpu: run.host_samples.iter().map(|s| (s.t, s.cpu_busy)).collect(),
+        host_cpu: run
+            .host_samples
+            .iter()
+            .map(|s| HostCpu {
+                t: s.t,
+                busy: s.cpu_busy,
+                steal: s.cpu_steal,
+                pressure: s.cpu_pressure,
+            })
+            .collect(),
+        node_busy: headroom.node_busy,
         viewers: q.rows,
     }
 }
@@ -474,6 +508,7 @@ fn summary(
         origin,
         windows,
         qoe,
+        headroom: None,
         honesty,
     }
 }

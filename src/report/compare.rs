@@ -1,8 +1,8 @@
 //! Several runs side by side: one column group per run (or per scenario when grouping
 //! repeats), with mean and 95% confidence interval when a group holds repeats.
 
-use super::model::{ReportSummary, RunReport};
-use super::render::{self, Table};
+use super::model::{FiguresAtT, HeadroomFigures, HeadroomVerdict, ReportSummary, RunReport};
+use super::render::{self, Table, NONE};
 use super::stats::{mean_ci, MeanCi};
 use crate::model::kinds::RateSource;
 use serde::Serialize;
@@ -38,8 +38,17 @@ pub struct GroupStats {
     /// P2P bytes uploaders counted that no receiver got, as a share of the uploads.
     pub p2p_undelivered: Option<MeanCi>,
     pub viewers_started: Option<MeanCi>,
+    /// The players' P2P savings at T over all viewers and over the viewers with headroom
+    /// (see the run reports' headroom section).
+    pub players_p2p_savings: Option<MeanCi>,
+    pub headroom_p2p_savings: Option<MeanCi>,
     pub partial_runs: usize,
+    /// Runs whose P2P figure is not a finding: their steady window was starved (a machine
+    /// carrying enough viewers saturated, or enough viewers without headroom). Reports of
+    /// schema 1, without a headroom section, count when their host CPU was saturated.
     pub cpu_saturated_runs: usize,
+    /// Runs whose headroom nothing measured.
+    pub headroom_unknown_runs: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -71,12 +80,77 @@ impl GroupStats {
                     .and_then(|r| r.undelivered_share)
             }),
             viewers_started: pick(&|s| Some(s.viewers.started as f64)),
+            players_p2p_savings: pick(&|s| {
+                figures(s, |f| f.all.as_ref()).and_then(|f| f.p2p_savings)
+            }),
+            headroom_p2p_savings: pick(&|s| {
+                figures(s, |f| f.with_headroom.as_ref()).and_then(|f| f.p2p_savings)
+            }),
             partial_runs: runs.iter().filter(|r| r.summary.partial).count(),
             cpu_saturated_runs: runs
                 .iter()
-                .filter(|r| r.summary.honesty.cpu.as_ref().is_some_and(|c| c.saturated))
+                .filter(|r| match &r.summary.headroom {
+                    Some(h) => h.verdict == HeadroomVerdict::NotAFinding,
+                    None => r.summary.honesty.cpu.as_ref().is_some_and(|c| c.saturated),
+                })
+                .count(),
+            headroom_unknown_runs: runs
+                .iter()
+                .filter(|r| {
+                    r.summary
+                        .headroom
+                        .as_ref()
+                        .is_none_or(|h| h.verdict == HeadroomVerdict::Unknown)
+                })
                 .count(),
         }
+    }
+
+    /// The headroom column: `ok`, `NOT A FINDING` (with the starved viewers) or `unknown`;
+    /// for repeats, how many of them were not findings.
+    fn headroom_cell(&self, runs: &[RunReport]) -> String {
+        if let [run] = runs {
+            return match &run.summary.headroom {
+                None => NONE.to_string(),
+                Some(h) => {
+                    let v = &h.viewers;
+                    match h.verdict {
+                        HeadroomVerdict::NotAFinding => {
+                            format!("NOT A FINDING: {}/{} starved", v.starved, v.in_steady)
+                        }
+                        HeadroomVerdict::Finding if v.starved > 0 => {
+                            format!("ok, {}/{} starved", v.starved, v.in_steady)
+                        }
+                        HeadroomVerdict::Finding => "ok".to_string(),
+                        HeadroomVerdict::Unknown => "unknown".to_string(),
+                    }
+                }
+            };
+        }
+        match (self.cpu_saturated_runs, self.headroom_unknown_runs) {
+            (0, 0) => "ok".to_string(),
+            (0, u) => format!("{u} of {} unknown", self.n),
+            (k, _) => format!("{k} of {} NOT A FINDING", self.n),
+        }
+    }
+}
+
+/// One of a run's headroom figures.
+fn figures(
+    s: &ReportSummary,
+    pick: impl Fn(&HeadroomFigures) -> Option<&FiguresAtT>,
+) -> Option<&FiguresAtT> {
+    s.headroom.as_ref().and_then(|h| pick(&h.figures))
+}
+
+impl GroupStats {
+    /// `all / with headroom` P2P savings of the players.
+    fn savings_cell(&self) -> String {
+        format!(
+            "{} / {}",
+            render::mean_ci(self.players_p2p_savings, 100.0, 1, "%"),
+            render::mean_ci(self.headroom_p2p_savings, 100.0, 1, "%")
+        )
     }
 }
 
@@ -137,6 +211,8 @@ impl Comparison {
             "TTFF p50",
             "Stalls/v-min",
             "P2P undelivered",
+            "Headroom",
+            "Players' P2P savings: all / with headroom",
             "Notes",
         ])
         .with_last_left();
@@ -180,15 +256,59 @@ impl Comparison {
                 render::mean_ci(s.ttff_median_ms, 1.0, 0, " ms"),
                 render::mean_ci(s.stalls_per_viewer_minute, 1.0, 2, ""),
                 render::mean_ci(s.p2p_undelivered, 100.0, 1, "%"),
+                s.headroom_cell(&g.runs),
+                s.savings_cell(),
                 notes,
             ]);
         }
         t
     }
 
+    /// The lines under the table naming the runs whose P2P figure is not a finding, each
+    /// with its headroom line (what `viewerfleet run` printed).
+    pub fn headroom_warnings(&self) -> Vec<String> {
+        let runs: Vec<&RunReport> = self
+            .groups
+            .iter()
+            .flat_map(|g| &g.runs)
+            .filter(|r| r.summary.not_a_finding())
+            .collect();
+        if runs.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![format!(
+            "NOT A FINDING: {} — the steady window was starved, so the P2P figures of {} are \
+             biased towards HTTP; the players' P2P savings of the viewers with headroom are \
+             beside them.",
+            runs.iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if runs.len() == 1 {
+                "this run"
+            } else {
+                "these runs"
+            }
+        )];
+        out.extend(runs.iter().filter_map(|r| {
+            r.summary
+                .headroom
+                .as_ref()
+                .map(|h| format!("{}: {}", r.name, h.headline))
+        }));
+        out
+    }
+
     /// Plain-text table for the terminal, with failed runs listed under it.
     pub fn text(&self) -> String {
         let mut out = self.table().text();
+        let warnings = self.headroom_warnings();
+        for line in &warnings {
+            out.push_str(&wrap(line, 100));
+        }
+        if !warnings.is_empty() {
+            out.push('\n');
+        }
         out.push_str(&wrap(LEGEND, 100));
         if self.has_repeats() {
             out.push_str(
@@ -227,7 +347,9 @@ pub const LEGEND: &str =
 steady window; peak = highest trailing-window mean; HTTP share = HTTP / (HTTP + P2P); P2P savings \
 = 1 - HTTP share; TTFF = time to first frame; Stalls/v-min = stalls per viewer-minute; P2P \
 undelivered = share of the P2P bytes uploaders counted that no receiver got (P2P figures are the \
-receivers'). A name@mode run used that throttling mode (http-only: the 2023 conditions, HTTP \
+receivers'). Headroom = whether the viewers had CPU headroom in the steady window (NOT A FINDING: \
+the window was starved, see each run's report); the players' P2P savings are given over all viewers \
+and over the viewers with headroom. A name@mode run used that throttling mode (http-only: the 2023 conditions, HTTP \
 throttled and P2P free; tc: real per-viewer links for both). Rates come from the platform's exporter \
 unless Notes say otherwise; each run's report.md says how.";
 

@@ -1,8 +1,9 @@
 //! CSV files: `timeseries.csv` (every series on the bin grid), `viewers.csv` (one row per
-//! viewer), `host.csv` (host samples) and `compare.csv` (one row per compared run).
+//! viewer, with its headroom), `host.csv` (host samples), `nodes.csv` (viewer nodes' busy
+//! share, when they were sampled) and `compare.csv` (one row per compared run).
 
 use super::compare::Comparison;
-use super::model::RunReport;
+use super::model::{FiguresAtT, RunReport};
 use super::render::Renderer;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -51,12 +52,13 @@ impl Renderer for CsvRenderer {
         }
 
         let mut viewers = String::from(
-            "viewer,p2p,node,address,ttff_ms,http_bytes,p2p_bytes,p2p_up_bytes,stalls,stalled_ms,watch_s,end,reason\n",
+            "viewer,p2p,node,address,ttff_ms,http_bytes,p2p_bytes,p2p_up_bytes,stalls,stalled_ms,watch_s,end,reason,\
+             headroom,headroom_reasons,page_mean_late_ms,page_late_ticks_share,page_max_ms\n",
         );
         for v in &report.viewers {
             let _ = writeln!(
                 viewers,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 v.viewer,
                 v.p2p,
                 field(v.node.as_deref().unwrap_or("")),
@@ -70,18 +72,40 @@ impl Renderer for CsvRenderer {
                 r6(v.watch_s),
                 v.end,
                 field(v.reason.as_deref().unwrap_or("")),
+                opt(v.headroom),
+                field(&v.headroom_reasons.join("; ")),
+                opt(v.page.map(|p| r6(p.mean_late_ms))),
+                opt(v.page.map(|p| r6(p.late_ticks_share))),
+                opt(v.page.map(|p| r6(p.max_ms))),
             );
         }
 
-        let mut host = String::from("t_s,cpu_busy\n");
-        for (t, busy) in &report.host_cpu {
-            let _ = writeln!(host, "{},{}", r6(*t), r6(*busy));
+        let mut host = String::from("t_s,cpu_busy,cpu_steal,cpu_pressure\n");
+        for h in &report.host_cpu {
+            let _ = writeln!(
+                host,
+                "{},{},{},{}",
+                r6(h.t),
+                r6(h.busy),
+                opt(h.steal.map(r6)),
+                opt(h.pressure.map(r6))
+            );
         }
-        Ok(vec![
+        let mut files = vec![
             ("timeseries.csv".into(), ts),
             ("viewers.csv".into(), viewers),
             ("host.csv".into(), host),
-        ])
+        ];
+        if !report.node_busy.is_empty() {
+            let mut nodes = String::from("t_s,node,cpu_busy\n");
+            for (node, points) in &report.node_busy {
+                for (t, busy) in points {
+                    let _ = writeln!(nodes, "{},{},{}", r6(*t), field(node), r6(*busy));
+                }
+            }
+            files.push(("nodes.csv".into(), nodes));
+        }
+        Ok(files)
     }
 
     fn compare(&self, cmp: &Comparison) -> anyhow::Result<Vec<(String, String)>> {
@@ -89,14 +113,22 @@ impl Renderer for CsvRenderer {
             "group,run,scenario,partial,source,viewers_requested,viewers_started,viewers_failed,\
              http_peak_mbps,http_at_mbps,p2p_at_mbps,http_share,p2p_savings,http_bytes,p2p_bytes,\
              p2p_uploaded_bytes,origin_bytes,origin_deviation_pct,ttff_median_ms,ttff_p95_ms,\
-             stalls_per_viewer_minute,stalled_time_share,cpu_saturated\n",
+             stalls_per_viewer_minute,stalled_time_share,cpu_saturated,headroom,viewers_in_steady,\
+             viewers_starved,players_p2p_savings,headroom_p2p_savings\n",
         );
         for g in &cmp.groups {
             for r in &g.runs {
                 let s = &r.summary;
+                let h = s.headroom.as_ref();
+                let savings = |f: fn(&super::model::HeadroomFigures) -> Option<&FiguresAtT>| {
+                    opt(h
+                        .and_then(|h| f(&h.figures))
+                        .and_then(|f| f.p2p_savings)
+                        .map(r6))
+                };
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     field(&g.name),
                     field(&r.name),
                     field(&s.scenario),
@@ -120,6 +152,11 @@ impl Renderer for CsvRenderer {
                     opt(s.qoe.stalls_per_viewer_minute.map(r6)),
                     opt(s.qoe.stalled_time_share.map(r6)),
                     s.honesty.cpu.as_ref().is_some_and(|c| c.saturated),
+                    opt(h.map(|h| h.verdict)),
+                    opt(h.map(|h| h.viewers.in_steady)),
+                    opt(h.map(|h| h.viewers.starved)),
+                    savings(|f| f.all.as_ref()),
+                    savings(|f| f.with_headroom.as_ref()),
                 );
             }
         }

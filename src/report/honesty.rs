@@ -2,17 +2,19 @@
 //! saturated (a busy load generator fakes a degradation, as the LiveKit load-test report
 //! showed), scrape gaps, cut-short files, P2P that never happened, and the command to re-run.
 
+use super::headroom;
 use super::load::RunData;
 use super::model::{CpuCheck, Honesty};
 use super::rates::Gap;
+use super::table::Steady;
 use crate::model::kinds::{FleetKind, Throttling};
 
-/// A host sample above this busy share counts as saturated.
-pub const CPU_BUSY_THRESHOLD: f64 = 0.90;
+/// A host sample above this busy share counts as saturated (the machine rule's).
+pub const CPU_BUSY_THRESHOLD: f64 = headroom::HOT_BUSY;
 /// The run is flagged when saturated for more than this share of the sampled time…
-pub const CPU_RUN_SHARE: f64 = 0.10;
+pub const CPU_RUN_SHARE: f64 = headroom::SATURATED_RUN_SHARE;
 /// …or for more than this share of the steady window.
-pub const CPU_STEADY_SHARE: f64 = 0.25;
+pub const CPU_STEADY_SHARE: f64 = headroom::SATURATED_STEADY_SHARE;
 
 /// What the fleet implies, one sentence each.
 pub fn implications(run: &RunData) -> Vec<String> {
@@ -85,36 +87,15 @@ pub fn implications(run: &RunData) -> Vec<String> {
     out
 }
 
-/// Host CPU saturation against the stated rule; `None` without host samples.
+/// Host CPU saturation against the stated rule (`headroom`'s machine rule applied to this
+/// host); `None` without host samples. When the browsers ran elsewhere it measured the
+/// controller's machine only and says so (`viewers_machine`).
 pub fn cpu_check(run: &RunData, steady: (f64, f64), sampling_s: f64) -> Option<CpuCheck> {
-    let samples = &run.host_samples;
-    if samples.is_empty() {
-        return None;
-    }
-    // Each sample's busy share covers the time since the previous one.
-    let mut prev_t = samples[0].t - sampling_s;
-    let (mut total, mut saturated, mut busy_sum) = (0.0, 0.0, 0.0);
-    let (mut steady_total, mut steady_sat) = (0.0, 0.0);
-    let mut max_busy: f64 = 0.0;
-    for s in samples {
-        let from = prev_t.max(0.0);
-        let weight = (s.t - prev_t).max(0.0);
-        prev_t = s.t;
-        let hot = s.cpu_busy > CPU_BUSY_THRESHOLD;
-        total += weight;
-        busy_sum += s.cpu_busy * weight;
-        max_busy = max_busy.max(s.cpu_busy);
-        if hot {
-            saturated += weight;
-        }
-        let overlap = (s.t.min(steady.1) - from.max(steady.0)).max(0.0);
-        steady_total += overlap;
-        if hot {
-            steady_sat += overlap;
-        }
-    }
-    let share = if total > 0.0 { saturated / total } else { 0.0 };
-    let steady_share = (steady_total > 0.0).then(|| steady_sat / steady_total);
+    let steady = Steady {
+        from_s: steady.0,
+        to_s: steady.1,
+    };
+    let host = headroom::host_machine(run, steady, sampling_s)?;
     Some(CpuCheck {
         rule: format!(
             "saturated when the host's CPU is above {:.0}% busy for more than {:.0}% of the \
@@ -123,12 +104,15 @@ pub fn cpu_check(run: &RunData, steady: (f64, f64), sampling_s: f64) -> Option<C
             CPU_RUN_SHARE * 100.0,
             CPU_STEADY_SHARE * 100.0
         ),
-        saturated: share > CPU_RUN_SHARE || steady_share.is_some_and(|s| s > CPU_STEADY_SHARE),
-        mean_busy: if total > 0.0 { busy_sum / total } else { 0.0 },
-        max_busy,
-        saturated_share: share,
-        steady_saturated_share: steady_share,
-        samples: samples.len() as u32,
+        viewers_machine: run.manifest.fleet.browsers_on_this_host(),
+        saturated: host.saturated,
+        mean_busy: host.mean_busy,
+        max_busy: host.max_busy,
+        saturated_share: host.hot_share,
+        steady_saturated_share: host.steady_hot_share,
+        samples: host.samples,
+        mean_steal: host.mean_steal,
+        mean_pressure: host.mean_pressure,
     })
 }
 

@@ -3,7 +3,7 @@
 //! offline, prints, and cannot phone home.
 
 use super::compare::{Comparison, GroupStats};
-use super::model::{names, ReportSummary, RunReport, ViewerRow};
+use super::model::{names, Headroom, ReportSummary, RunReport, ViewerRow};
 use super::prose;
 use super::render::{self, Renderer};
 use super::stats::MeanCi;
@@ -19,7 +19,8 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #dee2e6;padding-bottom:.2em;margin
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px solid #dee2e6;\
 padding:.3em .55em;vertical-align:top}th{background:#f1f3f5;text-align:left}td.num{text-align:right;\
 font-variant-numeric:tabular-nums;white-space:nowrap}.partial{background:#fff3bf;border:2px solid #f08c00;\
-padding:.6em 1em;font-weight:bold}.warn{color:#c92a2a;font-weight:bold}svg.plot{max-width:100%;height:auto;\
+padding:.6em 1em;font-weight:bold}.notfinding{background:#ffe3e3;border:3px solid #c92a2a;\
+padding:.6em 1em;font-size:1.1em}.warn{color:#c92a2a;font-weight:bold}svg.plot{max-width:100%;height:auto;\
 display:block;margin:.8em 0;border:1px solid #e9ecef}pre{background:#f8f9fa;padding:.6em;overflow-x:auto;\
 white-space:pre-wrap}figure{margin:0}figcaption{font-size:.85em;color:#495057}\
 @media print{body{max-width:none;margin:0}svg.plot,table,figure{page-break-inside:avoid}h2{page-break-after:avoid}}";
@@ -172,7 +173,7 @@ fn bandwidth_section(b: &mut String, r: &RunReport) {
         "Viewers between their first frame and their end (stopped, failed or lost).",
     );
     if !r.host_cpu.is_empty() {
-        let cpu: Vec<(f64, f64)> = r.host_cpu.iter().map(|(t, v)| (*t, v * 100.0)).collect();
+        let cpu: Vec<(f64, f64)> = r.host_cpu.iter().map(|h| (h.t, h.busy * 100.0)).collect();
         figure(
             b,
             one_line_chart(
@@ -185,6 +186,118 @@ fn bandwidth_section(b: &mut String, r: &RunReport) {
             "The load generator's CPU: above 90% the players themselves may be what degrades.",
         );
     }
+}
+
+/// Nodes drawn in the busy chart, most saturated first.
+const NODES_PLOTTED: usize = 8;
+
+/// Which machines and viewers were starved, when, and the figures without them; the
+/// machines' busy share and the pages' lateness over time.
+fn headroom_section(b: &mut String, r: &RunReport, h: &Headroom) {
+    let s = &r.summary;
+    b.push_str("<h2>Headroom: which viewers were starved</h2>\n");
+    list(b, &prose::headroom_lines(h));
+    b.push_str(&render::headroom_figures_table(h).html());
+    if h.host.is_some() || !h.nodes.is_empty() {
+        b.push_str(&render::machines_table(h).html());
+    }
+    let listed = &h.viewers.listed;
+    if !listed.is_empty() {
+        let total = listed.len() + h.viewers.not_listed as usize;
+        let _ = writeln!(
+            b,
+            "<p>Viewers without headroom in the steady window or with a starved page at some \
+             time ({total}){}:</p>",
+            if total > render::STARVED_VIEWERS_SHOWN {
+                format!(
+                    ", the first {} (viewers.csv has every viewer's headroom)",
+                    render::STARVED_VIEWERS_SHOWN
+                )
+            } else {
+                String::new()
+            }
+        );
+        b.push_str(&render::starved_viewers_table(h).html());
+    }
+    node_busy_chart(b, r, h);
+    if let Some(late) = r.series(names::PAGE_LATE_MS) {
+        let x_max = late.points.last().map_or(0.0, |p| p.0);
+        let threshold = [
+            (0.0, super::headroom::PAGE_LATE_MEAN_MS),
+            (x_max, super::headroom::PAGE_LATE_MEAN_MS),
+        ];
+        figure(
+            b,
+            svg::line_chart(&LineChart {
+                title: "Pages' timer lateness, mean over all viewers (ms)",
+                y_label: "ms",
+                lines: vec![
+                    solid("mean lateness", svg::HTTP, &late.points),
+                    Line {
+                        dashed: true,
+                        ..solid("starved above", svg::GREY, &threshold)
+                    },
+                ],
+                band: steady_band(s),
+                y_max: None,
+            }),
+            "How late the pages' own 250 ms timer ran, summed over viewers and divided by their \
+             ticks, over two sampling intervals: a page whose timers run late runs its player \
+             and P2P engine late too.",
+        );
+    }
+    b.push_str("<p>Rules:</p>\n");
+    list(b, &h.rules);
+}
+
+/// The sampled nodes' busy share over time, the most saturated in the steady window first.
+fn node_busy_chart(b: &mut String, r: &RunReport, h: &Headroom) {
+    let steady_share = |name: &str| {
+        h.nodes
+            .iter()
+            .find(|m| m.name == name)
+            .and_then(|m| m.steady_hot_share)
+            .unwrap_or(-1.0)
+    };
+    let mut nodes: Vec<&(String, Vec<(f64, f64)>)> = r.node_busy.iter().collect();
+    nodes.sort_by(|a, b| steady_share(&b.0).total_cmp(&steady_share(&a.0)));
+    let node_points: Vec<(&str, Vec<(f64, f64)>)> = nodes
+        .iter()
+        .take(NODES_PLOTTED)
+        .map(|(name, points)| {
+            let percent = points.iter().map(|(t, v)| (*t, v * 100.0)).collect();
+            (name.as_str(), percent)
+        })
+        .collect();
+    if node_points.is_empty() {
+        return;
+    }
+    let lines = node_points
+        .iter()
+        .enumerate()
+        .map(|(k, (name, points))| Line {
+            label: name.to_string(),
+            color: svg::PALETTE[k % svg::PALETTE.len()],
+            dashed: false,
+            points,
+        })
+        .collect();
+    figure(
+        b,
+        svg::line_chart(&LineChart {
+            title: "Viewer nodes' CPU busy (% of their allowance, steal included)",
+            y_label: "%",
+            lines,
+            band: steady_band(&r.summary),
+            y_max: Some(100.0),
+        }),
+        &format!(
+            "Above {:.0}% a node's sample is hot; the {} most saturated nodes are drawn \
+             (nodes.csv has them all).",
+            super::headroom::HOT_BUSY * 100.0,
+            node_points.len()
+        ),
+    );
 }
 
 /// Bars of what each viewer downloaded (by source) and uploaded, largest first.
@@ -383,8 +496,18 @@ impl Renderer for HtmlRenderer {
         if let Some(reason) = &s.partial_reason {
             let _ = writeln!(b, "<p class=\"partial\">PARTIAL RUN: {}.</p>", esc(reason));
         }
+        if let Some(banner) = prose::not_a_finding_banner(s) {
+            let _ = writeln!(
+                b,
+                "<p class=\"notfinding\"><strong>NOT A FINDING</strong>: {}</p>",
+                esc(&banner)
+            );
+        }
         list(&mut b, &prose::run_lines(s));
         bandwidth_section(&mut b, r);
+        if let Some(h) = &s.headroom {
+            headroom_section(&mut b, r, h);
+        }
         per_viewer_section(&mut b, r);
         qoe_section(&mut b, r);
         b.push_str("<h2>Honesty</h2>\n");
@@ -406,6 +529,18 @@ impl Renderer for HtmlRenderer {
     fn compare(&self, cmp: &Comparison) -> anyhow::Result<Vec<(String, String)>> {
         let mut b = String::from("<h1>viewerfleet comparison</h1>\n");
         b.push_str(&cmp.table().html());
+        let warnings = cmp.headroom_warnings();
+        if let Some((first, rest)) = warnings.split_first() {
+            let _ = write!(
+                b,
+                "<div class=\"notfinding\"><p><strong>{}</strong></p><ul>",
+                esc(first)
+            );
+            for line in rest {
+                let _ = write!(b, "<li>{}</li>", esc(line));
+            }
+            b.push_str("</ul></div>\n");
+        }
         let _ = writeln!(b, "<p>{}</p>", esc(super::compare::LEGEND));
         if cmp.has_repeats() {
             b.push_str("<p>Values are mean ± half-width of the 95% confidence interval (Student's t) over the n repeats.</p>\n");
@@ -429,10 +564,16 @@ impl Renderer for HtmlRenderer {
             for r in &g.runs {
                 let _ = write!(
                     b,
-                    "<li><code>{}</code> ({}): {}</li>",
+                    "<li><code>{}</code> ({}): {}{}</li>",
                     esc(&r.name),
                     esc(&r.summary.started_at),
-                    esc(&render::flags(&r.summary))
+                    esc(&render::flags(&r.summary)),
+                    esc(&r
+                        .summary
+                        .headroom
+                        .as_ref()
+                        .map(|h| format!("; {}", h.headline))
+                        .unwrap_or_default())
                 );
             }
         }

@@ -3,13 +3,14 @@
 //! and suites of runs.
 //!
 //! Pipeline: `load` (read the folder) → `traffic` + `rates` (counter deltas → bytes per bin)
-//! → `table`, `qoe`, `honesty` (numbers) → `analysis` (one `RunReport`) → renderers
+//! → `table`, `qoe`, `headroom`, `honesty` (numbers) → `analysis` (one `RunReport`) → renderers
 //! (`json`, `csv`, `markdown`, `html` + `svg`, behind `render::Renderer`). `compare` and
 //! `suite` put several runs side by side.
 
 mod analysis;
 pub mod compare;
 mod csv;
+pub mod headroom;
 pub mod honesty;
 mod html;
 mod json;
@@ -28,7 +29,9 @@ mod table;
 mod traffic;
 
 pub use compare::Comparison;
-pub use model::{ReportSummary, RunReport};
+pub use model::{
+    Headroom, HeadroomVerdict, ReportSummary, RunReport, ViewerHeadroom, ViewerHeadroomStatus,
+};
 
 use std::path::Path;
 

@@ -3,13 +3,17 @@
 //! adds the time series and per-viewer rows that the plots and CSV files need.
 
 use super::rates::Gap;
-use crate::model::kinds::{FleetKind, Latency, RateSource, TargetKind, VideoKind};
+use crate::model::kinds::{named_enum, FleetKind, Latency, RateSource, TargetKind, VideoKind};
 use crate::model::rawdata::HostInfo;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of `report.json`'s layout; bumped when a field changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// 2: `headroom` (which viewers were starved, the figures of those that were not, whether
+/// the P2P figure is a finding); `honesty.cpu` says whose machine it measured
+/// (`viewers_machine`) and adds mean steal and CPU pressure.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// `report.json`: one run's numbers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,7 +64,21 @@ pub struct ReportSummary {
     pub origin: Option<OriginTable>,
     pub windows: Windows,
     pub qoe: Qoe,
+    /// Whether the viewers had CPU headroom in the steady window, per machine and per
+    /// viewer, and the players' figures of the viewers that had it (absent in reports of
+    /// schema 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<Headroom>,
     pub honesty: Honesty,
+}
+
+impl ReportSummary {
+    /// The run's P2P figure is not a finding: its steady window was starved.
+    pub fn not_a_finding(&self) -> bool {
+        self.headroom
+            .as_ref()
+            .is_some_and(|h| h.verdict == HeadroomVerdict::NotAFinding)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -246,6 +264,11 @@ pub struct Honesty {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuCheck {
     pub rule: String,
+    /// The browsers ran on this machine (fleets `local`, `netns`, a Grid on this machine),
+    /// so this check judges the viewers' headroom; false: it measured the controller's
+    /// machine only (absent in reports of schema 1, which judged only such fleets' hosts).
+    #[serde(default = "yes")]
+    pub viewers_machine: bool,
     pub saturated: bool,
     pub mean_busy: f64,
     pub max_busy: f64,
@@ -254,6 +277,207 @@ pub struct CpuCheck {
     /// Same inside the steady window.
     pub steady_saturated_share: Option<f64>,
     pub samples: u32,
+    /// Mean share of the cores the hypervisor gave to other guests (included in busy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_steal: Option<f64>,
+    /// Mean share of the time some task waited for a CPU (pressure stall information):
+    /// shown, not judged (on 2 cores it is high well below saturation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_pressure: Option<f64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+named_enum! {
+    /// Whether a run's P2P figure can be quoted, as far as CPU headroom goes.
+    pub enum HeadroomVerdict {
+        /// The viewers had headroom in the steady window.
+        Finding = "finding",
+        /// The steady window was starved: the P2P figure is biased towards HTTP.
+        NotAFinding = "not-a-finding",
+        /// Nothing measured the viewers' machines or pages.
+        Unknown = "unknown",
+    }
+}
+
+named_enum! {
+    /// One viewer's headroom in the steady window.
+    pub enum ViewerHeadroomStatus {
+        /// Its page kept time and its machine was not saturated.
+        Headroom = "headroom",
+        /// Its page was starved or its machine saturated.
+        Starved = "starved",
+        /// Neither its page nor its machine was measured.
+        Unknown = "unknown",
+        /// It did not watch during the steady window (not in the figures at T).
+        NotWatching = "not-watching",
+    }
+}
+
+/// `report.json` `headroom`: saturation judged per machine and per viewer (see
+/// `report::headroom` for the rules), and the players' figures at T with and without the
+/// viewers that were starved. Nothing is left out silently: both sets of figures are given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Headroom {
+    pub verdict: HeadroomVerdict,
+    /// One line saying what the verdict rests on (what `viewerfleet run` prints).
+    pub headline: String,
+    /// Why the P2P figure is not a finding, one sentence each (empty for a finding).
+    pub not_a_finding_because: Vec<String>,
+    /// The rules, as applied.
+    pub rules: Vec<String>,
+    pub steady_from_s: f64,
+    pub steady_to_s: f64,
+    /// This machine (the controller's), with the rule applied to its samples.
+    pub host: Option<MachineHeadroom>,
+    /// The browsers ran on this machine, so `host` judges every viewer.
+    pub host_judges_viewers: bool,
+    /// Viewer nodes with samples of their load endpoint.
+    pub nodes: Vec<MachineHeadroom>,
+    /// Nodes viewers ran on without any sample: their load is unknown, their viewers are
+    /// judged by their pages alone (and kept in the figures).
+    pub unsampled_nodes: Vec<UnsampledNode>,
+    pub viewers: HeadroomViewers,
+    /// The players' figures at T over all viewers and over those with headroom.
+    pub figures: HeadroomFigures,
+    /// Shared-CPU warnings (steal).
+    pub warnings: Vec<String>,
+}
+
+/// One machine's CPU against the rule: this host or a viewer node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachineHeadroom {
+    /// The node as viewer events name it; `this machine` for the host.
+    pub name: String,
+    /// Samples with CPU figures.
+    pub samples: u32,
+    /// Reads that failed (nodes).
+    pub failed_samples: u32,
+    /// Cores its browsers may use (a node's CPU allowance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<f64>,
+    /// Mean busy share (steal counted as busy), weighted by the time each sample covers.
+    pub mean_busy: f64,
+    pub max_busy: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_steal: Option<f64>,
+    /// Mean share of cgroup periods that hit the CPU quota (nodes with a quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_throttled: Option<f64>,
+    /// Mean CPU pressure (shown, not judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_pressure: Option<f64>,
+    /// Largest proportional set size of its browsers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_browsers_pss_bytes: Option<u64>,
+    /// Share of the sampled time it was hot, 0..1.
+    pub hot_share: f64,
+    /// Same inside the steady window (`None`: no sample covers it).
+    pub steady_hot_share: Option<f64>,
+    /// Hot for more than the rule's share of the sampled time or of the steady window.
+    pub saturated: bool,
+    /// Hot for more than the rule's share of the steady window: its viewers had no headroom.
+    pub saturated_in_steady: bool,
+    /// Viewers it carried in the steady window.
+    pub viewers: u32,
+    /// When it was hot: adjacent hot sample intervals merged, the first few listed.
+    pub hot_spans: Vec<Span>,
+    pub hot_spans_total: u32,
+}
+
+/// A stretch of time, seconds since the run's start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    pub from_s: f64,
+    pub to_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnsampledNode {
+    pub node: String,
+    /// Viewers it carried in the steady window.
+    pub viewers: u32,
+}
+
+/// Viewer counts by headroom, and the viewers that were starved at some time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeadroomViewers {
+    /// Viewers that played a first frame.
+    pub started: u32,
+    /// Viewers watching during the steady window (the players' figures at T cover them).
+    pub in_steady: u32,
+    /// Of those, without headroom there.
+    pub starved: u32,
+    /// Of those, with headroom (their page kept time and their machine was not saturated).
+    pub with_headroom: u32,
+    /// Of those, neither page nor machine measured: kept in the figures with headroom.
+    pub unknown: u32,
+    /// Starved viewers by reason (a viewer can have several).
+    pub starved_by_page_lag: u32,
+    pub starved_by_node: u32,
+    pub starved_by_host: u32,
+    /// Viewers without headroom in the steady window or with starved spans at any time, in
+    /// viewer order, the first few (`viewers.csv` has every viewer).
+    pub listed: Vec<ViewerHeadroom>,
+    pub not_listed: u32,
+}
+
+/// One viewer's headroom.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewerHeadroom {
+    pub viewer: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub status: ViewerHeadroomStatus,
+    /// Why it had no headroom (`page lag`, `node X saturated`, `host saturated`), or what
+    /// is unknown about it.
+    pub reasons: Vec<String>,
+    /// Its page's lag meter over the steady window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<PageLagWindow>,
+    /// When its page was starved: adjacent starved sample intervals merged, the first few.
+    pub starved_spans: Vec<Span>,
+    pub starved_spans_total: u32,
+    /// Time its page was starved over the run, seconds.
+    pub starved_s: f64,
+}
+
+/// A page's lag meter over a window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PageLagWindow {
+    /// Visible timer ticks in the window.
+    pub ticks: f64,
+    /// Mean lateness of a tick, ms.
+    pub mean_late_ms: f64,
+    /// Share of ticks more than 100 ms late, 0..1.
+    pub late_ticks_share: f64,
+    /// Worst lateness of a tick, ms.
+    pub max_ms: f64,
+    /// Starved by the page rule.
+    pub starved: bool,
+}
+
+/// The players' figures at T over all viewers and over the viewers with headroom.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeadroomFigures {
+    pub all: Option<FiguresAtT>,
+    /// `None` when no viewer had headroom.
+    pub with_headroom: Option<FiguresAtT>,
+    /// Why the exporter's figures have no such split.
+    pub exporter_note: String,
+}
+
+/// The players' figures over the steady window, as the `players` table computes them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FiguresAtT {
+    /// Viewers the figures cover (watching in the steady window).
+    pub viewers: u32,
+    pub http_at_mbps: Option<f64>,
+    pub p2p_at_mbps: Option<f64>,
+    pub http_share: Option<f64>,
+    pub p2p_savings: Option<f64>,
 }
 
 /// A named time series (`t` in seconds since start).
@@ -281,6 +505,10 @@ pub struct ViewerRow {
     /// `stopped`, `failed`, `lost`, `running` (no end recorded) or `never-started`.
     pub end: String,
     pub reason: Option<String>,
+    /// Headroom in the steady window, with the reasons and the page's lag meter there.
+    pub headroom: Option<ViewerHeadroomStatus>,
+    pub headroom_reasons: Vec<String>,
+    pub page: Option<PageLagWindow>,
 }
 
 /// Everything one run's renderers need.
@@ -290,8 +518,20 @@ pub struct RunReport {
     /// Run folder's name (for titles; not in `report.json`).
     pub name: String,
     pub series: Vec<Series>,
-    pub host_cpu: Vec<(f64, f64)>,
+    /// This machine's samples: time, busy, steal, pressure.
+    pub host_cpu: Vec<HostCpu>,
+    /// Each sampled viewer node's busy share (steal included) over time.
+    pub node_busy: Vec<(String, Vec<(f64, f64)>)>,
     pub viewers: Vec<ViewerRow>,
+}
+
+/// One host sample's CPU figures, for `host.csv` and the plot.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostCpu {
+    pub t: f64,
+    pub busy: f64,
+    pub steal: Option<f64>,
+    pub pressure: Option<f64>,
 }
 
 impl RunReport {
@@ -312,4 +552,5 @@ pub mod names {
     pub const ACTIVE: &str = "viewers_active";
     pub const STALLS_PER_MIN: &str = "stalls_per_minute";
     pub const STALLED_SHARE: &str = "stalled_share";
+    pub const PAGE_LATE_MS: &str = "page_mean_late_ms";
 }

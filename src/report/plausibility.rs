@@ -8,7 +8,7 @@
 
 use super::load::RunData;
 use crate::model::rawdata::{
-    self, ExporterSample, HostSample, RunEvent, ViewerEvent, ViewerSample,
+    self, ExporterSample, HostSample, NodeSample, RunEvent, ViewerEvent, ViewerSample,
 };
 use std::borrow::Cow;
 use std::path::Path;
@@ -147,6 +147,19 @@ impl Bounds {
                 .then(|| format!("cpu_busy = {} is not a share from 0 to 1", num(s.cpu_busy)))
         })
     }
+
+    /// A node's shares: busy may pass 1 briefly under a quota's bursts, never 64 times.
+    fn node_sample(&self, s: &NodeSample) -> Option<String> {
+        let share = |name: &str, value: Option<f64>, max: f64| {
+            value
+                .filter(|v| !(0.0..=max).contains(v))
+                .map(|v| format!("{name} = {} is not a share from 0 to {max}", num(v)))
+        };
+        self.time(s.t)
+            .or_else(|| share("cpu_busy", s.cpu_busy, 64.0))
+            .or_else(|| share("cpu_steal", s.cpu_steal, 1.0))
+            .or_else(|| share("cpu_throttled", s.cpu_throttled, 1.0))
+    }
 }
 
 /// A number as people read it: `1e300`, not three hundred digits.
@@ -209,6 +222,15 @@ pub fn screen(run: &RunData) -> Screened<'_> {
         &mut warnings,
     ) {
         changed.to_mut().host_samples = kept;
+    }
+    if let Some(kept) = keep(
+        dir,
+        rawdata::NODE_SAMPLES,
+        &run.node_samples,
+        |s| b.node_sample(s),
+        &mut warnings,
+    ) {
+        changed.to_mut().node_samples = kept;
     }
     Screened {
         run: changed,

@@ -1,7 +1,8 @@
 //! The report's sentences, shared by the Markdown and HTML renderers so both say the same:
 //! how each number was measured, QoE, and the honesty section.
 
-use super::model::ReportSummary;
+use super::headroom::HOST_NAME;
+use super::model::{Headroom, HeadroomVerdict, MachineHeadroom, ReportSummary, Span};
 use super::render::{bytes, ms, num, pct};
 
 /// Header facts: what ran, on what.
@@ -183,29 +184,51 @@ pub fn honesty_lines(s: &ReportSummary) -> Vec<String> {
     )];
     out.extend(h.implications.iter().cloned());
     match &h.cpu {
-        Some(c) => out.push(format!(
-            "Host CPU: {} — mean {:.0}% busy, max {:.0}%, above the threshold {:.0}% of the \
-             time{} ({} samples). Rule: {}.{}",
-            if c.saturated {
-                "SATURATED"
-            } else {
-                "not saturated"
-            },
-            c.mean_busy * 100.0,
-            c.max_busy * 100.0,
-            c.saturated_share * 100.0,
-            c.steady_saturated_share
-                .map(|v| format!(" and {:.0}% of the steady window", v * 100.0))
-                .unwrap_or_default(),
-            c.samples,
-            c.rule,
-            if c.saturated {
-                " A saturated load generator slows players and can fake a degradation: \
-                 treat QoE and rates with caution, or re-run with fewer viewers per core."
-            } else {
-                ""
-            }
-        )),
+        Some(c) => {
+            let extra = [
+                c.mean_steal
+                    .map(|v| format!("mean steal {:.1}%", v * 100.0)),
+                c.mean_pressure
+                    .map(|v| format!("CPU pressure {:.0}% (shown, not judged)", v * 100.0)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>();
+            out.push(format!(
+                "{}: {} — mean {:.0}% busy, max {:.0}%, above the threshold {:.0}% of the \
+                 time{} ({} samples{}). Rule: {}.{}",
+                if c.viewers_machine {
+                    "Host CPU"
+                } else {
+                    "Controller's machine CPU (the browsers ran elsewhere, so this does not \
+                     judge the viewers: see Headroom)"
+                },
+                if c.saturated {
+                    "SATURATED"
+                } else {
+                    "not saturated"
+                },
+                c.mean_busy * 100.0,
+                c.max_busy * 100.0,
+                c.saturated_share * 100.0,
+                c.steady_saturated_share
+                    .map(|v| format!(" and {:.0}% of the steady window", v * 100.0))
+                    .unwrap_or_default(),
+                c.samples,
+                if extra.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", extra.join(", "))
+                },
+                c.rule,
+                if c.saturated && c.viewers_machine {
+                    " A saturated load generator slows players and can fake a degradation: \
+                     treat QoE and rates with caution, or re-run with fewer viewers per core."
+                } else {
+                    ""
+                }
+            ))
+        }
         None => out.push("Host CPU: no host samples recorded, saturation unknown.".into()),
     }
     out.push(format!("Exporter: {}.", h.exporter_status));
@@ -227,4 +250,165 @@ pub fn honesty_lines(s: &ReportSummary) -> Vec<String> {
     }
     out.extend(h.warnings.iter().cloned());
     out
+}
+
+/// The banner at the top of a run whose P2P figure is not a finding (plain text; the
+/// renderers make it prominent).
+pub fn not_a_finding_banner(s: &ReportSummary) -> Option<String> {
+    let h = s.headroom.as_ref()?;
+    (h.verdict == HeadroomVerdict::NotAFinding).then(|| {
+        format!(
+            "the viewers had no CPU headroom in the steady window ({:.0}–{:.0} s). {} A starved \
+             page misses the P2P engine's timeouts and falls back to HTTP, so this run's P2P \
+             figures are biased towards HTTP. {} See \"Headroom\" for which viewers and when.",
+            h.steady_from_s,
+            h.steady_to_s,
+            h.not_a_finding_because.join(" "),
+            with_headroom_sentence(h)
+        )
+    })
+}
+
+/// The figures with headroom against all, as a sentence.
+fn with_headroom_sentence(h: &Headroom) -> String {
+    let f = &h.figures;
+    match (&f.all, &f.with_headroom) {
+        (None, _) => "There are no players' figures to split.".to_string(),
+        (Some(_), None) => "No viewer had headroom: there is no figure without starved \
+                            viewers; re-run with fewer viewers per core or node."
+            .to_string(),
+        (Some(all), Some(kept)) => format!(
+            "With headroom only ({} viewers): P2P savings {}, HTTP share {}; all {} viewers: \
+             P2P savings {}, HTTP share {} (players' stats).",
+            kept.viewers,
+            pct(kept.p2p_savings),
+            pct(kept.http_share),
+            all.viewers,
+            pct(all.p2p_savings),
+            pct(all.http_share)
+        ),
+    }
+}
+
+/// Spans as `98–120 s, 130–140 s (+3 more)`.
+pub fn spans(list: &[Span], total: u32) -> String {
+    if list.is_empty() {
+        return "—".to_string();
+    }
+    let mut out = list
+        .iter()
+        .map(|s| format!("{:.0}–{:.0} s", s.from_s, s.to_s))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = (total as usize).saturating_sub(list.len());
+    if more > 0 {
+        out.push_str(&format!(" (+{more} more)"));
+    }
+    out
+}
+
+/// One machine in words.
+fn machine_line(m: &MachineHeadroom) -> String {
+    let mut parts = vec![format!(
+        "mean {:.0}% busy, max {:.0}%",
+        m.mean_busy * 100.0,
+        m.max_busy * 100.0
+    )];
+    if let Some(v) = m.mean_steal {
+        parts.push(format!("steal {:.1}%", v * 100.0));
+    }
+    if let Some(v) = m.mean_throttled {
+        parts.push(format!("throttled {:.0}% of periods", v * 100.0));
+    }
+    if let Some(v) = m.mean_pressure {
+        parts.push(format!(
+            "CPU pressure {:.0}% (shown, not judged)",
+            v * 100.0
+        ));
+    }
+    format!(
+        "{}; hot {:.0}% of the sampled time{}, {} samples: {}{}",
+        parts.join(", "),
+        m.hot_share * 100.0,
+        m.steady_hot_share
+            .map(|v| format!(" and {:.0}% of the steady window", v * 100.0))
+            .unwrap_or_else(|| ", no sample in the steady window".to_string()),
+        m.samples,
+        if m.saturated_in_steady {
+            "SATURATED in the steady window"
+        } else if m.saturated {
+            "saturated, but not in the steady window"
+        } else {
+            "not saturated"
+        },
+        if m.hot_spans.is_empty() {
+            String::new()
+        } else {
+            format!("; hot {}", spans(&m.hot_spans, m.hot_spans_total))
+        }
+    )
+}
+
+/// The headroom section's sentences (the tables are in `render`).
+pub fn headroom_lines(h: &Headroom) -> Vec<String> {
+    let v = &h.viewers;
+    let mut out = vec![format!("{}.", h.headline)];
+    out.extend(h.not_a_finding_because.iter().cloned());
+    out.push(format!(
+        "{} viewers watched in the steady window ({:.0}–{:.0} s) of {} started: {} with \
+         headroom, {} without{}, {} unknown (neither page nor machine measured; kept in the \
+         figures with headroom).",
+        v.in_steady,
+        h.steady_from_s,
+        h.steady_to_s,
+        v.started,
+        v.with_headroom,
+        v.starved,
+        if v.starved > 0 {
+            format!(" ({})", super::headroom::reasons_count(v))
+        } else {
+            String::new()
+        },
+        v.unknown
+    ));
+    if let Some(host) = &h.host {
+        out.push(if h.host_judges_viewers {
+            format!(
+                "This machine (the browsers ran on it, so it judges every viewer): {}.",
+                machine_line(host)
+            )
+        } else {
+            format!(
+                "This machine is the controller's: the browsers ran elsewhere, so its CPU does \
+                 not judge the viewers ({}).",
+                machine_line(host)
+            )
+        });
+    } else if h.host_judges_viewers {
+        out.push("This machine: no host samples recorded; its load is unknown.".to_string());
+    }
+    if !h.unsampled_nodes.is_empty() {
+        out.push(format!(
+            "Nodes without samples (load unknown; their viewers are judged by their pages \
+             alone and kept in the figures): {}.",
+            h.unsampled_nodes
+                .iter()
+                .map(|n| format!("{} ({} viewers)", n.node, n.viewers))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    out.push(with_headroom_sentence(h));
+    out.push(h.figures.exporter_note.clone());
+    out.extend(h.warnings.iter().cloned());
+    out
+}
+
+/// A machine's name for tables.
+pub fn machine_name(m: &MachineHeadroom, host_judges: bool) -> String {
+    if m.name == HOST_NAME && !host_judges {
+        "this machine (controller)".to_string()
+    } else {
+        m.name.clone()
+    }
 }

@@ -26,6 +26,8 @@ pub struct QoeResult {
     pub rows: Vec<ViewerRow>,
     /// `(start, end)` of each viewer's watching, for the viewers-active series.
     pub watching: Vec<(f64, f64)>,
+    /// The same by viewer, for the headroom of the viewers in the steady window.
+    pub watching_by_viewer: BTreeMap<u32, (f64, f64)>,
 }
 
 pub fn compute(
@@ -81,6 +83,7 @@ struct Tally {
     qoe: Qoe,
     rows: Vec<ViewerRow>,
     watching: Vec<(f64, f64)>,
+    watching_by_viewer: BTreeMap<u32, (f64, f64)>,
     ttffs: Vec<f64>,
     watch_total_s: f64,
     stalled_total_ms: f64,
@@ -96,6 +99,7 @@ impl Tally {
             qoe: Qoe::default(),
             rows: Vec::new(),
             watching: Vec::new(),
+            watching_by_viewer: BTreeMap::new(),
             ttffs: Vec::new(),
             watch_total_s: 0.0,
             stalled_total_ms: 0.0,
@@ -124,6 +128,7 @@ impl Tally {
         let watch_s = start.map(|s| (end_t - s).max(0.0)).unwrap_or(0.0);
         if let Some(s) = start {
             self.watching.push((s, end_t));
+            self.watching_by_viewer.insert(viewer, (s, end_t));
         }
         self.watch_total_s += watch_s;
         self.stalled_total_ms += totals.stalled_ms;
@@ -143,6 +148,7 @@ impl Tally {
             watch_s,
             end,
             reason,
+            ..Default::default()
         });
     }
 
@@ -199,6 +205,7 @@ impl Tally {
             qoe,
             rows: self.rows,
             watching: self.watching,
+            watching_by_viewer: self.watching_by_viewer,
         }
     }
 }

@@ -4,7 +4,9 @@
 //! To add a format: one file implementing `Renderer`, one line in `renderers()`.
 
 use super::compare::Comparison;
-use super::model::{ReportSummary, RunReport, SourceTable};
+use super::model::{
+    Headroom, MachineHeadroom, ReportSummary, RunReport, SourceTable, ViewerHeadroomStatus,
+};
 use super::stats::MeanCi;
 use std::path::{Path, PathBuf};
 
@@ -318,8 +320,10 @@ pub fn flags(s: &ReportSummary) -> String {
     if s.partial {
         f.push("PARTIAL".to_string());
     }
-    if s.honesty.cpu.as_ref().is_some_and(|c| c.saturated) {
-        f.push("CPU-SATURATED".to_string());
+    match s.honesty.cpu.as_ref().filter(|c| c.saturated) {
+        Some(c) if c.viewers_machine => f.push("CPU-SATURATED".to_string()),
+        Some(_) => f.push("controller CPU-SATURATED".to_string()),
+        None => {}
     }
     if !s.honesty.scrape_gaps.is_empty() {
         f.push(format!("{} scrape gaps", s.honesty.scrape_gaps.len()));
@@ -332,6 +336,150 @@ pub fn flags(s: &ReportSummary) -> String {
     } else {
         f.join(", ")
     }
+}
+
+/// Machines shown in a report's headroom table, most saturated first (all are in
+/// `report.json`).
+pub const MACHINES_SHOWN: usize = 20;
+/// Viewers shown in a report's table of starved viewers.
+pub const STARVED_VIEWERS_SHOWN: usize = 20;
+
+/// The players' figures at T for all viewers and for those with headroom.
+pub fn headroom_figures_table(h: &Headroom) -> Table {
+    let mut t = Table::new(&[
+        "Players' figures at T",
+        "Viewers",
+        "HTTP at T Mbit/s",
+        "P2P at T Mbit/s",
+        "HTTP share",
+        "P2P savings",
+    ]);
+    let rows = [
+        ("all viewers", h.figures.all.as_ref()),
+        ("with headroom", h.figures.with_headroom.as_ref()),
+    ];
+    for (name, f) in rows {
+        t.row(match f {
+            Some(f) => vec![
+                name.into(),
+                f.viewers.to_string(),
+                mbps(f.http_at_mbps),
+                mbps(f.p2p_at_mbps),
+                pct(f.http_share),
+                pct(f.p2p_savings),
+            ],
+            None => {
+                let mut row = vec![name.to_string(), "0".to_string()];
+                row.extend(std::iter::repeat_n(NONE.to_string(), 4));
+                row
+            }
+        });
+    }
+    t
+}
+
+/// The machines against the rule: this host first, then the nodes, most saturated first.
+pub fn machines_table(h: &Headroom) -> Table {
+    let mut t = Table::new(&[
+        "Machine",
+        "Judges viewers",
+        "Verdict",
+        "Viewers",
+        "Samples",
+        "Mean busy",
+        "Max busy",
+        "Steal",
+        "Throttled",
+        "Pressure",
+        "Hot (run)",
+        "Hot (steady)",
+        "Hot spans",
+    ])
+    .with_left(3)
+    .with_last_left();
+    let mut nodes: Vec<&MachineHeadroom> = h.nodes.iter().collect();
+    nodes.sort_by(|a, b| {
+        b.steady_hot_share
+            .unwrap_or(-1.0)
+            .total_cmp(&a.steady_hot_share.unwrap_or(-1.0))
+    });
+    let machines = h
+        .host
+        .iter()
+        .map(|m| (m, h.host_judges_viewers))
+        .chain(nodes.into_iter().map(|m| (m, true)));
+    for (m, judges) in machines.take(MACHINES_SHOWN) {
+        t.row(vec![
+            super::prose::machine_name(m, h.host_judges_viewers),
+            if judges { "yes" } else { "no" }.into(),
+            if m.saturated_in_steady {
+                "SATURATED in the steady window"
+            } else if m.saturated {
+                "saturated outside it"
+            } else {
+                "ok"
+            }
+            .into(),
+            m.viewers.to_string(),
+            if m.failed_samples > 0 {
+                format!("{} (+{} failed)", m.samples, m.failed_samples)
+            } else {
+                m.samples.to_string()
+            },
+            pct(Some(m.mean_busy)),
+            pct(Some(m.max_busy)),
+            pct(m.mean_steal),
+            pct(m.mean_throttled),
+            pct(m.mean_pressure),
+            pct(Some(m.hot_share)),
+            pct(m.steady_hot_share),
+            super::prose::spans(&m.hot_spans, m.hot_spans_total),
+        ]);
+    }
+    t
+}
+
+/// The viewers without headroom in the steady window or starved at some time.
+pub fn starved_viewers_table(h: &Headroom) -> Table {
+    let mut t = Table::new(&[
+        "Viewer",
+        "Node",
+        "Steady window",
+        "Reasons",
+        "Mean late",
+        "Ticks >100 ms late",
+        "Worst tick",
+        "Page starved (s)",
+        "When the page was starved",
+    ])
+    .with_left(4)
+    .with_last_left();
+    for v in h.viewers.listed.iter().take(STARVED_VIEWERS_SHOWN) {
+        t.row(vec![
+            v.viewer.to_string(),
+            v.node.clone().unwrap_or_else(|| NONE.into()),
+            match v.status {
+                ViewerHeadroomStatus::Starved => "NO HEADROOM".to_string(),
+                other => other.to_string(),
+            },
+            if v.reasons.is_empty() {
+                NONE.into()
+            } else {
+                v.reasons.join(", ")
+            },
+            v.page
+                .map_or(NONE.into(), |p| format!("{:.1} ms", p.mean_late_ms)),
+            pct(v.page.map(|p| p.late_ticks_share)),
+            ms(v.page.map(|p| p.max_ms)),
+            if v.page.is_some() || v.starved_spans_total > 0 {
+                format!("{:.0}", v.starved_s)
+            } else {
+                NONE.into()
+            },
+            super::prose::spans(&v.starved_spans, v.starved_spans_total),
+        ]);
+    }
+    t
 }
 
 /// A few lines for the terminal after `viewerfleet report` or a run.
@@ -357,5 +505,9 @@ pub fn run_text(report: &RunReport) -> String {
         s.windows.rate_window_s
     ));
     out.push_str(&seed_table(s).text());
+    if let Some(h) = &s.headroom {
+        out.push_str(&h.headline);
+        out.push('\n');
+    }
     out
 }

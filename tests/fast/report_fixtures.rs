@@ -246,29 +246,186 @@ fn compare_group_gives_mean_and_confidence_interval() {
     assert!(text.contains("±"), "{text}");
 }
 
-/// Golden files: the steady fixture's report.json and report.md as committed. An intended
-/// change of the output is accepted with `VIEWERFLEET_UPDATE_GOLDEN=1 cargo test --test
-/// report_fixtures` and reviewed in the diff.
+/// Golden files: the steady and starved fixtures' report.json and report.md as committed.
+/// An intended change of the output is accepted with `VIEWERFLEET_UPDATE_GOLDEN=1 cargo test
+/// --test fast report` and reviewed in the diff.
 #[test]
-fn steady_run_matches_its_golden_report() {
+fn fixtures_match_their_golden_reports() {
+    for fixture_name in ["run-steady", "run-starved"] {
+        let (_tmp, dir) = copy_of(fixture_name);
+        report::write_report(&dir).unwrap();
+        let golden = fixture("golden");
+        for name in ["report.json", "report.md"] {
+            let got = std::fs::read_to_string(dir.join(name)).unwrap();
+            let path = golden.join(format!("{fixture_name}.{name}"));
+            if std::env::var_os("VIEWERFLEET_UPDATE_GOLDEN").is_some() {
+                std::fs::create_dir_all(&golden).unwrap();
+                std::fs::write(&path, &got).unwrap();
+                continue;
+            }
+            let want = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                got == want,
+                "{name} differs from {}; if intended, rerun with VIEWERFLEET_UPDATE_GOLDEN=1\n{got}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// A Grid run whose node B (5 of 12 viewers) was saturated in the steady window and whose
+/// pages there ran late: not a finding, both sets of figures, the reasons per viewer.
+#[test]
+fn a_starved_node_makes_the_run_not_a_finding_and_shows_both_figures() {
+    use viewerfleet::report::{HeadroomVerdict, ViewerHeadroomStatus};
+    let (_tmp, dir) = copy_of("run-starved");
+    let s = report::write_report(&dir).unwrap();
+    assert!(s.not_a_finding());
+    let h = s.headroom.as_ref().unwrap();
+    assert_eq!(h.verdict, HeadroomVerdict::NotAFinding);
+    assert!(!h.host_judges_viewers);
+    assert!(!s.honesty.cpu.as_ref().unwrap().viewers_machine);
+    let v = &h.viewers;
+    assert_eq!(
+        (
+            v.started,
+            v.in_steady,
+            v.starved,
+            v.with_headroom,
+            v.unknown
+        ),
+        (12, 12, 5, 6, 1)
+    );
+    assert_eq!(
+        (v.starved_by_node, v.starved_by_page_lag, v.starved_by_host),
+        (5, 5, 0)
+    );
+    let b = h
+        .nodes
+        .iter()
+        .find(|n| n.name.ends_with(".12:5555"))
+        .unwrap();
+    assert!(b.saturated_in_steady);
+    close(b.steady_hot_share, 1.0);
+    assert_eq!((b.hot_spans[0].from_s, b.hot_spans[0].to_s), (60.0, 150.0));
+    assert_eq!(h.unsampled_nodes.len(), 1);
+    assert_eq!(h.unsampled_nodes[0].viewers, 2);
+    // All 12: HTTP 660 kB/s, P2P 1140 kB/s; the 7 with headroom: 210 and 840 kB/s.
+    let all = h.figures.all.as_ref().unwrap();
+    let kept = h.figures.with_headroom.as_ref().unwrap();
+    assert_eq!((all.viewers, kept.viewers), (12, 7));
+    close(all.http_at_mbps, 5.28);
+    close(all.p2p_savings, 1140.0 / 1800.0);
+    close(kept.http_at_mbps, 1.68);
+    close(kept.p2p_at_mbps, 6.72);
+    close(kept.p2p_savings, 0.8);
+    // The top-level (exporter) figures stay those of all viewers.
+    close(s.p2p_savings, 1140.0 / 1800.0);
+    assert_eq!(
+        h.headline,
+        "HEADROOM: 5 of 12 viewers starved in the steady window (node http://10.0.0.12:5555 \
+         saturated 100% of it, 5 pages lagging): the P2P figure is not a finding; with headroom \
+         only: P2P savings 80.0% (7 viewers) vs 63.3% for all 12 (players' stats)"
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("\n> **NOT A FINDING**: "), "{md}");
+    assert!(
+        md.contains("| with headroom | 7 | 1.68 | 6.72 | 20.0% | 80.0% |"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<p class=\"notfinding\"><strong>NOT A FINDING</strong>"));
+    assert!(html.contains("Viewer nodes&#39; CPU busy") || html.contains("Viewer nodes' CPU busy"));
+    assert!(html.contains("Pages&#39; timer lateness") || html.contains("Pages' timer lateness"));
+    let csv = std::fs::read_to_string(dir.join("viewers.csv")).unwrap();
+    let row = |viewer: &str| {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("{viewer},")))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        row("5").contains(",starved,page lag; node http://10.0.0.12:5555 saturated,9,"),
+        "{csv}"
+    );
+    assert!(row("0").ends_with(",stopped,,headroom,,1,0,6"), "{csv}");
+    assert!(row("11").contains(",unknown,"), "{csv}");
+    assert!(dir.join("nodes.csv").exists());
+    let statuses: Vec<ViewerHeadroomStatus> = v.listed.iter().map(|v| v.status).collect();
+    assert_eq!(statuses, [ViewerHeadroomStatus::Starved; 5]);
+}
+
+/// report.json of schema 1 (before the headroom section) still loads.
+#[test]
+fn a_report_json_without_headroom_still_loads() {
     let (_tmp, dir) = copy_of("run-steady");
     report::write_report(&dir).unwrap();
-    let golden = fixture("golden");
-    for name in ["report.json", "report.md"] {
-        let got = std::fs::read_to_string(dir.join(name)).unwrap();
-        let path = golden.join(format!("run-steady.{name}"));
-        if std::env::var_os("VIEWERFLEET_UPDATE_GOLDEN").is_some() {
-            std::fs::create_dir_all(&golden).unwrap();
-            std::fs::write(&path, &got).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            got == want,
-            "{name} differs from {}; if intended, rerun with VIEWERFLEET_UPDATE_GOLDEN=1\n{got}",
-            path.display()
-        );
-    }
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let object = json.as_object_mut().unwrap();
+    object.remove("headroom");
+    object["schema_version"] = 1.into();
+    object["honesty"]["cpu"]
+        .as_object_mut()
+        .unwrap()
+        .remove("viewers_machine");
+    let s: ReportSummary = serde_json::from_value(json).unwrap();
+    assert!(s.headroom.is_none() && !s.not_a_finding());
+    assert!(s.honesty.cpu.unwrap().viewers_machine);
+}
+
+/// The comparison shows each run's headroom, the players' P2P savings with headroom next
+/// to all, and names the runs that are not findings under the table.
+#[test]
+fn compare_names_the_runs_that_are_not_findings() {
+    let (_a, starved) = copy_of("run-starved");
+    let (_b, killed) = copy_of("run-killed");
+    let out = tempfile::tempdir().unwrap();
+    let assert = Command::cargo_bin("viewerfleet")
+        .unwrap()
+        .arg("compare")
+        .args([&starved, &killed])
+        .arg("--out")
+        .arg(out.path())
+        .assert()
+        .success();
+    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    assert!(stdout.contains("NOT A FINDING: 5/12 starved"), "{stdout}");
+    assert!(stdout.contains("63.3% / 80.0%"), "{stdout}");
+    assert!(
+        stdout.contains("NOT A FINDING: run-starved — the steady window was starved"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("NOT A FINDING: run-killed"), "{stdout}");
+    let md = std::fs::read_to_string(out.path().join("compare.md")).unwrap();
+    assert!(md.contains("> **NOT A FINDING: run-starved"), "{md}");
+    assert!(
+        md.contains("> run-starved: HEADROOM: 5 of 12 viewers starved"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(out.path().join("compare.html")).unwrap();
+    assert!(html.contains("<div class=\"notfinding\">"), "{html}");
+    let csv = std::fs::read_to_string(out.path().join("compare.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    assert!(
+        header.ends_with(
+            ",cpu_saturated,headroom,viewers_in_steady,viewers_starved,players_p2p_savings,\
+             headroom_p2p_savings"
+        ),
+        "{header}"
+    );
+    let starved_row = csv.lines().find(|l| l.contains(",run-starved,")).unwrap();
+    assert!(
+        starved_row.ends_with(",false,not-a-finding,12,5,0.633333,0.8"),
+        "{starved_row}"
+    );
+    let cmp = report::compare::compare_dirs(&[starved, killed], false);
+    let saturated: Vec<usize> = cmp
+        .groups
+        .iter()
+        .map(|g| g.stats.cpu_saturated_runs)
+        .collect();
+    assert_eq!(saturated, [1, 0]);
 }
 
 #[test]
