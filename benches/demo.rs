@@ -98,9 +98,15 @@ fn read_run(dir: &Path) -> Option<RunFigures> {
         saturated: report["honesty"]["cpu"]["saturated"]
             .as_bool()
             .unwrap_or(false),
-        finding: report["headroom"]["finding"].as_bool(),
+        finding: report["headroom"]["verdict"]
+            .as_str()
+            .and_then(|v| match v {
+                "finding" => Some(true),
+                "not-a-finding" => Some(false),
+                _ => None,
+            }),
         p2p_savings: players["p2p_savings"].as_f64(),
-        with_headroom: report["headroom"]["with_headroom"]["p2p_savings"].as_f64(),
+        with_headroom: report["headroom"]["figures"]["with_headroom"]["p2p_savings"].as_f64(),
     })
 }
 

@@ -220,6 +220,7 @@ mod tests {
             failed: 0,
             players: (0, 0),
             exporter: None,
+            settled: None,
             notes: Vec::new(),
             headroom: None,
             report: None,
