@@ -94,3 +94,112 @@ fn the_governed_ramp_stops_adding_viewers_when_the_host_nears_its_limit() {
         report["viewers"]
     );
 }
+
+/// A short live scenario on the local fleet: `viewers` viewers, two per browser.
+fn fixed_scenario(dir: &Path, viewers: u32) -> std::path::PathBuf {
+    let text = format!(
+        "name: headroom-hog\ntarget:\n  kind: refsite\n  video: live\n  latency: normal\n  metrics_interval: 2s\nviewers:\n  count: {viewers}\n  per_browser: 2\n  ramp: 4s\n  network:\n    download_kbps: 2000\n    upload_kbps: 300\n    latency_ms: 500\n    apply: http-only\nduration: 80s\nsampling_interval: 2s\nmeasure_at: 75s\nsteady_window: 25s\nfleet:\n  kind: local\n"
+    );
+    let path = dir.join("hog.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Waits (bounded) until `viewers` viewers of the run in `out` play.
+fn wait_playing(out: &Path, viewers: usize, child: &mut std::process::Child) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let events = std::fs::read_to_string(out.join(rawdata::VIEWER_EVENTS)).unwrap_or_default();
+        if events.matches("\"event\":\"playing\"").count() >= viewers {
+            return;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its viewers played"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{viewers} viewers did not play within 90 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn a_host_loaded_mid_run_is_flagged_and_its_viewers_have_no_headroom() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let scenario = fixed_scenario(dir.path(), 4);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
+        .args(["--quiet", "run"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Every viewer plays with the host to itself; then the host is taken whole until the
+    // run ends, the steady window (50–75 s) included.
+    wait_playing(&out, 4, &mut child);
+    // The run's clock when the hog starts: its latest sample.
+    let hog_t = rawdata::read_jsonl::<rawdata::ViewerSample>(&out.join(rawdata::VIEWER_SAMPLES))
+        .unwrap()
+        .records
+        .iter()
+        .map(|s| s.t)
+        .fold(0.0, f64::max);
+    let hog = CpuHog::start(1.0);
+    let result = child.wait_with_output().unwrap();
+    drop(hog);
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(result.status.success(), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let headroom = &report["headroom"];
+    println!(
+        "{}\nhost: {}\nviewers: {}",
+        headroom["headline"], headroom["host"], headroom["viewers"]
+    );
+    assert_eq!(headroom["verdict"], "not-a-finding", "{headroom}");
+    assert_eq!(headroom["host_judges_viewers"], true);
+    assert_eq!(
+        headroom["host"]["saturated_in_steady"], true,
+        "{}",
+        headroom["host"]
+    );
+    let viewers = &headroom["viewers"];
+    assert_eq!(viewers["in_steady"], 4, "{viewers}");
+    assert_eq!(viewers["starved"], 4, "{viewers}");
+    assert_eq!(viewers["starved_by_host"], 4, "{viewers}");
+    assert!(headroom["figures"]["with_headroom"].is_null(), "{headroom}");
+    assert!(
+        headroom["figures"]["all"]["p2p_savings"].is_number(),
+        "{headroom}"
+    );
+    // The run says so where a user reads it first.
+    assert!(
+        stdout.contains("the P2P figure is not a finding"),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("NOT A FINDING"), "{md}");
+    // The pages felt it too: each viewer's page lag is worse under the hog than before it.
+    let samples: Vec<rawdata::ViewerSample> =
+        rawdata::read_jsonl(&out.join(rawdata::VIEWER_SAMPLES))
+            .unwrap()
+            .records;
+    for viewer in 0..4 {
+        let lag = |from: f64, to: f64| {
+            let in_window: Vec<_> = samples
+                .iter()
+                .filter(|s| s.viewer == viewer && s.t >= from && s.t <= to)
+                .filter_map(|s| s.lag)
+                .collect();
+            let (a, b) = (in_window.first().unwrap(), in_window.last().unwrap());
+            (b.late_ms - a.late_ms) / (b.ticks - a.ticks).max(1) as f64
+        };
+        let (before, during) = (lag(hog_t - 10.0, hog_t), lag(hog_t + 10.0, 80.0));
+        println!("viewer {viewer}: page lag {before:.1} ms before the hog, {during:.1} ms with it");
+        assert!(during > before, "viewer {viewer}: {before} → {during}");
+    }
+}
