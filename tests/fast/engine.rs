@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
-use viewerfleet::engine::{run_scenario, RunOptions, RunOutcome};
+use viewerfleet::engine::{run_scenario, RunOptions, RunOutcome, RunSource};
 use viewerfleet::model::rawdata::{self, RunEvent, RunEventKind, ViewerEvent, ViewerEventKind};
-use viewerfleet::model::scenario::Overrides;
+use viewerfleet::model::scenario::{self, Overrides};
 use viewerfleet::sys::shutdown::Shutdown;
 use viewerfleet_kit::webdriver_stub::{Stub, StubConfig};
 
@@ -75,7 +75,10 @@ async fn run_quietly(path: &Path, out: &Path, shutdown: Shutdown) -> anyhow::Res
         write_report: false,
         ..RunOptions::default()
     };
-    run_scenario(path, out, &Overrides::default(), shutdown, options).await
+    let overrides = Overrides::default();
+    let plan = scenario::load(path, &overrides)?;
+    let source = RunSource::scenario(path, &overrides);
+    run_scenario(plan, &source, out, shutdown, options).await
 }
 
 async fn run(yaml: &str, shutdown: Shutdown) -> Run {
