@@ -56,6 +56,8 @@ pub struct StubCounters {
     pub bidi_reads: AtomicU64,
     pub browsers_crashed: AtomicU64,
     pub tabs_crashed: AtomicU64,
+    /// The Chromium arguments (`goog:chromeOptions.args`) of every session created.
+    pub session_args: Mutex<Vec<Vec<String>>>,
 }
 
 struct StubState {
@@ -195,6 +197,19 @@ async fn new_session(
         );
     }
     s.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
+    let args = body["capabilities"]["alwaysMatch"]["goog:chromeOptions"]["args"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    s.counters
+        .session_args
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(args);
     let id = format!("stub{n:08}");
     let mut capabilities = json!({"browserName": "chrome", "browserVersion": "stub"});
     let asked = |caps: &Value| caps["webSocketUrl"] == json!(true);

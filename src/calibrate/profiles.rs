@@ -3,8 +3,8 @@
 //! the same with several viewers per browser (`packed`), and user-defined variants
 //! (`--profile NAME=BASE --flag … per_browser=N video_track=on|off`).
 
+use crate::model::scenario::BrowserSetup;
 use crate::model::scenario::MAX_PER_BROWSER;
-use crate::viewer::BrowserSetup;
 use serde::{Deserialize, Serialize};
 
 /// Viewers per browser of the built-in `packed` profile: `calibrate`'s default 4 viewers
@@ -72,6 +72,7 @@ impl BrowserProfile {
     /// How its browsers are started.
     pub fn setup(&self) -> BrowserSetup {
         BrowserSetup {
+            name: self.name.clone(),
             flags: self.flags.clone(),
             no_video_track: self.no_video_track,
         }
@@ -201,7 +202,7 @@ fn parse_custom(definition: &str, known: &[BrowserProfile]) -> Result<BrowserPro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::viewer::CHROMIUM_FLAGS;
+    use crate::model::scenario::CHROMIUM_FLAGS;
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()

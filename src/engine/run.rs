@@ -217,6 +217,7 @@ async fn run_with_fleet(
         target.clone(),
         plan.sampling_interval,
         ViewerTimeouts::default(),
+        plan.browser.clone(),
         fleet.start_policy().max_parallel,
         (plan.per_browser > 1).then(|| super::browsers::Browsers::new(plan)),
     ));

@@ -78,7 +78,7 @@ async fn viewer_life(
     };
     let began = Instant::now();
     let created = create_with_retries(
-        || Viewer::create(&slot, shared.timeouts.clone()),
+        || Viewer::create_with(&slot, shared.timeouts.clone(), &shared.browser),
         shared,
         policy,
         events,

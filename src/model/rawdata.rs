@@ -18,6 +18,7 @@
 //! Times (`t`) are seconds since the run's start (`manifest.started_at_unix_ms`).
 
 use crate::model::kinds::{named_enum, FleetKind, Latency, TargetKind, Throttling, VideoKind};
+use crate::model::scenario::BrowserSetup;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -308,6 +309,10 @@ pub struct Manifest {
     #[serde(default)]
     pub versions: BTreeMap<String, String>,
     pub fleet: FleetDescription,
+    /// How the browsers were started (absent in manifests of older versions, which all
+    /// used viewerfleet's own set-up of their day).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<BrowserSetup>,
     pub target: TargetDescription,
     pub plan: PlanSummary,
 }
@@ -338,6 +343,7 @@ impl Manifest {
                 packing: None,
                 browsers_on_this_host: None,
             },
+            browser: None,
             target: TargetDescription {
                 kind: TargetKind::Refsite,
                 video: VideoKind::Live,

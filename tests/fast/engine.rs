@@ -358,6 +358,45 @@ fn sigterm_ends_a_run_with_143_and_releases_every_session() {
     no_session_left(&stub);
 }
 
+#[tokio::test]
+async fn the_plans_browser_set_up_starts_every_browser_and_the_manifest_names_it() {
+    let stub = stub(StubConfig::default()).await;
+    let (dir, path, out) = scenario_dir(&packed(&stub, 3, 2, ""));
+    let mut plan = scenario::load(&path, &Overrides::default()).unwrap();
+    assert!(
+        plan.browser.is_project(),
+        "runs use viewerfleet's own set-up"
+    );
+    plan.browser = scenario::BrowserSetup {
+        name: "plain".into(),
+        flags: vec!["--headless=new".into(), "--plain-flag".into()],
+        no_video_track: false,
+    };
+    let options = RunOptions {
+        progress: false,
+        write_report: false,
+        ..RunOptions::default()
+    };
+    let source = RunSource::Command(vec!["viewerfleet".into(), "calibrate".into()]);
+    let outcome = run_scenario(plan.clone(), &source, &out, Shutdown::new(), options)
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code, 0, "{}", outcome.summary);
+    // Two browsers (2 + 1 viewers), both started with the plan's flags only.
+    let args = stub.counters().session_args.lock().unwrap().clone();
+    assert_eq!(args.len(), 2, "{args:?}");
+    for a in &args {
+        assert!(a.contains(&"--plain-flag".to_string()), "{a:?}");
+        assert!(!a.iter().any(|f| f == "--mute-audio"), "{a:?}");
+    }
+    let manifest: rawdata::Manifest =
+        serde_json::from_slice(&std::fs::read(out.join(rawdata::MANIFEST)).unwrap()).unwrap();
+    assert_eq!(manifest.browser.as_ref(), Some(&plan.browser));
+    assert_eq!(manifest.command_line, ["viewerfleet", "calibrate"]);
+    no_session_left(&stub);
+    drop(dir);
+}
+
 /// A scenario with `per_browser` viewers to a browser (the stub speaks WebDriver BiDi).
 fn packed(stub: &Stub, viewers: u32, per_browser: u32, fleet_extra: &str) -> String {
     scenario(stub, viewers, "1s", fleet_extra, "").replace(

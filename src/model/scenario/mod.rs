@@ -7,6 +7,7 @@
 //! the file must pass the input limits of `limits` (a regular file, 1 MiB, UTF-8, nested at
 //! most 32 levels), so no file can make validation slow or endless.
 
+mod browser;
 pub mod fleet;
 mod limits;
 pub mod packing;
@@ -15,6 +16,7 @@ mod spec;
 
 pub use limits::{MAX_NESTING, MAX_SCENARIO_BYTES};
 
+pub use browser::{BrowserSetup, CHROMIUM_FLAGS, PROJECT_SETUP};
 pub use packing::{BrowserPlan, MAX_PER_BROWSER};
 pub use plan::{Plan, TargetPlan, ViewerPlan, MAX_DURATION};
 pub use spec::{FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewersSpec};

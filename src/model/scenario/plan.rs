@@ -1,5 +1,6 @@
 //! Validation: `ScenarioSpec` → `Plan`, the one type the run engine uses.
 
+use super::browser::BrowserSetup;
 use super::fleet::FleetPlan;
 use super::spec::{FailedThreshold, NetworkProfile, ScenarioSpec};
 use super::{Overrides, ScenarioError};
@@ -15,6 +16,9 @@ pub struct Plan {
     pub viewers: u32,
     /// Viewers per browser (`viewers.per_browser`, see `packing`).
     pub per_browser: u32,
+    /// How the browsers are started: viewerfleet's own set-up, unless `calibrate` measures
+    /// another.
+    pub browser: BrowserSetup,
     pub ramp: Duration,
     pub p2p_off_share: f64,
     pub network: Option<NetworkProfile>,
@@ -192,6 +196,7 @@ pub(super) fn build(
         target,
         viewers,
         per_browser,
+        browser: BrowserSetup::project(),
         ramp: timeline.ramp,
         p2p_off_share,
         network: spec.viewers.network.map(|n| with_throttling(n, &fleet)),
