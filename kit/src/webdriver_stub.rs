@@ -241,14 +241,18 @@ async fn delete_session(State(s): State<Arc<StubState>>, Path(id): Path<String>)
 }
 
 /// The player stats of the `reads`-th read: growing with every read so rates are non-zero
-/// and deterministic, 100 kB HTTP and 300 kB P2P per read.
+/// and deterministic, 100 kB HTTP and 300 kB P2P per read, one 240p segment of 400 kB
+/// asked for and loaded per read, video track deselected.
 fn stats(reads: u64) -> Value {
     json!({
         "httpBytes": reads * 100_000, "httpSource": "network-info",
         "p2pDownBytes": reads * 300_000, "p2pUpBytes": reads * 250_000, "peers": 2,
         "networkInfoSeen": true, "hasVideo": true, "playing": true,
         "currentTime": reads as f64, "firstFrameMs": 500.0, "stalls": 0, "stalledMs": 0.0,
-        "resolution": 240, "droppedFrames": 0, "errors": 0, "lastError": null
+        "resolution": 240, "droppedFrames": 0, "errors": 0, "lastError": null,
+        "videoTrackOff": true,
+        "segments": {"requested": reads, "loaded": reads, "bytes": reads * 400_000,
+                     "byHeight": {"240": reads}}
     })
 }
 

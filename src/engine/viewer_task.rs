@@ -6,7 +6,7 @@
 use super::browsers::{self, Browsers};
 use super::recorder::Record;
 use super::shared::Shared;
-use crate::model::rawdata::{ViewerEvent, ViewerEventKind, ViewerSample};
+use crate::model::rawdata::{SegmentCounts, ViewerEvent, ViewerEventKind, ViewerSample};
 use crate::model::scenario::ViewerPlan;
 use crate::target::PlayerStats;
 use crate::viewer::ViewerSlot;
@@ -383,6 +383,13 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
         rtc: s.rtc,
         engine: s.engine,
         lag: s.lag,
+        segments: s.segments.as_ref().map(|c| SegmentCounts {
+            requested: c.requested,
+            loaded: c.loaded,
+            bytes: c.bytes,
+            by_height: c.by_height.clone(),
+        }),
+        video_track_off: s.video_track_off,
     }
 }
 

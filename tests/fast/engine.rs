@@ -138,8 +138,16 @@ async fn viewers_arrive_along_the_ramp_and_the_timeline_is_recorded() {
             RunEventKind::Finished
         ]
     );
-    let samples = std::fs::read_to_string(run.out().join(rawdata::VIEWER_SAMPLES)).unwrap();
-    assert!(samples.lines().count() >= 4, "every viewer sampled");
+    let samples: Vec<rawdata::ViewerSample> =
+        rawdata::read_jsonl(&run.out().join(rawdata::VIEWER_SAMPLES))
+            .unwrap()
+            .records;
+    assert!(samples.len() >= 4, "every viewer sampled");
+    // What the probe counted of media segments and the decode lever is kept.
+    let last = samples.last().unwrap();
+    let segments = last.segments.as_ref().expect("segment counts recorded");
+    assert!(segments.requested >= 1 && segments.by_height["240"] == segments.loaded);
+    assert_eq!(last.video_track_off, Some(true));
     no_session_left(&stub);
 }
 
