@@ -405,6 +405,55 @@ async fn the_plans_browser_set_up_starts_every_browser_and_the_manifest_names_it
     drop(dir);
 }
 
+#[tokio::test]
+async fn a_timeline_from_every_first_frame_measures_after_the_last_viewer_played() {
+    let stub = stub(StubConfig::default()).await;
+    let (_dir, path, out) = scenario_dir(&scenario(&stub, 3, "2s", "", ""));
+    let mut plan = scenario::load(&path, &Overrides::default()).unwrap();
+    plan.clock = scenario::RunClock::FromEveryFirstFrame {
+        limit: Duration::from_secs(30),
+    };
+    plan.measure_at = Duration::from_secs(1);
+    plan.steady_window = Duration::from_secs(1);
+    plan.duration = Duration::from_secs(2);
+    let options = RunOptions {
+        progress: false,
+        write_report: false,
+        ..RunOptions::default()
+    };
+    let source = RunSource::scenario(&path, &Overrides::default());
+    let outcome = run_scenario(plan, &source, &out, Shutdown::new(), options)
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code, 0, "{}", outcome.summary);
+    let events: Vec<RunEvent> = rawdata::read_jsonl(&out.join(rawdata::RUN_EVENTS))
+        .unwrap()
+        .records;
+    let at = |kind: RunEventKind| events.iter().find(|e| e.event == kind).unwrap();
+    let last_playing = rawdata::read_jsonl::<ViewerEvent>(&out.join(rawdata::VIEWER_EVENTS))
+        .unwrap()
+        .records
+        .iter()
+        .filter(|e| e.event == ViewerEventKind::Playing)
+        .map(|e| e.t)
+        .fold(0.0, f64::max);
+    // The last viewer arrives 2 s in; the timeline starts once it plays.
+    let ramp_done = at(RunEventKind::RampDone);
+    assert!(
+        ramp_done.t >= last_playing && last_playing >= 2.0,
+        "{events:?}"
+    );
+    assert!(
+        ramp_done
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("3 of 3 playing")),
+        "{ramp_done:?}"
+    );
+    assert!(at(RunEventKind::MeasurePoint).t >= ramp_done.t + 1.0 - 0.05);
+    no_session_left(&stub);
+}
+
 /// A scenario with `per_browser` viewers to a browser (the stub speaks WebDriver BiDi).
 fn packed(stub: &Stub, viewers: u32, per_browser: u32, fleet_extra: &str) -> String {
     scenario(stub, viewers, "1s", fleet_extra, "").replace(

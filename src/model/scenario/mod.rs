@@ -18,7 +18,7 @@ pub use limits::{MAX_NESTING, MAX_SCENARIO_BYTES};
 
 pub use browser::{BrowserSetup, CHROMIUM_FLAGS, PROJECT_SETUP};
 pub use packing::{BrowserPlan, MAX_PER_BROWSER};
-pub use plan::{Plan, TargetPlan, ViewerPlan, MAX_DURATION};
+pub use plan::{Plan, RunClock, TargetPlan, ViewerPlan, MAX_DURATION};
 pub use spec::{FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewersSpec};
 
 use crate::model::kinds::{FleetKind, Throttling};
