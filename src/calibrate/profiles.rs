@@ -78,6 +78,45 @@ impl BrowserProfile {
         }
     }
 
+    /// The `calibrate` arguments that measure this profile again: `--profiles NAME` for a
+    /// built-in one, else `--profiles default` and a `--profile` definition on top of
+    /// `default` (its flags removed or added, its packing and decode lever).
+    pub fn cli_args(&self) -> Vec<String> {
+        let built_in = [
+            Self::default_chromedriver(),
+            Self::project(),
+            Self::packed(),
+        ];
+        if built_in.contains(self) {
+            return vec!["--profiles".into(), self.name.clone()];
+        }
+        let base = Self::default_chromedriver();
+        let mut words = vec![format!("{}=default", self.name)];
+        words.extend(
+            base.flags
+                .iter()
+                .filter(|f| !self.flags.contains(f))
+                .map(|f| format!("-{f}")),
+        );
+        words.extend(
+            self.flags
+                .iter()
+                .filter(|f| !base.flags.contains(f))
+                .cloned(),
+        );
+        words.push(format!("per_browser={}", self.per_browser));
+        words.push(format!(
+            "video_track={}",
+            if self.no_video_track { "off" } else { "on" }
+        ));
+        vec![
+            "--profiles".into(),
+            "default".into(),
+            "--profile".into(),
+            words.join(" "),
+        ]
+    }
+
     /// `4 per browser, no video track` or `own browser, decoding`, for tables.
     pub fn levers(&self) -> String {
         let packing = match self.per_browser {
@@ -261,6 +300,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got[1].flags.len(), DEFAULT_FLAGS.len() + 2);
+    }
+
+    #[test]
+    fn a_profile_is_named_again_by_its_calibrate_arguments() {
+        for profile in [
+            BrowserProfile::default_chromedriver(),
+            BrowserProfile::packed(),
+        ] {
+            assert_eq!(profile.cli_args(), ["--profiles", profile.name.as_str()]);
+        }
+        let custom = resolve(
+            &[],
+            &names(&["lean=packed ---window-size=640,360 --in-process-gpu per_browser=8"]),
+        )
+        .unwrap()
+        .remove(0);
+        let args = custom.cli_args();
+        assert_eq!(args[..3], ["--profiles", "default", "--profile"]);
+        let again = resolve(&names(&["default"]), &args[3..]).unwrap();
+        let sorted = |p: &BrowserProfile| {
+            let mut flags = p.flags.clone();
+            flags.sort();
+            (p.name.clone(), flags, p.no_video_track, p.per_browser)
+        };
+        assert_eq!(sorted(&again[1]), sorted(&custom));
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod table;
 mod traffic;
 
 pub use compare::Comparison;
+pub use load::{LoadError, RunData};
 pub use model::{ReportSummary, RunReport};
 
 use std::path::Path;

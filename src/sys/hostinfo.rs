@@ -201,17 +201,6 @@ pub fn process_tree_usage(root: u32) -> Option<(f64, u64)> {
     found.then_some((cpu, rss))
 }
 
-/// The descendants of `root` (not `root` itself), with the CPU seconds each used so far.
-pub fn descendants_cpu(root: u32) -> Vec<(u32, f64)> {
-    let procs = all_processes();
-    let members = tree_members(&procs, root);
-    procs
-        .iter()
-        .filter(|p| p.pid != root && members.contains(&p.pid))
-        .map(|p| (p.pid, p.cpu_s))
-        .collect()
-}
-
 /// Proportional set size of one process in bytes (`/proc/<pid>/smaps_rollup`): shared
 /// pages are split among the processes that map them, so PSS sums over many browsers do
 /// not count shared libraries many times the way RSS sums do.
@@ -422,20 +411,6 @@ mod tests {
         assert_eq!(parse_pss_kb("Rss: 1 kB\n"), None);
         // This process exists and maps something.
         assert!(pss_bytes(std::process::id()).is_some_and(|b| b > 0));
-    }
-
-    #[test]
-    fn a_process_tree_lists_children_not_the_root() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("sleep runs");
-        let me = std::process::id();
-        let tree = descendants_cpu(me);
-        assert!(tree.iter().any(|(pid, _)| *pid == child.id()));
-        assert!(tree.iter().all(|(pid, _)| *pid != me));
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     #[test]
