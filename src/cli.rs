@@ -83,7 +83,9 @@ pub struct CalibrateArgs {
     /// Measurement window (long enough that one live segment is under 5% of it).
     #[arg(long, default_value = "60s")]
     pub window: String,
-    /// Output folder for calibration.json and calibration.md.
+    /// Output folder for calibration.json, calibration.md and one run folder per
+    /// measurement (`runs/<video>-<profile>-r<round>/`); it must not hold an earlier
+    /// calibration's runs.
     #[arg(long, default_value = "runs/calibration")]
     pub out: PathBuf,
 }

@@ -3,24 +3,19 @@
 //! run, stops starting runs on Ctrl-C/SIGTERM (the engine ends the current one and says
 //! `interrupted`), then compares what finished: mean and 95% CI per scenario with repeats.
 
-use crate::engine::RunOutcome;
+use crate::engine::{RunOutcome, RunSource};
 use crate::model::kinds::Throttling;
-use crate::model::scenario::Overrides;
+use crate::model::scenario::{Overrides, Plan};
 use crate::report::compare::{dir_name, Comparison, FailedRun};
 use crate::report::RunReport;
 use crate::sys::shutdown::Shutdown;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Runs one scenario into a folder: the engine, or a stand-in in tests.
+/// Runs one validated plan into a folder: the engine, or a stand-in in tests.
 #[async_trait::async_trait]
 pub trait ScenarioRunner: Send + Sync {
-    async fn run(
-        &self,
-        scenario: &Path,
-        out: &Path,
-        overrides: &Overrides,
-    ) -> anyhow::Result<RunOutcome>;
+    async fn run(&self, run: &SuiteRun) -> anyhow::Result<RunOutcome>;
 }
 
 /// The real run engine, sharing the suite's stop signal so Ctrl-C ends the current run and
@@ -32,16 +27,11 @@ pub struct EngineRunner {
 
 #[async_trait::async_trait]
 impl ScenarioRunner for EngineRunner {
-    async fn run(
-        &self,
-        scenario: &Path,
-        out: &Path,
-        overrides: &Overrides,
-    ) -> anyhow::Result<RunOutcome> {
+    async fn run(&self, run: &SuiteRun) -> anyhow::Result<RunOutcome> {
         crate::engine::run_scenario(
-            scenario,
-            out,
-            overrides,
+            run.plan.clone(),
+            &RunSource::scenario(&run.path, &run.overrides),
+            &run.dir,
             self.shutdown.clone(),
             crate::engine::RunOptions {
                 progress: self.progress,
@@ -52,12 +42,32 @@ impl ScenarioRunner for EngineRunner {
     }
 }
 
+/// One scenario of a suite (one of its throttling modes), validated.
+#[derive(Debug, Clone)]
+pub struct SuiteScenario {
+    /// The file stem, with `@<mode>` when the suite runs each scenario once per mode.
+    pub name: String,
+    pub path: PathBuf,
+    pub overrides: Overrides,
+    /// The plan every run of this scenario runs.
+    pub plan: Plan,
+}
+
+/// One run of a suite: a scenario's plan and the folder it goes to.
+#[derive(Debug, Clone)]
+pub struct SuiteRun {
+    pub name: String,
+    pub path: PathBuf,
+    pub overrides: Overrides,
+    pub plan: Plan,
+    pub dir: PathBuf,
+}
+
 /// A suite, checked before anything runs.
 #[derive(Debug, Clone)]
 pub struct SuitePlan {
-    /// `(name, path, overrides)` in run order; the name is the file stem, with `@<mode>`
-    /// when the suite runs each scenario once per throttling mode.
-    pub scenarios: Vec<(String, PathBuf, Overrides)>,
+    /// In run order.
+    pub scenarios: Vec<SuiteScenario>,
     pub repeat: u32,
     pub out: PathBuf,
 }
@@ -100,7 +110,7 @@ impl SuitePlan {
         } else {
             modes.iter().copied().map(Some).collect()
         };
-        let mut named: Vec<(String, PathBuf, Overrides)> = Vec::new();
+        let mut named: Vec<SuiteScenario> = Vec::new();
         for path in scenarios {
             let stem = path
                 .file_stem()
@@ -111,15 +121,20 @@ impl SuitePlan {
                     apply: mode.or(overrides.apply),
                     ..overrides.clone()
                 };
-                crate::model::scenario::load(path, &overrides)?;
+                let plan = crate::model::scenario::load(path, &overrides)?;
                 let name = match mode {
                     Some(mode) => format!("{stem}@{mode}"),
                     None => stem.clone(),
                 };
-                if named.iter().any(|(n, _, _)| n == &name) {
+                if named.iter().any(|s| s.name == name) {
                     return Err(SuiteError::DuplicateName(name).into());
                 }
-                named.push((name, path.clone(), overrides));
+                named.push(SuiteScenario {
+                    name,
+                    path: path.clone(),
+                    overrides,
+                    plan,
+                });
             }
         }
         let plan = Self {
@@ -127,25 +142,26 @@ impl SuitePlan {
             repeat,
             out: out.to_path_buf(),
         };
-        for (_, _, dir, _) in plan.runs() {
-            if dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
-                return Err(SuiteError::OutNotEmpty(dir).into());
+        for run in plan.runs() {
+            if run.dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
+                return Err(SuiteError::OutNotEmpty(run.dir).into());
             }
         }
         Ok(plan)
     }
 
-    /// `(name, scenario, run folder, overrides)` in run order: round robin over repeats.
-    pub fn runs(&self) -> Vec<(String, PathBuf, PathBuf, Overrides)> {
+    /// The runs in run order: round robin over repeats.
+    pub fn runs(&self) -> Vec<SuiteRun> {
         let mut runs = Vec::new();
         for k in 1..=self.repeat {
-            for (name, path, overrides) in &self.scenarios {
-                runs.push((
-                    name.clone(),
-                    path.clone(),
-                    self.out.join(format!("{name}-{k}")),
-                    overrides.clone(),
-                ));
+            for s in &self.scenarios {
+                runs.push(SuiteRun {
+                    name: s.name.clone(),
+                    path: s.path.clone(),
+                    overrides: s.overrides.clone(),
+                    plan: s.plan.clone(),
+                    dir: self.out.join(format!("{}-{k}", s.name)),
+                });
             }
         }
         runs
@@ -204,21 +220,21 @@ async fn run_all(
     let runs = plan.runs();
     let total = runs.len();
     let mut ran = Ran::default();
-    for (i, (name, scenario, dir, overrides)) in runs.iter().enumerate() {
+    for (i, run) in runs.iter().enumerate() {
         if stop.is_triggered() {
             ran.interrupted = true;
             break;
         }
         ran.started += 1;
-        let tag = format!("[{}/{total}] {name}", i + 1);
+        let tag = format!("[{}/{total}] {}", i + 1, run.name);
         let _ = writeln!(
             progress,
             "{tag}: running {} → {}",
-            scenario.display(),
-            dir.display()
+            run.path.display(),
+            run.dir.display()
         );
-        let result = runner.run(scenario, dir, overrides).await;
-        ran.record(&tag, name, dir, result, progress);
+        let result = runner.run(run).await;
+        ran.record(&tag, &run.name, &run.dir, result, progress);
         if ran.interrupted {
             break;
         }
@@ -305,7 +321,7 @@ fn compare_in_suite_order(
     mut reports: Vec<(String, RunReport)>,
     failed: Vec<FailedRun>,
 ) -> Comparison {
-    let order: Vec<&String> = plan.scenarios.iter().map(|(n, _, _)| n).collect();
+    let order: Vec<&String> = plan.scenarios.iter().map(|s| &s.name).collect();
     reports.sort_by_key(|(name, _)| order.iter().position(|n| *n == name));
     let keys: Vec<(String, String)> = reports
         .iter()
@@ -374,7 +390,8 @@ fleet:
 
     #[async_trait::async_trait]
     impl ScenarioRunner for StandIn {
-        async fn run(&self, _s: &Path, out: &Path, _o: &Overrides) -> anyhow::Result<RunOutcome> {
+        async fn run(&self, run: &SuiteRun) -> anyhow::Result<RunOutcome> {
+            let out = &run.dir;
             self.calls.lock().unwrap().push(out.to_path_buf());
             let step = self.steps.lock().unwrap().remove(0);
             match step {
@@ -555,7 +572,7 @@ fleet:
         let names: Vec<String> = plan
             .runs()
             .iter()
-            .map(|r| r.2.file_name().unwrap().to_string_lossy().into_owned())
+            .map(|r| r.dir.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(
             names,
@@ -570,9 +587,8 @@ fleet:
                 "b@cdp-all-2"
             ]
         );
-        assert!(plan
-            .runs()
-            .iter()
-            .all(|r| r.3.apply.is_some() && r.0.ends_with(&format!("@{}", r.3.apply.unwrap()))));
+        assert!(plan.runs().iter().all(|r| r.overrides.apply.is_some()
+            && r.name
+                .ends_with(&format!("@{}", r.overrides.apply.unwrap()))));
     }
 }

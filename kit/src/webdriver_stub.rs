@@ -56,6 +56,8 @@ pub struct StubCounters {
     pub bidi_reads: AtomicU64,
     pub browsers_crashed: AtomicU64,
     pub tabs_crashed: AtomicU64,
+    /// The Chromium arguments (`goog:chromeOptions.args`) of every session created.
+    pub session_args: Mutex<Vec<Vec<String>>>,
 }
 
 struct StubState {
@@ -195,6 +197,19 @@ async fn new_session(
         );
     }
     s.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
+    let args = body["capabilities"]["alwaysMatch"]["goog:chromeOptions"]["args"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    s.counters
+        .session_args
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(args);
     let id = format!("stub{n:08}");
     let mut capabilities = json!({"browserName": "chrome", "browserVersion": "stub"});
     let asked = |caps: &Value| caps["webSocketUrl"] == json!(true);
@@ -226,14 +241,18 @@ async fn delete_session(State(s): State<Arc<StubState>>, Path(id): Path<String>)
 }
 
 /// The player stats of the `reads`-th read: growing with every read so rates are non-zero
-/// and deterministic, 100 kB HTTP and 300 kB P2P per read.
+/// and deterministic, 100 kB HTTP and 300 kB P2P per read, one 240p segment of 400 kB
+/// asked for and loaded per read, video track deselected.
 fn stats(reads: u64) -> Value {
     json!({
         "httpBytes": reads * 100_000, "httpSource": "network-info",
         "p2pDownBytes": reads * 300_000, "p2pUpBytes": reads * 250_000, "peers": 2,
         "networkInfoSeen": true, "hasVideo": true, "playing": true,
         "currentTime": reads as f64, "firstFrameMs": 500.0, "stalls": 0, "stalledMs": 0.0,
-        "resolution": 240, "droppedFrames": 0, "errors": 0, "lastError": null
+        "resolution": 240, "droppedFrames": 0, "errors": 0, "lastError": null,
+        "videoTrackOff": true,
+        "segments": {"requested": reads, "loaded": reads, "bytes": reads * 400_000,
+                     "byHeight": {"240": reads}}
     })
 }
 

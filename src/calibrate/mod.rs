@@ -2,39 +2,46 @@
 //! whether a cheaper profile still behaves like the default one.
 //!
 //! K viewers play the scenario's target (refsite's live 240p stream and its VOD with 720p
-//! on top by default) through one local chromedriver, once per profile (and per round with
-//! `--repeat`, round robin). Per-viewer PSS, CPU and the bytes, segments and renditions
-//! the players fetched are written to `calibration.json` (after each profile, so an
+//! on top by default) on this machine, once per profile (and per round with `--repeat`,
+//! round robin). Each measurement is one run of the engine — the scenario runner of `run`
+//! — into its own run folder (`OUT/runs/<video>-<profile>-r<round>/`), with the profile's
+//! browser set-up on the plan (`measure`); its figures are computed from that run's raw
+//! data (`from_run`, with the browsers' cost from `cost`), so every measurement can be
+//! re-reported and audited. Per-viewer PSS, CPU and the bytes, segments and renditions the
+//! players fetched are written to `calibration.json` (after each profile, so an
 //! interrupted calibration keeps what it measured) and `calibration.md`; each profile is
 //! judged against the `default` profile of the same video and round (`fidelity`).
 //! `plan --calibration FILE` sizes fleets with the figures of the viewerfleet profiles
 //! (`budget`).
 
 mod budget;
+pub mod cost;
 pub mod fidelity;
+pub mod from_run;
 mod measure;
 mod profiles;
 mod render;
 
 pub use budget::CalibratedBudget;
 pub use fidelity::{Fidelity, Verdict};
-pub use measure::{BytesBasis, ProfileFigures, TimePoint};
+pub use measure::{plan_for, BytesBasis, ProfileFigures, TimePoint, Timing};
 pub use profiles::{
     resolve as resolve_profiles, BrowserProfile, DEFAULT_FLAGS, PACKED_PER_BROWSER,
 };
 pub use render::markdown;
 
-use crate::fleet::chromedriver::{self, ChromeDriver};
-use crate::model::kinds::VideoKind;
+use crate::fleet::chromedriver;
+use crate::model::kinds::{FleetKind, VideoKind};
 use crate::model::scenario::fleet::{FleetPlan, LocalFleetPlan};
 use crate::model::scenario::{self, Overrides, Plan};
 use crate::sys::shutdown::Shutdown;
-use crate::target::start as target_process;
-use crate::target::TargetPlacement;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The folder under `--out` that holds one run folder per measurement.
+pub const RUNS_DIR: &str = "runs";
 
 /// The file `calibrate` writes and `plan --calibration` reads.
 pub const CALIBRATION_JSON: &str = "calibration.json";
@@ -131,20 +138,29 @@ pub struct CalibrateOptions {
 
 /// One video to calibrate: its plan and how to name it.
 struct Case {
+    /// The scenario as the calibration plays it (its viewers, on the local fleet); each
+    /// profile's measurement adds its timing and browsers (`measure::plan_for`).
     plan: Plan,
     video: VideoKind,
     name: String,
+    /// How the re-run command names it: the scenario file, or `--video` of the built-in.
+    source: CaseSource,
+}
+
+enum CaseSource {
+    File(PathBuf),
+    BuiltIn(VideoKind),
 }
 
 /// Measures every profile in turn, for every video; `calibration.json` is rewritten after
-/// each. Releases browsers, driver, target and profiles on every path; stops early when
-/// `shutdown` fires.
+/// each. Every measurement is an engine run, which releases browsers, driver, target and
+/// profiles on every path; stops early when `shutdown` fires.
 pub async fn run(options: &CalibrateOptions, shutdown: &Shutdown) -> anyhow::Result<Calibration> {
     let cases = cases(options)?;
     let profiles = with_reference(&options.profiles);
-    let first = &cases[0].plan;
-    let binaries = local_binaries(first);
+    let binaries = local_binaries(&cases[0].plan);
     chromedriver::preflight(&binaries.chromedriver, &binaries.chromium)?;
+    check_runs_folder(options, &cases, &profiles)?;
     std::fs::create_dir_all(&options.out)
         .with_context(|| format!("creating output folder {}", options.out.display()))?;
     let chromium = binaries.chromium.display().to_string();
@@ -170,15 +186,7 @@ pub async fn run(options: &CalibrateOptions, shutdown: &Shutdown) -> anyhow::Res
         if shutdown.is_triggered() {
             break;
         }
-        calibrate_case(
-            options,
-            case,
-            &profiles,
-            &chromium,
-            &mut calibration,
-            shutdown,
-        )
-        .await?;
+        measure_rounds(options, case, &profiles, &mut calibration, shutdown).await?;
     }
     Ok(calibration)
 }
@@ -191,6 +199,9 @@ fn cases(options: &CalibrateOptions) -> anyhow::Result<Vec<Case>> {
     if options.repeat == 0 {
         anyhow::bail!("--repeat must be at least 1");
     }
+    if options.window < Duration::from_secs(2) {
+        anyhow::bail!("--window must be at least 2s (it holds samples taken every second or two)");
+    }
     let overrides = Overrides {
         viewers: Some(options.viewers),
         ..Default::default()
@@ -202,11 +213,21 @@ fn cases(options: &CalibrateOptions) -> anyhow::Result<Vec<Case>> {
                 path.display()
             );
         }
-        let plan = scenario::load(path, &overrides)?;
+        let mut plan = scenario::load(path, &overrides)?;
+        if !matches!(plan.fleet, FleetPlan::Local(_)) {
+            // Calibration runs on this machine: the scenario's network profiles are applied
+            // as on the local fleet.
+            let local = Overrides {
+                fleet: Some(FleetKind::Local),
+                ..overrides.clone()
+            };
+            plan = scenario::load(path, &local)?;
+        }
         return Ok(vec![Case {
             video: plan.target.video,
             plan,
             name: path.display().to_string(),
+            source: CaseSource::File(path.clone()),
         }]);
     }
     let videos = if options.videos.is_empty() {
@@ -232,6 +253,7 @@ fn cases(options: &CalibrateOptions) -> anyhow::Result<Vec<Case>> {
                 plan,
                 video,
                 name: name.into(),
+                source: CaseSource::BuiltIn(video),
             })
         })
         .collect()
@@ -247,84 +269,84 @@ fn with_reference(profiles: &[BrowserProfile]) -> Vec<BrowserProfile> {
     out
 }
 
-/// One video: its target and a chromedriver, then every round of every profile.
-async fn calibrate_case(
-    options: &CalibrateOptions,
-    case: &Case,
-    profiles: &[BrowserProfile],
-    chromium: &str,
-    calibration: &mut Calibration,
-    shutdown: &Shutdown,
-) -> anyhow::Result<()> {
-    let binaries = local_binaries(&case.plan);
-    let placement = TargetPlacement {
-        listen: "127.0.0.1:0".parse().expect("valid address"),
-        netns: None,
-    };
-    let mut target = tokio::select! {
-        t = target_process::start(&case.plan, &placement) => t?,
-        _ = shutdown.wait() => anyhow::bail!("interrupted while starting the target"),
-    };
-    let driver = match ChromeDriver::start(&binaries.chromedriver).await {
-        Ok(d) => d,
-        Err(err) => {
-            target.stop().await;
-            return Err(err.into());
-        }
-    };
-    let result = measure_rounds(
-        options,
-        case,
-        profiles,
-        &driver,
-        &target,
-        chromium,
-        calibration,
-        shutdown,
-    )
-    .await;
-    driver.shutdown().await;
-    crate::viewer::remove_own_profiles();
-    target.stop().await;
-    result
+/// The run folder of one measurement: `OUT/runs/<video>-<profile>-r<round>` (round from 1).
+fn run_dir(out: &Path, video: VideoKind, profile: &BrowserProfile, round: u32) -> PathBuf {
+    out.join(RUNS_DIR)
+        .join(format!("{video}-{}-r{}", profile.name, round + 1))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Refuses before anything starts when a measurement's run folder already holds files
+/// (runs never overwrite data).
+fn check_runs_folder(
+    options: &CalibrateOptions,
+    cases: &[Case],
+    profiles: &[BrowserProfile],
+) -> anyhow::Result<()> {
+    for case in cases {
+        for round in 0..options.repeat {
+            for profile in profiles {
+                let dir = run_dir(&options.out, case.video, profile, round);
+                if dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
+                    anyhow::bail!(
+                        "{} already holds a measurement of an earlier calibration; give --out a new or empty folder (runs never overwrite data)",
+                        dir.display()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The command that makes one measurement again: this video (or scenario file), this
+/// profile (and `default`, which every profile is judged against), one round, the same
+/// viewers and timing, into a new folder beside the run.
+fn rerun_words(
+    options: &CalibrateOptions,
+    case: &Case,
+    profile: &BrowserProfile,
+    dir: &Path,
+) -> Vec<String> {
+    let mut words = vec!["viewerfleet".to_string(), "calibrate".to_string()];
+    match &case.source {
+        CaseSource::File(path) => words.push(path.display().to_string()),
+        CaseSource::BuiltIn(video) => words.extend(["--video".to_string(), video.to_string()]),
+    }
+    let human = |d: Duration| humantime::format_duration(d).to_string();
+    words.extend([
+        "--viewers".to_string(),
+        options.viewers.to_string(),
+        "--warmup".to_string(),
+        human(options.warmup),
+        "--window".to_string(),
+        human(options.window),
+    ]);
+    words.extend(profile.cli_args());
+    words.extend(["--out".to_string(), format!("{}-rerun", dir.display())]);
+    words
+}
+
+/// One video: every round of every profile, each one engine run.
 async fn measure_rounds(
     options: &CalibrateOptions,
     case: &Case,
     profiles: &[BrowserProfile],
-    driver: &ChromeDriver,
-    target: &target_process::StartedTarget,
-    chromium: &str,
     calibration: &mut Calibration,
     shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
-    let driver_pid = driver.pid().await.context("chromedriver is not running")?;
-    let viewer_plans: Vec<_> = case
-        .plan
-        .viewer_plans()
-        .into_iter()
-        .map(|mut v| {
-            v.start_after = Duration::ZERO;
-            v
-        })
-        .collect();
-    let spec = measure::MeasureSpec {
-        webdriver_url: driver.url(),
-        chromium: chromium.to_string(),
-        driver_pid,
-        viewers: &viewer_plans,
-        video: case.video,
+    let timing = Timing {
         warmup: options.warmup,
         window: options.window,
-        pss_every: Duration::from_secs(5),
     };
     let out = options.out.join(CALIBRATION_JSON);
     for round in 0..options.repeat {
         for profile in profiles {
+            if shutdown.is_triggered() {
+                return Ok(());
+            }
+            let dir = run_dir(&options.out, case.video, profile, round);
             tracing::info!(
-                "profile {} ({}, {}), round {}/{}: {} viewers, {}s warm-up, {}s window",
+                "profile {} ({}, {}), round {}/{}: {} viewers, {}s warm-up, {}s window → {}",
                 profile.name,
                 case.video,
                 profile.levers(),
@@ -332,11 +354,22 @@ async fn measure_rounds(
                 options.repeat,
                 options.viewers,
                 options.warmup.as_secs(),
-                options.window.as_secs()
+                options.window.as_secs(),
+                dir.display()
             );
-            let Some(mut figures) =
-                measure::measure_profile(&spec, profile, target.target().as_ref(), shutdown).await
-            else {
+            let rerun = rerun_words(options, case, profile, &dir);
+            let measured =
+                measure::measure_profile(&case.plan, profile, timing, &dir, rerun, shutdown)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "measuring profile {} ({}, round {})",
+                            profile.name,
+                            case.video,
+                            round + 1
+                        )
+                    })?;
+            let Some(mut figures) = measured else {
                 return Ok(());
             };
             figures.round = round;

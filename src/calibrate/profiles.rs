@@ -3,8 +3,8 @@
 //! the same with several viewers per browser (`packed`), and user-defined variants
 //! (`--profile NAME=BASE --flag … per_browser=N video_track=on|off`).
 
+use crate::model::scenario::BrowserSetup;
 use crate::model::scenario::MAX_PER_BROWSER;
-use crate::viewer::BrowserSetup;
 use serde::{Deserialize, Serialize};
 
 /// Viewers per browser of the built-in `packed` profile: `calibrate`'s default 4 viewers
@@ -72,9 +72,49 @@ impl BrowserProfile {
     /// How its browsers are started.
     pub fn setup(&self) -> BrowserSetup {
         BrowserSetup {
+            name: self.name.clone(),
             flags: self.flags.clone(),
             no_video_track: self.no_video_track,
         }
+    }
+
+    /// The `calibrate` arguments that measure this profile again: `--profiles NAME` for a
+    /// built-in one, else `--profiles default` and a `--profile` definition on top of
+    /// `default` (its flags removed or added, its packing and decode lever).
+    pub fn cli_args(&self) -> Vec<String> {
+        let built_in = [
+            Self::default_chromedriver(),
+            Self::project(),
+            Self::packed(),
+        ];
+        if built_in.contains(self) {
+            return vec!["--profiles".into(), self.name.clone()];
+        }
+        let base = Self::default_chromedriver();
+        let mut words = vec![format!("{}=default", self.name)];
+        words.extend(
+            base.flags
+                .iter()
+                .filter(|f| !self.flags.contains(f))
+                .map(|f| format!("-{f}")),
+        );
+        words.extend(
+            self.flags
+                .iter()
+                .filter(|f| !base.flags.contains(f))
+                .cloned(),
+        );
+        words.push(format!("per_browser={}", self.per_browser));
+        words.push(format!(
+            "video_track={}",
+            if self.no_video_track { "off" } else { "on" }
+        ));
+        vec![
+            "--profiles".into(),
+            "default".into(),
+            "--profile".into(),
+            words.join(" "),
+        ]
     }
 
     /// `4 per browser, no video track` or `own browser, decoding`, for tables.
@@ -201,7 +241,7 @@ fn parse_custom(definition: &str, known: &[BrowserProfile]) -> Result<BrowserPro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::viewer::CHROMIUM_FLAGS;
+    use crate::model::scenario::CHROMIUM_FLAGS;
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
@@ -260,6 +300,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got[1].flags.len(), DEFAULT_FLAGS.len() + 2);
+    }
+
+    #[test]
+    fn a_profile_is_named_again_by_its_calibrate_arguments() {
+        for profile in [
+            BrowserProfile::default_chromedriver(),
+            BrowserProfile::packed(),
+        ] {
+            assert_eq!(profile.cli_args(), ["--profiles", profile.name.as_str()]);
+        }
+        let custom = resolve(
+            &[],
+            &names(&["lean=packed ---window-size=640,360 --in-process-gpu per_browser=8"]),
+        )
+        .unwrap()
+        .remove(0);
+        let args = custom.cli_args();
+        assert_eq!(args[..3], ["--profiles", "default", "--profile"]);
+        let again = resolve(&names(&["default"]), &args[3..]).unwrap();
+        let sorted = |p: &BrowserProfile| {
+            let mut flags = p.flags.clone();
+            flags.sort();
+            (p.name.clone(), flags, p.no_video_track, p.per_browser)
+        };
+        assert_eq!(sorted(&again[1]), sorted(&custom));
     }
 
     #[test]

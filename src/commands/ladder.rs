@@ -1,7 +1,7 @@
 //! `viewerfleet ladder`: a scenario at increasing viewer counts, and its capacity report.
 
 use crate::cli::LadderArgs;
-use crate::engine::{run_scenario, RunOptions};
+use crate::engine::{run_scenario, RunOptions, RunSource};
 use crate::ladder::knee::KneeRules;
 use crate::ladder::project::ServerSpec;
 use crate::ladder::{analyze, markdown, step_from_run, write};
@@ -16,22 +16,24 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     if steps.is_empty() || steps[0] == 0 {
         anyhow::bail!("--steps needs viewer counts of at least 1, e.g. --steps 2,4,6,8");
     }
-    // Validate the scenario at every step before running any of them.
+    // Validate the scenario at every step before running any of them; each step runs
+    // the plan validated here.
     let overrides = |viewers: u32| Overrides {
         viewers: Some(viewers),
         duration: args.hold.clone(),
         ..Default::default()
     };
-    let plan = scenario::load(&args.scenario, &overrides(steps[0]))?;
-    for &v in &steps[1..] {
-        scenario::load(&args.scenario, &overrides(v))?;
+    let mut plans = Vec::with_capacity(steps.len());
+    for &v in &steps {
+        plans.push(scenario::load(&args.scenario, &overrides(v))?);
     }
+    let name = plans[0].name.clone();
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let shutdown = crate::sys::shutdown::Shutdown::new();
     shutdown.listen_for_signals()?;
     let mut results = Vec::new();
-    for &viewers in &steps {
+    for (&viewers, plan) in steps.iter().zip(plans) {
         let dir = args.out.join(format!("step-{viewers}"));
         if !args.analyze_only {
             if shutdown.is_triggered() {
@@ -39,9 +41,9 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
             }
             eprintln!("== ladder step: {viewers} viewers → {}", dir.display());
             let outcome = run_scenario(
-                &args.scenario,
+                plan,
+                &RunSource::scenario(&args.scenario, &overrides(viewers)),
                 &dir,
-                &overrides(viewers),
                 shutdown.clone(),
                 RunOptions {
                     progress: !quiet,
@@ -81,7 +83,7 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         usable_share: args.usable_share,
     };
     let report = analyze(
-        &plan.name,
+        &name,
         results,
         rules,
         Some(server),

@@ -1,7 +1,7 @@
 //! `viewerfleet run`: one scenario into a run folder.
 
 use crate::cli::RunArgs;
-use crate::engine::{run_scenario, RunOptions};
+use crate::engine::{run_scenario, RunOptions, RunSource};
 use crate::model::scenario::{self, Overrides};
 use crate::sys::shutdown::Shutdown;
 use anyhow::Context;
@@ -17,22 +17,23 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         apply: args.apply,
         per_browser: args.per_browser,
     };
-    // Validate before anything else, so a bad file costs nothing.
+    // Validate before anything else, so a bad file costs nothing; the engine runs this plan.
     let plan = scenario::load(&args.scenario, &overrides)?;
+    let name = plan.name.clone();
     let out = match args.out {
         Some(out) => out,
         None => PathBuf::from("runs").join(format!(
             "{}-{}",
-            plan.name,
+            name,
             chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
         )),
     };
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
     let outcome = run_scenario(
-        &args.scenario,
+        plan,
+        &RunSource::scenario(&args.scenario, &overrides),
         &out,
-        &overrides,
         shutdown,
         RunOptions {
             progress: !quiet,
@@ -42,7 +43,7 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         },
     )
     .await
-    .with_context(|| format!("run {}", plan.name))?;
+    .with_context(|| format!("run {name}"))?;
     println!("{}", outcome.summary);
     println!("raw data: {}", outcome.run_dir.display());
     Ok(ExitCode::from(outcome.exit_code))

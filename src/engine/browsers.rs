@@ -10,7 +10,7 @@ use super::shared::Shared;
 use super::viewer_task::{create_with_retries, ViewerEvents};
 use crate::model::rawdata::ViewerEventKind;
 use crate::model::scenario::{BrowserPlan, Plan, ViewerPlan};
-use crate::viewer::{BrowserSetup, SharedBrowser, Viewer, ViewerSlot};
+use crate::viewer::{SharedBrowser, Viewer, ViewerSlot};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -159,9 +159,8 @@ async fn create(
         .await
         .map_err(|err| JoinError::Failed(format!("no slot: {err:#}"), None))?;
     let began = Instant::now();
-    let setup = BrowserSetup::project();
     let created = create_with_retries(
-        || SharedBrowser::create(&slot, shared.timeouts.clone(), &setup),
+        || SharedBrowser::create(&slot, shared.timeouts.clone(), &shared.browser),
         shared,
         &shared.fleet.start_policy(),
         events,

@@ -39,6 +39,7 @@ pub(super) fn write_manifest(
             ("kernel", "uname", &["-r"]),
         ]),
         fleet: crate::fleet::with_packing(fleet.description(plan), plan),
+        browser: Some(plan.browser.clone()),
         target: TargetDescription {
             kind: plan.target.kind,
             video: plan.target.video,

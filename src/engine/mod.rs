@@ -12,7 +12,7 @@ mod samplers;
 mod shared;
 mod viewer_task;
 
-use crate::model::scenario::{self, Overrides};
+use crate::model::scenario::{Overrides, Plan};
 use crate::sys::shutdown::Shutdown;
 use std::path::{Path, PathBuf};
 
@@ -54,20 +54,60 @@ impl Default for RunOptions {
     }
 }
 
-/// Runs one scenario into `out` (created; must be empty or absent): the one scenario
-/// runner of `run`, `suite` and `ladder`. Stops at `shutdown` (the caller listens for
-/// signals, so a suite or ladder stops at the run it is in).
+/// Where a run's plan came from: what the manifest's re-run command is made of.
+#[derive(Debug, Clone)]
+pub enum RunSource {
+    /// A scenario file and the command-line overrides applied to it (`run`, `suite`,
+    /// `ladder`): re-run with `viewerfleet run FILE --out OUT-rerun FLAGS…`.
+    Scenario { path: PathBuf, overrides: Overrides },
+    /// The command, word by word, that makes exactly this run again (one measurement of
+    /// `calibrate`, whose browser profile a scenario file cannot name).
+    Command(Vec<String>),
+}
+
+impl RunSource {
+    /// A scenario file run with `overrides`.
+    pub fn scenario(path: &Path, overrides: &Overrides) -> Self {
+        RunSource::Scenario {
+            path: path.to_path_buf(),
+            overrides: overrides.clone(),
+        }
+    }
+
+    /// The command that re-runs a run written into `out`, as the manifest records it: a
+    /// scenario's run goes to a new folder beside `out`.
+    pub fn rerun_command(&self, out: &Path) -> Vec<String> {
+        match self {
+            RunSource::Scenario { path, overrides } => {
+                let mut cmd = vec![
+                    "viewerfleet".to_string(),
+                    "run".to_string(),
+                    path.display().to_string(),
+                    "--out".to_string(),
+                    format!("{}-rerun", out.display()),
+                ];
+                cmd.extend(overrides.flags());
+                cmd
+            }
+            RunSource::Command(words) => words.clone(),
+        }
+    }
+}
+
+/// Runs one validated plan into `out` (created; must be empty or absent): the one scenario
+/// runner of `run`, `suite`, `ladder` and `calibrate`. `source` says where the plan came
+/// from, for the manifest's re-run command. Stops at `shutdown` (the caller listens for
+/// signals, so a suite, ladder or calibration stops at the run it is in).
 pub async fn run_scenario(
-    scenario: &Path,
+    plan: Plan,
+    source: &RunSource,
     out: &Path,
-    overrides: &Overrides,
     shutdown: Shutdown,
     options: RunOptions,
 ) -> anyhow::Result<RunOutcome> {
-    let plan = scenario::load(scenario, overrides)?;
     let ctx = run::RunContext {
         out: out.to_path_buf(),
-        rerun_command: rerun_command(scenario, out, overrides),
+        rerun_command: source.rerun_command(out),
         shutdown,
         progress: options.progress,
         metrics_listen: options.metrics_listen,
@@ -79,15 +119,36 @@ pub async fn run_scenario(
     run::execute(plan, ctx).await
 }
 
-/// The command that re-runs this run, as written into the manifest.
-fn rerun_command(scenario: &Path, out: &Path, overrides: &Overrides) -> Vec<String> {
-    let mut cmd = vec![
-        "viewerfleet".to_string(),
-        "run".to_string(),
-        scenario.display().to_string(),
-        "--out".to_string(),
-        format!("{}-rerun", out.display()),
-    ];
-    cmd.extend(overrides.flags());
-    cmd
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenarios_rerun_command_names_its_file_a_new_folder_and_the_overrides() {
+        let overrides = Overrides {
+            viewers: Some(8),
+            duration: Some("90s".into()),
+            ..Default::default()
+        };
+        let source = RunSource::scenario(Path::new("scenarios/a.yaml"), &overrides);
+        assert_eq!(
+            source.rerun_command(Path::new("runs/a")),
+            [
+                "viewerfleet",
+                "run",
+                "scenarios/a.yaml",
+                "--out",
+                "runs/a-rerun",
+                "--viewers",
+                "8",
+                "--duration",
+                "90s"
+            ]
+        );
+        let words = vec!["viewerfleet".to_string(), "calibrate".to_string()];
+        assert_eq!(
+            RunSource::Command(words.clone()).rerun_command(Path::new("x")),
+            words
+        );
+    }
 }

@@ -7,8 +7,8 @@ use super::{governor, manifest, progress, samplers, viewer_task, RunOutcome};
 use crate::fleet::{self, Fleet};
 use crate::metrics::controller::ControllerMetrics;
 use crate::metrics::scrape::Scraper;
-use crate::model::rawdata::{self, RunEventKind};
-use crate::model::scenario::Plan;
+use crate::model::rawdata::{self, RunEventKind, ViewerEventKind};
+use crate::model::scenario::{Plan, RunClock};
 use crate::sys::shutdown::Shutdown;
 use crate::target::start::{self, StartedTarget};
 use crate::target::{Target, TargetPlacement};
@@ -217,6 +217,7 @@ async fn run_with_fleet(
         target.clone(),
         plan.sampling_interval,
         ViewerTimeouts::default(),
+        plan.browser.clone(),
         fleet.start_policy().max_parallel,
         (plan.per_browser > 1).then(|| super::browsers::Browsers::new(plan)),
     ));
@@ -299,29 +300,45 @@ fn start_samplers(
 }
 
 /// The timeline: ramp end, measure point, end of run; any of them cut short by a signal.
+/// With `RunClock::FromEveryFirstFrame` it starts once every viewer played (or failed),
+/// which is then recorded as the ramp's end.
 async fn follow_timeline(
     plan: &Plan,
     ctx: &RunContext,
     shared: &Arc<Shared>,
     background: &mut tokio::task::JoinSet<()>,
 ) {
-    let start = tokio::time::Instant::now();
-    // A governed ramp marks its own end, when it settles.
-    let mut marks = vec![(plan.measure_at, RunEventKind::MeasurePoint)];
-    if plan.auto.is_none() {
-        marks.push((plan.ramp, RunEventKind::RampDone));
-    }
-    marks.sort_by_key(|(d, _)| *d);
+    let began = tokio::time::Instant::now();
     let ticking = shared.clone();
     background.spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
-                _ = tick.tick() => ticking.metrics.run_elapsed_seconds.set(start.elapsed().as_secs_f64()),
+                _ = tick.tick() => ticking.metrics.run_elapsed_seconds.set(began.elapsed().as_secs_f64()),
                 _ = ticking.run_end.cancelled() => return,
             }
         }
     });
+    let mut marks = Vec::new();
+    let start = match plan.clock {
+        RunClock::FromStart => {
+            // A governed ramp marks its own end, when it settles.
+            if plan.auto.is_none() {
+                marks.push((plan.ramp, RunEventKind::RampDone));
+            }
+            began
+        }
+        RunClock::FromEveryFirstFrame { limit } => {
+            let detail = tokio::select! {
+                d = every_first_frame(plan, shared, limit) => d,
+                _ = ctx.shutdown.wait() => return,
+            };
+            shared.rec.run_event(RunEventKind::RampDone, Some(detail));
+            tokio::time::Instant::now()
+        }
+    };
+    marks.push((plan.measure_at, RunEventKind::MeasurePoint));
+    marks.sort_by_key(|(d, _)| *d);
     for (at, kind) in marks {
         tokio::select! {
             _ = tokio::time::sleep_until(start + at) => shared.rec.run_event(kind, None),
@@ -331,6 +348,35 @@ async fn follow_timeline(
     tokio::select! {
         _ = tokio::time::sleep_until(start + plan.duration) => {}
         _ = ctx.shutdown.wait() => {}
+    }
+}
+
+/// Waits until every viewer has played its first frame or ended, at most `limit`; says
+/// how it was.
+async fn every_first_frame(plan: &Plan, shared: &Shared, limit: Duration) -> String {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tick.tick().await;
+        let (playing, ended) = {
+            let live = shared.live();
+            (
+                live.count(ViewerEventKind::Playing),
+                live.failed_or_lost() + live.count(ViewerEventKind::Stopped),
+            )
+        };
+        let all = playing + ended >= plan.viewers as usize;
+        if all || tokio::time::Instant::now() >= deadline {
+            let how = if all {
+                "every viewer played its first frame or ended"
+            } else {
+                "not every viewer played within the start-up limit"
+            };
+            return format!(
+                "{how}: {playing} of {} playing, {ended} ended; the timeline starts here",
+                plan.viewers
+            );
+        }
     }
 }
 

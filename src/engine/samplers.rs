@@ -13,7 +13,7 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
     cpu.sample();
     let mut pressure = hostinfo::PressureMeter::default();
     pressure.sample();
-    let mut browsers_before = hostinfo::cpu_seconds_of("chromium");
+    let mut browsers = hostinfo::ProcessGroupMeter::new("chromium", std::process::id());
     let cores = hostinfo::host_info().cpus;
     let mut ticker = tokio::time::interval(shared.sampling_interval);
     ticker.tick().await;
@@ -28,33 +28,35 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
             let shares = cpu.sample();
             let (total, available) = hostinfo::meminfo();
             let target = target_pid.and_then(hostinfo::process_tree_usage);
-            let browsers_now = hostinfo::cpu_seconds_of("chromium");
-            let (browsers_pss, browser_processes) = hostinfo::pss_of("chromium");
+            let (all, own) = browsers.sample();
             let sample = HostSample {
                 t,
                 cpu_busy: shares.map_or(0.0, |s| s.busy),
                 cpu_steal: shares.map(|s| s.steal),
                 cpu_pressure: pressure.sample(),
-                browsers_pss_bytes: Some(browsers_pss),
-                browser_processes: Some(browser_processes),
+                browsers_cpu_s: Some(all.cpu_s),
+                browsers_pss_bytes: Some(all.pss_bytes),
+                browser_processes: Some(all.processes),
+                own_browsers_cpu_s: Some(own.cpu_s),
+                own_browsers_pss_bytes: Some(own.pss_bytes),
+                own_browser_processes: Some(own.processes),
                 cores,
                 mem_used_bytes: total.saturating_sub(available),
                 mem_total_bytes: total,
                 load1: hostinfo::load1(),
                 target_cpu_s: target.map(|(c, _)| c),
                 target_rss_bytes: target.map(|(_, r)| r),
-                browsers_cpu_s: Some((browsers_now - browsers_before).max(0.0)),
             };
-            (cpu, pressure, browsers_now, sample)
+            (cpu, pressure, browsers, sample)
         })
         .await;
-        let Ok((meter, pressure_meter, browsers_now, sample)) = result else {
+        let Ok((meter, pressure_meter, browsers_meter, sample)) = result else {
             tracing::error!("host sampler stopped");
             return;
         };
         cpu = meter;
         pressure = pressure_meter;
-        browsers_before = browsers_now;
+        browsers = browsers_meter;
         shared.metrics.host_cpu_busy_ratio.set(sample.cpu_busy);
         if let Some(c) = sample.target_cpu_s {
             shared.metrics.target_cpu_seconds.set(c);

@@ -8,7 +8,7 @@ use crate::fleet::Fleet;
 use crate::metrics::controller::ControllerMetrics;
 use crate::model::rawdata::{ExporterSample, ViewerEventKind, ViewerSample};
 use crate::target::Target;
-use crate::viewer::ViewerTimeouts;
+use crate::viewer::{BrowserSetup, ViewerTimeouts};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -48,6 +48,8 @@ pub(super) struct Shared {
     pub target: Arc<dyn Target>,
     pub sampling_interval: Duration,
     pub timeouts: ViewerTimeouts,
+    /// How every browser of the run is started (the plan's set-up).
+    pub browser: BrowserSetup,
     /// Bounds concurrent session creations (drivers and Grids choke on bursts).
     pub starts: Semaphore,
     /// The shared browsers, with several viewers per browser; `None`: one each.
@@ -63,6 +65,7 @@ impl Shared {
         target: Arc<dyn Target>,
         sampling_interval: Duration,
         timeouts: ViewerTimeouts,
+        browser: BrowserSetup,
         max_parallel_starts: usize,
         browsers: Option<Browsers>,
     ) -> Self {
@@ -75,6 +78,7 @@ impl Shared {
             target,
             sampling_interval,
             timeouts,
+            browser,
             starts: Semaphore::new(max_parallel_starts.max(1)),
             browsers,
         }

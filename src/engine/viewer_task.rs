@@ -6,7 +6,7 @@
 use super::browsers::{self, Browsers};
 use super::recorder::Record;
 use super::shared::Shared;
-use crate::model::rawdata::{ViewerEvent, ViewerEventKind, ViewerSample};
+use crate::model::rawdata::{SegmentCounts, ViewerEvent, ViewerEventKind, ViewerSample};
 use crate::model::scenario::ViewerPlan;
 use crate::target::PlayerStats;
 use crate::viewer::ViewerSlot;
@@ -78,7 +78,7 @@ async fn viewer_life(
     };
     let began = Instant::now();
     let created = create_with_retries(
-        || Viewer::create(&slot, shared.timeouts.clone()),
+        || Viewer::create_with(&slot, shared.timeouts.clone(), &shared.browser),
         shared,
         policy,
         events,
@@ -383,6 +383,13 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
         rtc: s.rtc,
         engine: s.engine,
         lag: s.lag,
+        segments: s.segments.as_ref().map(|c| SegmentCounts {
+            requested: c.requested,
+            loaded: c.loaded,
+            bytes: c.bytes,
+            by_height: c.by_height.clone(),
+        }),
+        video_track_off: s.video_track_off,
     }
 }
 

@@ -18,6 +18,7 @@
 //! Times (`t`) are seconds since the run's start (`manifest.started_at_unix_ms`).
 
 use crate::model::kinds::{named_enum, FleetKind, Latency, TargetKind, Throttling, VideoKind};
+use crate::model::scenario::BrowserSetup;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -140,6 +141,27 @@ pub struct ViewerSample {
     /// How late the page's timers ran: a starved page, on any fleet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag: Option<PageLag>,
+    /// Media segments the player asked for and got, where the page counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<SegmentCounts>,
+    /// Every video track of the element is deselected (the decode lever took hold); absent
+    /// where the browser does not expose video tracks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video_track_off: Option<bool>,
+}
+
+/// A player's media-segment requests, cumulative since the page opened.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SegmentCounts {
+    /// Segments asked for (HTTP or P2P).
+    pub requested: u64,
+    /// Segments loaded.
+    pub loaded: u64,
+    /// Bytes of the segments loaded.
+    pub bytes: u64,
+    /// Segments loaded at each rendition height (`"720"`).
+    pub by_height: BTreeMap<String, u64>,
 }
 
 /// The page's own lag meter (a timer due every 250 ms), cumulative since the page opened
@@ -255,6 +277,16 @@ pub struct HostSample {
     /// Browser processes (chromium) now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub browser_processes: Option<u32>,
+    /// CPU seconds since the previous sample of this controller's own browsers (chromium
+    /// processes below its process: the run's, without any other program's Chromium).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_browsers_cpu_s: Option<f64>,
+    /// Proportional set size of this controller's own browsers, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_browsers_pss_bytes: Option<u64>,
+    /// This controller's own browser processes now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_browser_processes: Option<u32>,
 }
 
 /// One read of a viewer node's load endpoint (a Grid node set up by viewerfleet: local
@@ -318,6 +350,10 @@ pub struct Manifest {
     #[serde(default)]
     pub versions: BTreeMap<String, String>,
     pub fleet: FleetDescription,
+    /// How the browsers were started (absent in manifests of older versions, which all
+    /// used viewerfleet's own set-up of their day).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<BrowserSetup>,
     pub target: TargetDescription,
     pub plan: PlanSummary,
 }
@@ -348,6 +384,7 @@ impl Manifest {
                 packing: None,
                 browsers_on_this_host: None,
             },
+            browser: None,
             target: TargetDescription {
                 kind: TargetKind::Refsite,
                 video: VideoKind::Live,

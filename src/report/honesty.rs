@@ -20,6 +20,19 @@ pub const CPU_STEADY_SHARE: f64 = headroom::SATURATED_STEADY_SHARE;
 pub fn implications(run: &RunData) -> Vec<String> {
     let fleet = &run.manifest.fleet;
     let mut out = Vec::new();
+    if let Some(setup) = run.manifest.browser.as_ref().filter(|b| !b.is_project()) {
+        out.push(format!(
+            "Browsers were started with the `{}` set-up ({} Chromium flags, {}), not \
+             viewerfleet's own: what they cost and fetched is that set-up's.",
+            setup.name,
+            setup.flags.len(),
+            if setup.no_video_track {
+                "video track deselected"
+            } else {
+                "decoding video"
+            }
+        ));
+    }
     if fleet.kind == FleetKind::Local {
         out.push(
             "Browsers, the target and the tracker share one machine: their CPU use competes \
@@ -165,6 +178,42 @@ mod tests {
         assert_eq!(
             rerun_command(&args),
             r"viewerfleet run 'my scenario.yaml' --out 'it'\''s'"
+        );
+    }
+
+    #[test]
+    fn a_browser_set_up_other_than_the_projects_is_named() {
+        use crate::model::scenario::BrowserSetup;
+        let mut run = RunData {
+            dir: "/nowhere/run".into(),
+            manifest: crate::model::rawdata::Manifest::example(),
+            run_events: Vec::new(),
+            viewer_events: Vec::new(),
+            viewer_samples: Vec::new(),
+            exporter_samples: Vec::new(),
+            host_samples: Vec::new(),
+            node_samples: Vec::new(),
+            truncated_files: Vec::new(),
+        };
+        let named = |run: &RunData| {
+            implications(run)
+                .into_iter()
+                .filter(|l| l.contains("set-up"))
+                .collect::<Vec<_>>()
+        };
+        assert!(named(&run).is_empty(), "older manifests name none");
+        run.manifest.browser = Some(BrowserSetup::project());
+        assert!(named(&run).is_empty(), "{:?}", named(&run));
+        run.manifest.browser = Some(BrowserSetup {
+            name: "default".into(),
+            flags: vec!["--headless=new".into()],
+            no_video_track: false,
+        });
+        let lines = named(&run);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].contains("`default` set-up (1 Chromium flags, decoding video)"),
+            "{lines:?}"
         );
     }
 }

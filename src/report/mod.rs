@@ -29,6 +29,7 @@ mod table;
 mod traffic;
 
 pub use compare::Comparison;
+pub use load::{LoadError, RunData};
 pub use model::{
     Headroom, HeadroomVerdict, ReportSummary, RunReport, ViewerHeadroom, ViewerHeadroomStatus,
 };

@@ -201,17 +201,6 @@ pub fn process_tree_usage(root: u32) -> Option<(f64, u64)> {
     found.then_some((cpu, rss))
 }
 
-/// The descendants of `root` (not `root` itself), with the CPU seconds each used so far.
-pub fn descendants_cpu(root: u32) -> Vec<(u32, f64)> {
-    let procs = all_processes();
-    let members = tree_members(&procs, root);
-    procs
-        .iter()
-        .filter(|p| p.pid != root && members.contains(&p.pid))
-        .map(|p| (p.pid, p.cpu_s))
-        .collect()
-}
-
 /// Proportional set size of one process in bytes (`/proc/<pid>/smaps_rollup`): shared
 /// pages are split among the processes that map them, so PSS sums over many browsers do
 /// not count shared libraries many times the way RSS sums do.
@@ -261,24 +250,64 @@ pub fn raise_open_files_limit() -> u64 {
     limit.rlim_cur
 }
 
-/// PSS summed over the processes whose command name is `comm`, and how many there are.
-pub fn pss_of(comm: &str) -> (u64, u32) {
-    let members: Vec<u32> = all_processes()
-        .iter()
-        .filter(|p| p.comm == comm)
-        .map(|p| p.pid)
-        .collect();
-    let pss = members.iter().filter_map(|pid| pss_bytes(*pid)).sum();
-    (pss, members.len() as u32)
+/// What a group of processes used: CPU seconds since the previous sample, PSS now, and
+/// how many processes there are now.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GroupUsage {
+    pub cpu_s: f64,
+    pub pss_bytes: u64,
+    pub processes: u32,
 }
 
-/// CPU seconds used so far by processes whose command name is `comm` (e.g. `chromium`).
-pub fn cpu_seconds_of(comm: &str) -> f64 {
-    all_processes()
-        .iter()
-        .filter(|p| p.comm == comm)
-        .map(|p| p.cpu_s)
-        .sum()
+/// Samples the processes whose command name is `comm` (e.g. `chromium`): all of them on the
+/// host, and those running below `root` (the controller's own browsers, started by it or
+/// its children). CPU is counted per process since the previous sample, so a process that
+/// exits takes only its own time along, and one that started since counts from its start.
+#[derive(Debug)]
+pub struct ProcessGroupMeter {
+    comm: String,
+    root: u32,
+    /// CPU seconds of every process of the group at the previous sample.
+    previous: std::collections::HashMap<u32, f64>,
+}
+
+impl ProcessGroupMeter {
+    /// A meter whose first sample counts CPU from now.
+    pub fn new(comm: &str, root: u32) -> Self {
+        let previous = all_processes()
+            .into_iter()
+            .filter(|p| p.comm == comm)
+            .map(|p| (p.pid, p.cpu_s))
+            .collect();
+        Self {
+            comm: comm.to_string(),
+            root,
+            previous,
+        }
+    }
+
+    /// `(all of the group, the group below root)` since the previous sample.
+    pub fn sample(&mut self) -> (GroupUsage, GroupUsage) {
+        let procs = all_processes();
+        let below: std::collections::HashSet<u32> =
+            tree_members(&procs, self.root).into_iter().collect();
+        let (mut all, mut own) = (GroupUsage::default(), GroupUsage::default());
+        let mut now = std::collections::HashMap::new();
+        for p in procs.iter().filter(|p| p.comm == self.comm) {
+            let cpu = (p.cpu_s - self.previous.get(&p.pid).copied().unwrap_or(0.0)).max(0.0);
+            let pss = pss_bytes(p.pid).unwrap_or(0);
+            now.insert(p.pid, p.cpu_s);
+            for (usage, member) in [(&mut all, true), (&mut own, below.contains(&p.pid))] {
+                if member {
+                    usage.cpu_s += cpu;
+                    usage.pss_bytes += pss;
+                    usage.processes += 1;
+                }
+            }
+        }
+        self.previous = now;
+        (all, own)
+    }
 }
 
 #[derive(Debug)]
@@ -342,26 +371,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_group_meter_tells_the_processes_below_its_root_from_the_rest() {
+        // A process of the group below this test process, and one that is not (its parent
+        // is a shell that exits, so it is re-parented away from this process).
+        let mut mine = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let theirs = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 >/dev/null 2>&1 & echo $!"])
+            .output()
+            .unwrap();
+        let theirs: i32 = String::from_utf8_lossy(&theirs.stdout)
+            .trim()
+            .parse()
+            .unwrap();
+        let mut meter = ProcessGroupMeter::new("sleep", std::process::id());
+        let (all, own) = meter.sample();
+        // SAFETY: plain kill(2) of the process started above.
+        unsafe { libc::kill(theirs, libc::SIGKILL) };
+        mine.kill().unwrap();
+        mine.wait().unwrap();
+        assert!(own.processes >= 1, "{own:?}");
+        assert!(all.processes > own.processes, "{all:?} {own:?}");
+        assert!(
+            own.pss_bytes > 0 && all.pss_bytes >= own.pss_bytes,
+            "{all:?} {own:?}"
+        );
+        assert!(
+            own.cpu_s >= 0.0 && all.cpu_s >= own.cpu_s,
+            "{all:?} {own:?}"
+        );
+    }
+
+    #[test]
     fn pss_is_read_from_smaps_rollup() {
         let text = "55d0-7ffe ---p 00000000 00:00 0  [rollup]\nRss:              204800 kB\nPss:               51234 kB\nPss_Anon:          40000 kB\n";
         assert_eq!(parse_pss_kb(text), Some(51234));
         assert_eq!(parse_pss_kb("Rss: 1 kB\n"), None);
         // This process exists and maps something.
         assert!(pss_bytes(std::process::id()).is_some_and(|b| b > 0));
-    }
-
-    #[test]
-    fn a_process_tree_lists_children_not_the_root() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("sleep runs");
-        let me = std::process::id();
-        let tree = descendants_cpu(me);
-        assert!(tree.iter().any(|(pid, _)| *pid == child.id()));
-        assert!(tree.iter().all(|(pid, _)| *pid != me));
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     #[test]

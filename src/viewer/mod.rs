@@ -14,6 +14,7 @@ pub use browser::SharedBrowser;
 
 use crate::model::kinds::Throttling;
 use crate::model::scenario::NetworkProfile;
+pub use crate::model::scenario::{BrowserSetup, CHROMIUM_FLAGS};
 use crate::target::{PlayerStats, Target};
 use commands::{CdpCommand, NetworkConditions};
 use fantoccini::wd::Capabilities;
@@ -21,56 +22,10 @@ use fantoccini::{Client, ClientBuilder};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Chromium flags that play video headless here (see FACTS.md), one fresh profile each.
-///
-/// Beyond what playing needs, they leave out what a headless viewer never uses, each
-/// change measured with `viewerfleet calibrate` (BENCHMARKS.md): the omnibox popup's WebUI
-/// renderer (≈47 MB), the spare renderer, and the separate audio, network and GPU processes
-/// (their work moves into the browser process; requests and CDP throttling are unchanged).
-/// `AudioVideoTracks` exposes `HTMLMediaElement.videoTracks`, which the decode lever
-/// (`NO_VIDEO_TRACK_SCRIPT`) needs to deselect the video track.
-pub const CHROMIUM_FLAGS: &[&str] = &[
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--in-process-gpu",
-    "--mute-audio",
-    "--autoplay-policy=no-user-gesture-required",
-    "--allow-loopback-in-peer-connection",
-    "--disable-features=WebRtcHideLocalIpsWithMdns,WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,SpareRendererForSitePerProcess,AudioServiceOutOfProcess",
-    "--enable-features=NetworkServiceInProcess2",
-    "--enable-blink-features=AudioVideoTracks",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-    "--window-size=640,360",
-];
-
 /// The decode lever: deselects every video track as soon as it is known, so Chromium
 /// neither decodes nor paints video while the player fetches and appends exactly as before
 /// (see the script's header and BENCHMARKS.md). Installed with the stats probe.
 pub const NO_VIDEO_TRACK_SCRIPT: &str = include_str!("no_video_track.js");
-
-/// How viewers' browsers are started: base flags, and whether the video track is
-/// deselected. `calibrate` compares setups; runs use `project`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BrowserSetup {
-    pub flags: Vec<String>,
-    pub no_video_track: bool,
-}
-
-impl BrowserSetup {
-    /// What viewerfleet's viewers use: `CHROMIUM_FLAGS` and the decode lever.
-    pub fn project() -> Self {
-        Self {
-            flags: CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect(),
-            no_video_track: true,
-        }
-    }
-}
 
 /// Prefix of every profile folder (`<prefix><controller pid>-<random>`): `gc --local` finds
 /// leftovers of dead controllers by it.
@@ -202,7 +157,7 @@ impl Viewer {
         Self::create_with(slot, timeouts, &BrowserSetup::project()).await
     }
 
-    /// Creates the WebDriver session with another setup (`calibrate` compares them).
+    /// Creates the WebDriver session with the given set-up (the run plan's).
     pub async fn create_with(
         slot: &ViewerSlot,
         timeouts: ViewerTimeouts,

@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
-use viewerfleet::engine::{run_scenario, RunOptions, RunOutcome};
+use viewerfleet::engine::{run_scenario, RunOptions, RunOutcome, RunSource};
 use viewerfleet::model::rawdata::{self, RunEvent, RunEventKind, ViewerEvent, ViewerEventKind};
-use viewerfleet::model::scenario::Overrides;
+use viewerfleet::model::scenario::{self, Overrides};
 use viewerfleet::sys::shutdown::Shutdown;
 use viewerfleet_kit::webdriver_stub::{Stub, StubConfig};
 
@@ -75,7 +75,10 @@ async fn run_quietly(path: &Path, out: &Path, shutdown: Shutdown) -> anyhow::Res
         write_report: false,
         ..RunOptions::default()
     };
-    run_scenario(path, out, &Overrides::default(), shutdown, options).await
+    let overrides = Overrides::default();
+    let plan = scenario::load(path, &overrides)?;
+    let source = RunSource::scenario(path, &overrides);
+    run_scenario(plan, &source, out, shutdown, options).await
 }
 
 async fn run(yaml: &str, shutdown: Shutdown) -> Run {
@@ -135,8 +138,16 @@ async fn viewers_arrive_along_the_ramp_and_the_timeline_is_recorded() {
             RunEventKind::Finished
         ]
     );
-    let samples = std::fs::read_to_string(run.out().join(rawdata::VIEWER_SAMPLES)).unwrap();
-    assert!(samples.lines().count() >= 4, "every viewer sampled");
+    let samples: Vec<rawdata::ViewerSample> =
+        rawdata::read_jsonl(&run.out().join(rawdata::VIEWER_SAMPLES))
+            .unwrap()
+            .records;
+    assert!(samples.len() >= 4, "every viewer sampled");
+    // What the probe counted of media segments and the decode lever is kept.
+    let last = samples.last().unwrap();
+    let segments = last.segments.as_ref().expect("segment counts recorded");
+    assert!(segments.requested >= 1 && segments.by_height["240"] == segments.loaded);
+    assert_eq!(last.video_track_off, Some(true));
     no_session_left(&stub);
 }
 
@@ -352,6 +363,94 @@ fn sigterm_ends_a_run_with_143_and_releases_every_session() {
         .map_while(Result::ok)
         .collect();
     assert_eq!(status.code(), Some(143), "{}", stderr.join("\n"));
+    no_session_left(&stub);
+}
+
+#[tokio::test]
+async fn the_plans_browser_set_up_starts_every_browser_and_the_manifest_names_it() {
+    let stub = stub(StubConfig::default()).await;
+    let (dir, path, out) = scenario_dir(&packed(&stub, 3, 2, ""));
+    let mut plan = scenario::load(&path, &Overrides::default()).unwrap();
+    assert!(
+        plan.browser.is_project(),
+        "runs use viewerfleet's own set-up"
+    );
+    plan.browser = scenario::BrowserSetup {
+        name: "plain".into(),
+        flags: vec!["--headless=new".into(), "--plain-flag".into()],
+        no_video_track: false,
+    };
+    let options = RunOptions {
+        progress: false,
+        write_report: false,
+        ..RunOptions::default()
+    };
+    let source = RunSource::Command(vec!["viewerfleet".into(), "calibrate".into()]);
+    let outcome = run_scenario(plan.clone(), &source, &out, Shutdown::new(), options)
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code, 0, "{}", outcome.summary);
+    // Two browsers (2 + 1 viewers), both started with the plan's flags only.
+    let args = stub.counters().session_args.lock().unwrap().clone();
+    assert_eq!(args.len(), 2, "{args:?}");
+    for a in &args {
+        assert!(a.contains(&"--plain-flag".to_string()), "{a:?}");
+        assert!(!a.iter().any(|f| f == "--mute-audio"), "{a:?}");
+    }
+    let manifest: rawdata::Manifest =
+        serde_json::from_slice(&std::fs::read(out.join(rawdata::MANIFEST)).unwrap()).unwrap();
+    assert_eq!(manifest.browser.as_ref(), Some(&plan.browser));
+    assert_eq!(manifest.command_line, ["viewerfleet", "calibrate"]);
+    no_session_left(&stub);
+    drop(dir);
+}
+
+#[tokio::test]
+async fn a_timeline_from_every_first_frame_measures_after_the_last_viewer_played() {
+    let stub = stub(StubConfig::default()).await;
+    let (_dir, path, out) = scenario_dir(&scenario(&stub, 3, "2s", "", ""));
+    let mut plan = scenario::load(&path, &Overrides::default()).unwrap();
+    plan.clock = scenario::RunClock::FromEveryFirstFrame {
+        limit: Duration::from_secs(30),
+    };
+    plan.measure_at = Duration::from_secs(1);
+    plan.steady_window = Duration::from_secs(1);
+    plan.duration = Duration::from_secs(2);
+    let options = RunOptions {
+        progress: false,
+        write_report: false,
+        ..RunOptions::default()
+    };
+    let source = RunSource::scenario(&path, &Overrides::default());
+    let outcome = run_scenario(plan, &source, &out, Shutdown::new(), options)
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code, 0, "{}", outcome.summary);
+    let events: Vec<RunEvent> = rawdata::read_jsonl(&out.join(rawdata::RUN_EVENTS))
+        .unwrap()
+        .records;
+    let at = |kind: RunEventKind| events.iter().find(|e| e.event == kind).unwrap();
+    let last_playing = rawdata::read_jsonl::<ViewerEvent>(&out.join(rawdata::VIEWER_EVENTS))
+        .unwrap()
+        .records
+        .iter()
+        .filter(|e| e.event == ViewerEventKind::Playing)
+        .map(|e| e.t)
+        .fold(0.0, f64::max);
+    // The last viewer arrives 2 s in; the timeline starts once it plays.
+    let ramp_done = at(RunEventKind::RampDone);
+    assert!(
+        ramp_done.t >= last_playing && last_playing >= 2.0,
+        "{events:?}"
+    );
+    assert!(
+        ramp_done
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("3 of 3 playing")),
+        "{ramp_done:?}"
+    );
+    assert!(at(RunEventKind::MeasurePoint).t >= ramp_done.t + 1.0 - 0.05);
     no_session_left(&stub);
 }
 

@@ -7,6 +7,7 @@
 mod support;
 
 mod bad_input;
+mod calibrate;
 mod cli;
 mod cloud;
 mod cloud_cli;

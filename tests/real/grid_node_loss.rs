@@ -46,10 +46,12 @@ fleet: {{kind: grid, url: '{}', retry_backoff: 1s}}
     let run = tokio::spawn({
         let (scenario, out) = (scenario.clone(), out.clone());
         async move {
+            let overrides = viewerfleet::model::scenario::Overrides::default();
+            let plan = viewerfleet::model::scenario::load(&scenario, &overrides)?;
             viewerfleet::engine::run_scenario(
-                &scenario,
+                plan,
+                &viewerfleet::engine::RunSource::scenario(&scenario, &overrides),
                 &out,
-                &Default::default(),
                 viewerfleet::sys::shutdown::Shutdown::new(),
                 viewerfleet::engine::RunOptions {
                     progress: false,

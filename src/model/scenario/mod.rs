@@ -7,6 +7,7 @@
 //! the file must pass the input limits of `limits` (a regular file, 1 MiB, UTF-8, nested at
 //! most 32 levels), so no file can make validation slow or endless.
 
+mod browser;
 pub mod fleet;
 mod limits;
 pub mod packing;
@@ -15,8 +16,9 @@ mod spec;
 
 pub use limits::{MAX_NESTING, MAX_SCENARIO_BYTES};
 
+pub use browser::{BrowserSetup, CHROMIUM_FLAGS, PROJECT_SETUP};
 pub use packing::{BrowserPlan, MAX_PER_BROWSER};
-pub use plan::{AutoRamp, Plan, TargetPlan, ViewerPlan, MAX_DURATION};
+pub use plan::{AutoRamp, Plan, RunClock, TargetPlan, ViewerPlan, MAX_DURATION};
 pub use spec::{
     AutoSpec, FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewerCountSpec,
     ViewersSpec,

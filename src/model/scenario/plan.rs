@@ -1,5 +1,6 @@
 //! Validation: `ScenarioSpec` → `Plan`, the one type the run engine uses.
 
+use super::browser::BrowserSetup;
 use super::fleet::FleetPlan;
 use super::spec::{FailedThreshold, NetworkProfile, ScenarioSpec, ViewerCountSpec};
 use super::{Overrides, ScenarioError};
@@ -18,7 +19,12 @@ pub struct Plan {
     pub auto: Option<AutoRamp>,
     /// Viewers per browser (`viewers.per_browser`, see `packing`).
     pub per_browser: u32,
+    /// How the browsers are started: viewerfleet's own set-up, unless `calibrate` measures
+    /// another.
+    pub browser: BrowserSetup,
     pub ramp: Duration,
+    /// Where the timeline (`measure_at`, `duration`) starts.
+    pub clock: RunClock,
     pub p2p_off_share: f64,
     pub network: Option<NetworkProfile>,
     pub alt_network: Option<(f64, NetworkProfile)>,
@@ -57,6 +63,19 @@ pub struct TargetPlan {
     /// refsite only.
     pub metrics_interval: Duration,
     pub vod_length: Duration,
+}
+
+/// Where a run's timeline starts: the ramp, the measurement point and the end count from
+/// there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunClock {
+    /// When the target is ready and the first viewers are asked for (every scenario file).
+    #[default]
+    FromStart,
+    /// When every viewer has played its first frame (or failed), at most `limit` after the
+    /// start: a warm-up and a window then count from the last first frame, however long the
+    /// viewers took to start (`calibrate`).
+    FromEveryFirstFrame { limit: Duration },
 }
 
 /// What one viewer is asked to do.
@@ -103,8 +122,12 @@ impl Plan {
             1 => String::new(),
             n => format!(", {n} per browser"),
         };
+        let clock = match self.clock {
+            RunClock::FromStart => "",
+            RunClock::FromEveryFirstFrame { .. } => " (timeline from every viewer's first frame)",
+        };
         format!(
-            "{} viewers{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}, fleet {}",
+            "{} viewers{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}{clock}, fleet {}",
             self.viewers,
             (self.p2p_off_share * 100.0).round(),
             self.target.kind,
@@ -223,7 +246,9 @@ pub(super) fn build(
         viewers,
         auto,
         per_browser,
+        browser: BrowserSetup::project(),
         ramp: timeline.ramp,
+        clock: RunClock::FromStart,
         p2p_off_share,
         network: spec.viewers.network.map(|n| with_throttling(n, &fleet)),
         alt_network: alt_network.map(|(share, n)| (share, with_throttling(n, &fleet))),
