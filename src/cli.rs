@@ -153,6 +153,9 @@ pub struct RunArgs {
     /// machine's CPU stays below `viewers.auto.cpu_below`, at most the file's count).
     #[arg(long)]
     pub viewers: Option<ViewerCountArg>,
+    /// With `auto`: at most this many viewers (instead of `viewers.auto.max`).
+    #[arg(long)]
+    pub max_viewers: Option<u32>,
     /// Override the scenario's duration (e.g. 90s, 5m).
     #[arg(long)]
     pub duration: Option<String>,
@@ -234,6 +237,9 @@ pub struct SuiteArgs {
     /// machine carries, at most its file's count and at most the first run's).
     #[arg(long)]
     pub viewers: Option<ViewerCountArg>,
+    /// With `auto`: at most this many viewers in every run (instead of `viewers.auto.max`).
+    #[arg(long)]
+    pub max_viewers: Option<u32>,
     /// Override every scenario's duration.
     #[arg(long)]
     pub duration: Option<String>,

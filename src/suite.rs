@@ -220,6 +220,8 @@ async fn run_all(
     let runs = plan.runs();
     let total = runs.len();
     let mut ran = Ran::default();
+    // Governed ramps keep one swarm size where they can: the first to settle bounds the rest.
+    let mut settled_first: Option<u32> = None;
     for (i, run) in runs.iter().enumerate() {
         if stop.is_triggered() {
             ran.interrupted = true;
@@ -227,6 +229,7 @@ async fn run_all(
         }
         ran.started += 1;
         let tag = format!("[{}/{total}] {}", i + 1, run.name);
+        let run = &bounded_by(run, settled_first);
         let _ = writeln!(
             progress,
             "{tag}: running {} → {}",
@@ -234,6 +237,9 @@ async fn run_all(
             run.dir.display()
         );
         let result = runner.run(run).await;
+        if let Ok(outcome) = &result {
+            settled_first = settled_first.or(outcome.settled_viewers);
+        }
         ran.record(&tag, &run.name, &run.dir, result, progress);
         if ran.interrupted {
             break;
@@ -292,6 +298,22 @@ impl Ran {
 }
 
 /// A run without a report, and why.
+/// A run with a governed ramp, bounded by the size the suite's first governed ramp settled
+/// on (its `--max-viewers`, so the manifest's re-run command repeats the bound).
+fn bounded_by(run: &SuiteRun, settled: Option<u32>) -> SuiteRun {
+    let mut run = run.clone();
+    if let (Some(n), Some(_)) = (settled, run.plan.auto) {
+        if n < run.plan.viewers {
+            run.plan.viewers = n;
+            run.overrides.auto_max = Some(n);
+            run.plan.yaml.push_str(&format!(
+                "# Bounded by the suite: at most {n} viewers, where its first governed ramp settled\n"
+            ));
+        }
+    }
+    run
+}
+
 fn failed_run(dir: &Path, error: String) -> FailedRun {
     FailedRun {
         name: dir_name(dir),
@@ -412,6 +434,7 @@ fleet:
                         interrupted,
                         exit_code: if interrupted { 130 } else { 0 },
                         summary: String::new(),
+                        settled_viewers: None,
                     })
                 }
             }
@@ -454,6 +477,65 @@ fleet:
             .unwrap();
         let calls = runner.calls.into_inner().unwrap();
         (result, calls, String::from_utf8(log).unwrap(), dir)
+    }
+
+    /// A runner whose governed ramps settle where it is told; it records the bound each
+    /// run was given.
+    struct Settling {
+        settles: Mutex<Vec<u32>>,
+        seen: Mutex<Vec<(u32, Option<u32>, bool)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl ScenarioRunner for Settling {
+        async fn run(&self, run: &SuiteRun) -> anyhow::Result<RunOutcome> {
+            self.seen.lock().unwrap().push((
+                run.plan.viewers,
+                run.overrides.auto_max,
+                run.plan
+                    .yaml
+                    .contains("# Bounded by the suite: at most 12 viewers"),
+            ));
+            copy_dir(&fixture("run-steady"), &run.dir);
+            let settled = self.settles.lock().unwrap().remove(0);
+            Ok(RunOutcome {
+                run_dir: run.dir.clone(),
+                ok: true,
+                interrupted: false,
+                exit_code: 0,
+                summary: String::new(),
+                settled_viewers: Some(settled.min(run.plan.viewers)),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn governed_ramps_are_bounded_by_where_the_first_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = scenarios(dir.path(), &["a", "b", "c"]);
+        let auto = Overrides {
+            auto_viewers: true,
+            auto_max: Some(32),
+            ..Overrides::default()
+        };
+        let plan = SuitePlan::new(&files, &[], 1, &dir.path().join("out"), auto).unwrap();
+        let runner = Settling {
+            settles: Mutex::new(vec![12, 8, 16]),
+            seen: Mutex::new(Vec::new()),
+        };
+        run_suite(&plan, &runner, &Shutdown::new(), &mut Vec::new())
+            .await
+            .unwrap();
+        // The first may go to 32 and settles on 12; the others never above 12, even when
+        // one of them settled lower.
+        assert_eq!(
+            runner.seen.into_inner().unwrap(),
+            [
+                (32, Some(32), false),
+                (12, Some(12), true),
+                (12, Some(12), true)
+            ]
+        );
     }
 
     #[tokio::test]

@@ -28,6 +28,8 @@ pub struct RunOutcome {
     pub exit_code: u8,
     /// Short summary printed at the end.
     pub summary: String,
+    /// With `viewers.count: auto`: the viewers the governed ramp settled on.
+    pub settled_viewers: Option<u32>,
 }
 
 /// How a run is carried out, beyond its scenario.

@@ -86,6 +86,7 @@ pub(super) struct Summary {
     exporter: Option<(f64, f64)>,
     /// Where a governed ramp settled, and why.
     settled: Option<String>,
+    settled_viewers: Option<u32>,
     notes: Vec<String>,
     /// The report's headroom line: which viewers were starved, whether the P2P figure is
     /// a finding, the figures of those with headroom.
@@ -139,6 +140,7 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
     Summary {
         requested,
         settled,
+        settled_viewers: live.settled.as_ref().map(|s| s.viewers),
         started,
         failed: live.failed_or_lost(),
         players: (http, p2p),
@@ -150,6 +152,11 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
 }
 
 impl Summary {
+    /// Where a governed ramp settled.
+    pub(super) fn settled_viewers(&self) -> Option<u32> {
+        self.settled_viewers
+    }
+
     /// Takes the report's counts and totals (whole run, from raw data).
     pub(super) fn use_report(&mut self, s: &ReportSummary, html: &std::path::Path) {
         self.started = s.viewers.started as usize;
@@ -221,6 +228,7 @@ mod tests {
             players: (0, 0),
             exporter: None,
             settled: None,
+            settled_viewers: None,
             notes: Vec::new(),
             headroom: None,
             report: None,

@@ -112,14 +112,14 @@ async fn finish(
     drop(rec);
     recorder.finish().await.context("writing raw data")?;
     manifest::finish_manifest(&ctx.out, code, interrupted, ctx.shutdown.signal())?;
-    let summary = match result {
+    let (summary, settled_viewers) = match result {
         Ok((_, mut summary)) => {
             if ctx.write_report {
                 write_report(&ctx.out, &mut summary);
             }
-            summary.text()
+            (summary.text(), summary.settled_viewers())
         }
-        Err(_) if interrupted => "interrupted before viewers started".to_string(),
+        Err(_) if interrupted => ("interrupted before viewers started".to_string(), None),
         Err(err) => return Err(err),
     };
     Ok(RunOutcome {
@@ -128,6 +128,7 @@ async fn finish(
         interrupted,
         exit_code: code,
         summary,
+        settled_viewers,
     })
 }
 

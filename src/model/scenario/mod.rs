@@ -46,6 +46,8 @@ pub struct Overrides {
     /// `--viewers auto`: a headroom-governed ramp, the file's count (if a number) its
     /// maximum.
     pub auto_viewers: bool,
+    /// `--max-viewers N`: with `auto`, at most N viewers instead of `viewers.auto.max`.
+    pub auto_max: Option<u32>,
     pub duration: Option<String>,
     /// Run on this fleet instead (`local` or `netns`, with their defaults).
     pub fleet: Option<FleetKind>,
@@ -63,6 +65,9 @@ impl Overrides {
             out.extend(["--viewers".to_string(), "auto".to_string()]);
         } else if let Some(v) = self.viewers {
             out.extend(["--viewers".to_string(), v.to_string()]);
+        }
+        if let Some(n) = self.auto_max {
+            out.extend(["--max-viewers".to_string(), n.to_string()]);
         }
         if let Some(d) = &self.duration {
             out.extend(["--duration".to_string(), d.clone()]);

@@ -218,7 +218,11 @@ pub(super) fn build(
             "# Overridden on the command line: viewers.per_browser = {n}\n"
         ));
     }
-    if overrides.viewers.is_some() || overrides.duration.is_some() || overrides.auto_viewers {
+    if overrides.viewers.is_some()
+        || overrides.duration.is_some()
+        || overrides.auto_viewers
+        || overrides.auto_max.is_some()
+    {
         let count = match auto {
             Some(_) => format!("auto (at most {viewers})"),
             None => viewers.to_string(),
@@ -289,6 +293,12 @@ fn viewer_count(
     let auto = overrides.viewers.is_none()
         && (overrides.auto_viewers || spec.count == ViewerCountSpec::Auto);
     if !auto {
+        if overrides.auto_max.is_some() {
+            return Err(check.err(
+                "--max-viewers",
+                "bounds a governed ramp: use it with `count: auto` or `--viewers auto`".into(),
+            ));
+        }
         // A file written for `auto` may be run at a fixed `--viewers N`.
         if spec.auto.is_some() && spec.count != ViewerCountSpec::Auto {
             return Err(check.err(
@@ -306,10 +316,11 @@ fn viewer_count(
         max: None,
         cpu_below: None,
     });
-    let max = match (limits.max, spec.count) {
-        (Some(max), _) => checked_count(check, "viewers.auto.max", max)?,
-        (None, ViewerCountSpec::Count(n)) => checked_count(check, "viewers.count", n)?,
-        (None, ViewerCountSpec::Auto) => AUTO_MAX_VIEWERS,
+    let max = match (overrides.auto_max, limits.max, spec.count) {
+        (Some(max), _, _) => checked_count(check, "--max-viewers", max)?,
+        (None, Some(max), _) => checked_count(check, "viewers.auto.max", max)?,
+        (None, None, ViewerCountSpec::Count(n)) => checked_count(check, "viewers.count", n)?,
+        (None, None, ViewerCountSpec::Auto) => AUTO_MAX_VIEWERS,
     };
     let cpu_below = limits.cpu_below.unwrap_or(AUTO_CPU_BELOW);
     if !(0.1..=0.95).contains(&cpu_below) {

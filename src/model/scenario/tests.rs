@@ -303,3 +303,28 @@ fn count_auto_refuses_what_it_cannot_do() {
     assert_eq!(err.field, "viewers.count", "{err}");
     assert!(err.message.contains("runs its browsers elsewhere"), "{err}");
 }
+
+#[test]
+fn max_viewers_bounds_a_governed_ramp_only() {
+    let bounded = Overrides {
+        auto_viewers: true,
+        auto_max: Some(5),
+        ..Default::default()
+    };
+    let plan = parse(GOOD, "s.yaml", &bounded).unwrap();
+    assert_eq!((plan.viewers, plan.auto.is_some()), (5, true));
+    assert_eq!(
+        bounded.flags(),
+        ["--viewers", "auto", "--max-viewers", "5"].map(String::from)
+    );
+    let err = parse(
+        GOOD,
+        "s.yaml",
+        &Overrides {
+            auto_max: Some(5),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err.field, "--max-viewers", "{err}");
+}
