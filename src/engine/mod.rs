@@ -4,6 +4,7 @@
 
 mod browsers;
 mod manifest;
+mod node_sampler;
 mod progress;
 mod recorder;
 mod run;
