@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init openjdk-17-jre-headless nftables
+APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init openjdk-17-jre-headless nftables python3
 BIN := target/debug/viewerfleet
 DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 

@@ -3,7 +3,8 @@
 # node, configured by /etc/viewerfleet/node.env (same user data). `node-bootstrap.sh`: all
 # (cloud-init runcmd; safe to re-run); `slots-up` / `slots-down`: the viewer slots only
 # (viewerfleet-slots.service, at every boot); `grid-config`: renders grid.toml from the
-# slots as they are (viewerfleet-grid.service, before every start).
+# slots as they are (viewerfleet-grid.service, before every start); `load-serve`: the
+# node's load endpoint (viewerfleet-load.service).
 # node.env: ROLE=hub|node; CHROME_BINARY (the browser, /usr/lib/chromium/chromium);
 #   SELENIUM_NPM_PACKAGE, SELENIUM_JAR (the jar inside the package's lib/); node only:
 #   HUB_ADDR=[2a01:…::1] (as in a URL), MAX_SESSIONS (browsers at once = viewer slots),
@@ -15,10 +16,13 @@
 #                             its upstreams (/run/systemd/resolve/resolv.conf)
 #   SLOT_NDP_PROXY=on|off     on: answer NDP for the slots on the uplink (needed when the
 #                             provider treats the /64 as on-link; harmless when routed)
+#   LOAD_ENDPOINT=on|off      on: node-load.py on [node]:LOAD_PORT (9465) for CONTROLLER_IPS
+#   LOAD_CGROUP=PATH|none     its cgroup (default: the Grid service's on cgroup v2)
 # With slots up the Grid runs $LIB/slot-chromium.sh, which runs CHROME_BINARY in a free slot,
 # and the node's stereotype says what the slots are ("viewerfleet:slots": count, prefix,
 # rates as applied); without, the plain browser and {"count": 0, "reason": …}. The
-# controller reads that from the hub's /status for its report.
+# controller reads that from the hub's /status for its report, and the load endpoint's URL
+# from "viewerfleet:load" ("" without one), which it samples during a run.
 set -eu
 
 ETC=/etc/viewerfleet
@@ -158,6 +162,22 @@ slots_report() {
     return 1
 }
 
+load_enabled() {
+    [ "$ROLE" = node ] && [ "${LOAD_ENDPOINT:-on}" != off ] && [ -f "$LIB/node-load.py" ]
+}
+
+# The load endpoint in the foreground, on the node's address (viewerfleet-load.service).
+load_serve() {
+    uplink || { log "no IPv6 default route with a global address: no load endpoint"; return 1; }
+    cgroup=${LOAD_CGROUP:-none}
+    if [ -z "${LOAD_CGROUP:-}" ] && [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+        cgroup=/sys/fs/cgroup/system.slice/viewerfleet-grid.service
+    fi
+    set -- --listen "[${addr%/*}]:${LOAD_PORT:-9465}" --cgroup "$cgroup"
+    [ -z "${CONTROLLER_IPS:-}" ] || set -- "$@" --allow "$CONTROLLER_IPS"
+    exec python3 "$LIB/node-load.py" "$@"
+}
+
 # grid.toml for this server, rendered into $ETC/grid.toml.new.
 grid_config() {
     if [ "$ROLE" = hub ]; then
@@ -173,18 +193,22 @@ grid_config() {
     else
         log "no viewer slots ($report): viewers share the node's address and are not tc-shaped"
     fi
-    log "node address ${addr%/*} on $dev, browser $binary"
+    load=
+    if load_enabled; then load="http://[${addr%/*}]:${LOAD_PORT:-9465}/metrics"; fi
+    log "node address ${addr%/*} on $dev, browser $binary, load endpoint ${load:-none}"
     sed -e "s|@NODE_HOST@|[${addr%/*}]|g" -e "s|@HUB_ADDR@|$HUB_ADDR|g" \
         -e "s|@MAX_SESSIONS@|$MAX_SESSIONS|g" -e "s|@CHROME_BINARY@|$binary|g" \
-        -e "s|@VIEWERFLEET_SLOTS@|$report|g" "$LIB/node.toml" >"$ETC/grid.toml.new"
+        -e "s|@VIEWERFLEET_SLOTS@|$report|g" -e "s|@VIEWERFLEET_LOAD@|$load|g" \
+        "$LIB/node.toml" >"$ETC/grid.toml.new"
 }
 
 case "${1:-all}" in
     slots-up) slots_enabled || exit 0; slots_up; exit ;;
     slots-down) slots_enabled || exit 0; slots_down; exit ;;
     grid-config) grid_config; mv "$ETC/grid.toml.new" "$ETC/grid.toml"; exit ;;
+    load-serve) load_serve; exit ;;
     all) ;;
-    *) echo "usage: $0 [all|slots-up|slots-down|grid-config]" >&2; exit 2 ;;
+    *) echo "usage: $0 [all|slots-up|slots-down|grid-config|load-serve]" >&2; exit 2 ;;
 esac
 
 # 1. Packages: Java, npm (for the jar), and on nodes Chromium, nftables (NAT44), python3.
@@ -253,4 +277,29 @@ mv "$ETC/grid.toml.new" "$ETC/grid.toml"
 systemctl enable viewerfleet-grid.service
 if [ $changed = 1 ]; then systemctl restart viewerfleet-grid.service; else systemctl start viewerfleet-grid.service; fi || failed=1
 log "Selenium Grid $mode started; it registers with the hub by itself"
+
+# 4. The load endpoint (nodes), for the controller only.
+if load_enabled; then
+    cat >/etc/systemd/system/viewerfleet-load.service <<UNIT
+[Unit]
+Description=viewerfleet load endpoint
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=$LIB/node-bootstrap.sh load-serve
+Restart=always
+RestartSec=3
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+    systemctl daemon-reload
+    systemctl enable viewerfleet-load.service
+    systemctl restart viewerfleet-load.service || { failed=1; log "load endpoint failed: systemctl status viewerfleet-load"; }
+elif [ -f /etc/systemd/system/viewerfleet-load.service ]; then
+    systemctl disable --now viewerfleet-load.service || true
+    rm -f /etc/systemd/system/viewerfleet-load.service
+    systemctl daemon-reload
+fi
 exit $failed

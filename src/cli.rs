@@ -133,6 +133,10 @@ pub struct GridUpArgs {
     /// Port the target (refsite) listens on inside its namespace.
     #[arg(long, default_value_t = 8080)]
     pub target_port: u16,
+    /// CPU quota of every node in cores (e.g. 0.5), or of one node (`0.25@2`: node 2); may
+    /// be repeated. Default: no quota, a node may use the whole machine.
+    #[arg(long, value_name = "CORES[@NODE]")]
+    pub node_cpus: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -51,6 +51,9 @@ locals {
       "ROLE=node",
       "HUB_ADDR=[${hcloud_server.hub.ipv6_address}]",
       "MAX_SESSIONS=${var.viewers_per_node}",
+      # The load endpoint (grid/node-load.py) answers these clients only.
+      "CONTROLLER_IPS=${join(",", var.controller_ips)}",
+      "LOAD_PORT=9465",
     ],
     local.common_env,
     var.slot_down_kbit == null ? [] : ["SLOT_DOWN_KBIT=${var.slot_down_kbit}"],
@@ -73,6 +76,13 @@ locals {
         permissions = "0644"
         encoding    = "gz+b64"
         content     = base64gzip(file("${local.grid}/node.toml"))
+      },
+      {
+        path        = "${local.lib}/node-load.py"
+        owner       = "root:root"
+        permissions = "0755"
+        encoding    = "gz+b64"
+        content     = base64gzip(file("${local.grid}/node-load.py"))
       },
     ],
     # The viewer slots: the script, the Chromium wrapper the node's stereotype runs, and the
@@ -150,8 +160,8 @@ resource "hcloud_server" "node" {
   })
 }
 
-# Only the hub reaches the nodes' Grid node port (WebDriver); WebRTC (UDP) is open so viewers
-# can exchange video with their peers.
+# Only the hub reaches the nodes' Grid node port (WebDriver), only the controller their load
+# endpoint; WebRTC (UDP) is open so viewers can exchange video with their peers.
 resource "hcloud_firewall" "nodes" {
   name   = "vf-${var.run_name}-nodes"
   labels = merge(local.labels, { "viewerfleet-role" = "node-firewall" })
@@ -170,6 +180,14 @@ resource "hcloud_firewall" "nodes" {
     protocol    = "tcp"
     port        = "5555"
     source_ips  = [hcloud_server.hub.ipv6_network]
+  }
+
+  rule {
+    description = "viewer node load endpoint from the controller only"
+    direction   = "in"
+    protocol    = "tcp"
+    port        = "9465"
+    source_ips  = var.controller_ips
   }
 
   rule {

@@ -47,7 +47,7 @@ variable "viewers_per_node" {
 }
 
 variable "controller_ips" {
-  description = "CIDRs of the machine running viewerfleet: only they reach the hub (4444) and SSH."
+  description = "CIDRs of the machine running viewerfleet: only they reach the hub (4444), the nodes' load endpoints (9465, over IPv6) and SSH."
   type        = list(string)
   validation {
     condition     = length(var.controller_ips) > 0

@@ -1,6 +1,8 @@
 //! Cloud-init user data for the hub and the viewer nodes, built from the files in `grid/`
 //! (the same ones terraform/ uses): `node.env` with this server's settings, the Grid TOML
-//! templates, `node-bootstrap.sh`, and — when a slot script is given — the viewer slots
+//! templates, `node-bootstrap.sh`, on nodes the load endpoint `node-load.py` (which the
+//! bootstrap runs as `viewerfleet-load.service`, readable by the controller's addresses
+//! only), and — when a slot script is given — the viewer slots
 //! (`viewer-slots.sh`, the Chromium wrapper `slot-chromium.sh` the node's stereotype runs,
 //! and `viewerfleet-slots.service`, which rebuilds them at every boot), all delivered with
 //! `write_files` and run once from `runcmd`.
@@ -22,6 +24,8 @@ const NODE_TOML: &str = include_str!("../../grid/node.toml");
 const SLOT_WRAPPER: &str = include_str!("../../grid/slot-chromium.sh");
 /// The unit that brings the slots up at every boot, before the Grid.
 const SLOTS_UNIT: &str = include_str!("../../grid/viewerfleet-slots.service");
+/// The node's load endpoint.
+const NODE_LOAD: &str = crate::grid::load::NODE_LOAD_SCRIPT;
 
 /// Hetzner's limit for `user_data`.
 pub const USER_DATA_LIMIT: usize = 32 * 1024;
@@ -49,6 +53,8 @@ pub enum Role {
         hub_addr: String,
         max_sessions: u32,
         shaping: SlotShaping,
+        /// Addresses or CIDRs of the controller: the only clients of the load endpoint.
+        controller_ips: Vec<String>,
     },
 }
 
@@ -71,10 +77,13 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
         hub_addr,
         max_sessions,
         shaping,
+        controller_ips,
     } = role
     {
         env.push(format!("HUB_ADDR={hub_addr}"));
         env.push(format!("MAX_SESSIONS={max_sessions}"));
+        env.push(format!("CONTROLLER_IPS={}", controller_ips.join(",")));
+        env.push(format!("LOAD_PORT={}", crate::grid::load::CLOUD_LOAD_PORT));
         for (k, v) in [
             ("SLOT_DOWN_KBIT", shaping.down_kbit),
             ("SLOT_UP_KBIT", shaping.up_kbit),
@@ -98,6 +107,7 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
         Role::Hub => files.push(compressed_file(&lib("hub.toml"), "0644", HUB_TOML)?),
         Role::Node { .. } => {
             files.push(compressed_file(&lib("node.toml"), "0644", NODE_TOML)?);
+            files.push(compressed_file(&lib("node-load.py"), "0755", NODE_LOAD)?);
             if let Some(script) = viewer_slots_script {
                 files.push(compressed_file(&lib("viewer-slots.sh"), "0755", script)?);
                 files.push(compressed_file(
@@ -203,6 +213,7 @@ mod tests {
                 up_kbit: Some(300),
                 delay_ms: Some(500),
             },
+            controller_ips: vec!["198.51.100.7/32".into(), "2001:db8:c0::/48".into()],
         }
     }
 
@@ -223,9 +234,17 @@ mod tests {
         assert_eq!(get("viewerfleet-slots.service"), SLOTS_UNIT);
         assert_eq!(get("node-bootstrap.sh"), BOOTSTRAP);
         assert_eq!(get("node.toml"), NODE_TOML);
+        assert_eq!(get("node-load.py"), NODE_LOAD);
         let env = &files[0];
         assert_eq!(env.0, "/etc/viewerfleet/node.env");
         assert!(env.1.contains("MAX_SESSIONS=74\n") && env.1.contains("SLOT_UP_KBIT=300\n"));
+        // The load endpoint answers the controller only.
+        assert!(
+            env.1
+                .contains("CONTROLLER_IPS=198.51.100.7/32,2001:db8:c0::/48\nLOAD_PORT=9465\n"),
+            "{}",
+            env.1
+        );
         // Without a slot script: none of the slot files, the bootstrap runs without slots.
         let bare = delivered_files(&user_data(&node(), None).unwrap()).unwrap();
         assert!(!bare.iter().any(|(p, _)| p.contains("slot")), "{bare:?}");
@@ -242,7 +261,7 @@ mod tests {
             .map(|(_, c)| c.len())
             .sum();
         // A quarter of the limit left for the scripts to grow (uncompressed they are
-        // ~30 KB, 92% of it; compressed ~17.5 KB).
+        // ~44 KB, more than the limit; compressed ~24 KB).
         assert!(
             node.len() < USER_DATA_LIMIT * 3 / 4,
             "node user data {} bytes (files {plain} bytes uncompressed)",

@@ -220,8 +220,8 @@ pub fn hub_rules(controller: &[String], node_nets: &[String]) -> Vec<models::Rul
     rules
 }
 
-/// Nodes: the Grid node port from the hub only, SSH from the controller, WebRTC (UDP) from anywhere
-/// so viewers can exchange video with peers.
+/// Nodes: the Grid node port from the hub only, SSH and the load endpoint from the
+/// controller, WebRTC (UDP) from anywhere so viewers can exchange video with peers.
 pub fn node_rules(controller: &[String], hub_nets: &[String]) -> Vec<models::Rule> {
     vec![
         rule("22", controller, "SSH from the controller"),
@@ -229,6 +229,11 @@ pub fn node_rules(controller: &[String], hub_nets: &[String]) -> Vec<models::Rul
             &NODE_PORT.to_string(),
             hub_nets,
             "Grid node (WebDriver) from the hub only",
+        ),
+        rule(
+            &crate::grid::load::CLOUD_LOAD_PORT.to_string(),
+            controller,
+            "viewer node load endpoint from the controller only",
         ),
         models::Rule {
             description: Some(Some("WebRTC between viewers (P2P)".into())),
@@ -604,6 +609,7 @@ pub async fn create_nodes(
         hub_addr,
         max_sessions: req.browsers_per_node,
         shaping: req.shaping,
+        controller_ips: req.controller_ips.clone(),
     };
     let data = cloudinit::user_data(&role, req.viewer_slots_script.as_deref())?;
     let par = Parallelism::new(req.parallel_creates.max(1) as usize, api.pacer());

@@ -1,7 +1,7 @@
 //! `viewerfleet grid`: a local Selenium Grid 4 (hub and nodes) on this machine.
 
 use crate::cli::{GridAction, GridArgs};
-use crate::grid::local::{default_state_file, down, slot_address, up, LocalGridOptions};
+use crate::grid::local::{default_state_file, down, slot_address, up, LocalGridOptions, NodeCpus};
 use crate::netns::Shaping;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +22,7 @@ pub async fn run(args: GridArgs) -> anyhow::Result<ExitCode> {
                 delay_ms: 0,
             };
             opts.target_port = a.target_port;
+            opts.node_cpus = NodeCpus::parse(&a.node_cpus)?;
             let shutdown = crate::sys::shutdown::Shutdown::new();
             shutdown.listen_for_signals()?;
             let cancel = CancellationToken::new();
@@ -56,6 +57,15 @@ pub async fn run(args: GridArgs) -> anyhow::Result<ExitCode> {
                     slot_address(&st, n.first_slot),
                     slot_address(&st, n.first_slot + n.slots - 1),
                 );
+                let cpus = match n.cgroup.as_ref() {
+                    Some(c) => format!(
+                        "cgroup {}{}",
+                        c.dir().display(),
+                        c.cores.map(|c| format!(", {c} cores")).unwrap_or_default()
+                    ),
+                    None => "no cgroup of its own".into(),
+                };
+                println!("  load: {} ({cpus})", n.load_url);
             }
             println!(
                 "target namespace: {} at {} (refsite runs there)",

@@ -5,6 +5,7 @@
 mod browsers;
 mod governor;
 mod manifest;
+mod node_sampler;
 mod progress;
 mod recorder;
 mod run;

@@ -16,7 +16,6 @@ pub enum Record {
     ViewerSample(ViewerSample),
     Exporter(ExporterSample),
     Host(HostSample),
-    #[allow(dead_code)] // until the node sampler writes it
     Node(NodeSample),
 }
 

@@ -262,7 +262,7 @@ async fn release_viewers(plan: Plan, shared: Arc<Shared>) -> tokio::task::JoinSe
     viewers
 }
 
-/// Host and exporter samplers and the progress display, until the run ends.
+/// Host, node and exporter samplers and the progress display, until the run ends.
 fn start_samplers(
     plan: &Plan,
     ctx: &RunContext,
@@ -273,6 +273,7 @@ fn start_samplers(
 ) -> tokio::task::JoinSet<()> {
     let mut background = tokio::task::JoinSet::new();
     background.spawn(samplers::sample_host(shared.clone(), target_pid));
+    background.spawn(super::node_sampler::sample_nodes(shared.clone()));
     if let Some(url) = target.exporter_url() {
         let scraper = match placement.netns.clone() {
             // The controller cannot reach the target's namespace directly: fetch from inside.

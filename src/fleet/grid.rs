@@ -12,14 +12,15 @@
 //! What the run's manifest says about addresses and shaping comes from the nodes: each node
 //! set up with `grid/` reports its viewer slots in its stereotype (`"viewerfleet:slots"`,
 //! see `grid::NodeSlots`), read from `/status` at the start (`describe_nodes`). A provider
-//! that makes the Grid (e.g. `hcloud`) takes this description and sets its own kind.
+//! that makes the Grid (e.g. `hcloud`) takes this description and sets its own kind. The
+//! same nodes name their load endpoint (`"viewerfleet:load"`), which the engine samples.
 //!
 //! Inventory files (`inventory:`): JSON or YAML, either a plain list of hub URLs or the
 //! object printed by `terraform output -json` with a `hub_urls` (list) or `hub_url`
 //! (string) output, e.g. `{"hub_urls": {"value": ["http://10.0.0.2:4444"]}}`. Viewers are
 //! spread over the hubs round-robin.
 
-use super::{Fleet, StartPolicy, TargetPlacement};
+use super::{Fleet, LoadEndpoint, StartPolicy, TargetPlacement};
 use crate::grid::local_state::{self as localstate, LocalGridState};
 use crate::grid::placement::PlacementCache;
 use crate::grid::{grid_status, GridStatus, NodeSlots};
@@ -130,6 +131,8 @@ pub struct GridFleet {
     /// Every node registered when the run started, with what it reports about its viewer
     /// slots (`None`: it reports nothing).
     nodes: Vec<(String, Option<NodeSlots>)>,
+    /// The load endpoints those nodes name (`"viewerfleet:load"`).
+    load_endpoints: Vec<LoadEndpoint>,
 }
 
 impl GridFleet {
@@ -141,6 +144,7 @@ impl GridFleet {
         };
         let client = reqwest::Client::new();
         let mut nodes = Vec::new();
+        let mut load_endpoints = Vec::new();
         for hub in &hubs {
             let status = grid_status(&client, hub).await.map_err(|e| {
                 anyhow::anyhow!("the Grid at {hub} does not answer /status: {e:#}; is the hub up (e.g. `viewerfleet grid up --local`)?")
@@ -149,6 +153,7 @@ impl GridFleet {
                 anyhow::bail!("the Grid at {hub} has no node registered; start nodes first (they register with the hub's event bus)");
             }
             nodes.extend(status.slots_by_node());
+            load_endpoints.extend(status.load_endpoints());
         }
         let local = hubs
             .first()
@@ -167,6 +172,7 @@ impl GridFleet {
             client,
             sessions: Mutex::new(HashMap::new()),
             nodes,
+            load_endpoints,
         })
     }
 
@@ -318,6 +324,12 @@ impl Fleet for GridFleet {
 
     fn session_refused(&self) {
         self.refused.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Read from the nodes' stereotypes when the run started; a node that joins later is
+    /// not sampled.
+    fn load_endpoints(&self) -> Vec<LoadEndpoint> {
+        self.load_endpoints.clone()
     }
 
     fn session_closed(&self, session_id: &str) {
@@ -735,12 +747,23 @@ mod tests {
             {"uri": "http://[2001:db8::1]:5555", "availability": "UP", "maxSessions": 3,
              "slots": [{"session": null, "stereotype": {"browserName": "chrome",
                 "viewerfleet:slots": {"count": 3, "prefix": "2001:db8:0:0:1::/80",
-                  "down_kbit": 2000, "up_kbit": 300, "delay": "none", "ipv4": false}}}]},
+                  "down_kbit": 2000, "up_kbit": 300, "delay": "none", "ipv4": false},
+                "viewerfleet:load": "http://[2001:db8::1]:9465/metrics"}}]},
             {"uri": "http://[2001:db8::2]:5555", "availability": "UP", "maxSessions": 3,
-             "slots": [{"session": null, "stereotype": {"browserName": "chrome"}}]},
+             "slots": [{"session": null, "stereotype": {"browserName": "chrome",
+                "viewerfleet:load": ""}}]},
             {"uri": "http://[2001:db8::3]:5555", "availability": "UP", "maxSessions": 3,
-             "slots": [{"session": null, "stereotype": {"viewerfleet:slots": "garbage"}}]}]});
+             "slots": [{"session": null, "stereotype": {"viewerfleet:slots": "garbage",
+                "viewerfleet:load": 7}}]}]});
         let status: GridStatus = serde_json::from_value(body).unwrap();
+        // Only a URL names an endpoint; an empty one (a node serving none) or garbage does not.
+        assert_eq!(
+            status.load_endpoints(),
+            vec![LoadEndpoint {
+                node: "http://[2001:db8::1]:5555".into(),
+                url: "http://[2001:db8::1]:9465/metrics".into()
+            }]
+        );
         let by_node = status.slots_by_node();
         assert_eq!(
             by_node[0].1,

@@ -6,7 +6,7 @@
 //! P2P shaped) is what the Grid's nodes report, as for any Grid.
 
 use super::grid::GridFleet;
-use super::{Fleet, OpenOptions, StartPolicy, TargetPlacement};
+use super::{Fleet, LoadEndpoint, OpenOptions, StartPolicy, TargetPlacement};
 use crate::cloud::up::CloudFleet;
 use crate::model::kinds::FleetKind;
 use crate::model::rawdata::FleetDescription;
@@ -153,6 +153,10 @@ impl Fleet for HcloudFleet {
 
     fn session_refused(&self) {
         self.grid.session_refused()
+    }
+
+    fn load_endpoints(&self) -> Vec<LoadEndpoint> {
+        self.grid.load_endpoints()
     }
 
     async fn shutdown(&self) -> anyhow::Result<()> {

@@ -13,6 +13,7 @@ pub mod hcloud;
 pub mod local;
 pub mod netns;
 
+pub use crate::grid::load::LoadEndpoint;
 use crate::model::kinds::Throttling;
 use crate::model::rawdata::{FleetDescription, Packing};
 use crate::model::scenario::fleet::FleetPlan;
@@ -218,6 +219,12 @@ pub trait Fleet: Send + Sync {
     /// refused: nothing of that life can turn into a late session (unlike a request the
     /// engine gave up waiting for).
     fn session_refused(&self) {}
+    /// The load endpoints of the machines this fleet's browsers run on, which the engine
+    /// samples into `raw/node_samples.jsonl`. Default: none (the controller's own host
+    /// samples cover fleets on this machine).
+    fn load_endpoints(&self) -> Vec<LoadEndpoint> {
+        Vec::new()
+    }
     /// Releases everything: drivers, namespaces, qdiscs, servers. Idempotent.
     async fn shutdown(&self) -> anyhow::Result<()>;
 }

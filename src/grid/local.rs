@@ -12,14 +12,24 @@
 //! node and execs Chromium inside it. The target (refsite) gets slot 0 on the same bridge,
 //! so viewers of every node reach it and each other (P2P across nodes).
 //!
+//! How a node is measured: each node runs in its own CPU cgroup (`sys::cgroup`,
+//! `viewerfleet/<grid>/node-<n>`), optionally with a CPU quota (`node_cpus`, to make a node
+//! deliberately small), and has a load endpoint of its own (`grid/node-load.py` on
+//! 127.0.0.1, reachable from loopback only, reading that cgroup), named in its stereotype as
+//! `"viewerfleet:load"` like on cloud nodes. The node's Java process joins the cgroup once
+//! it has registered, before any session: ChromeDriver and the browsers it starts inherit it.
+//!
 //! Everything made is recorded in a state file first (`state`), so `grid down`, `gc` and
-//! every error path release it: process groups, slots, files.
+//! every error path release it: process groups, slots, cgroups, load endpoints, files.
 
+use super::load::NODE_LOAD_SCRIPT;
 use super::local_state::{self, LocalGridState, NodeState};
 use super::NodeSlots;
 use crate::netns::{check_host, Shaping, SlotInfo, SlotNetwork, SystemHostEnv};
+use crate::sys::cgroup::{self, CpuCgroup};
 use crate::sys::process;
 use anyhow::Context;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -33,6 +43,8 @@ pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
 pub const MAX_NODES: u32 = 50;
 /// Time a hub or node gets to stop (and a node its browsers) after SIGTERM.
 const GRID_GRACE: Duration = Duration::from_secs(10);
+/// Time a node's load endpoint gets to stop after SIGTERM.
+const LOAD_GRACE: Duration = Duration::from_secs(2);
 pub const MAX_SLOTS: u32 = 99;
 
 /// What `grid up --local` is asked for.
@@ -55,6 +67,60 @@ pub struct LocalGridOptions {
     /// Each browser in its own viewer slot (namespace). `false`: browsers run in the root
     /// namespace like the `local` fleet (no own address; the target on loopback).
     pub slots_as_namespaces: bool,
+    /// CPU quota of the nodes, in cores (`--node-cpus`); none: a node may use the machine.
+    pub node_cpus: NodeCpus,
+}
+
+/// CPU quotas of a local Grid's nodes, in cores: one for every node, and overrides for
+/// some (`--node-cpus 1.5 --node-cpus 0.25@2`: node 2 gets a quarter core, the others 1.5).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeCpus {
+    pub all: Option<f64>,
+    pub per_node: BTreeMap<u32, f64>,
+}
+
+impl NodeCpus {
+    /// The quota of node `n` (1-based), if it has one.
+    pub fn for_node(&self, n: u32) -> Option<f64> {
+        self.per_node.get(&n).copied().or(self.all)
+    }
+
+    /// Reads `--node-cpus` values: `CORES` for every node, `CORES@NODE` for one.
+    pub fn parse(values: &[String]) -> Result<Self, LocalGridError> {
+        let mut cpus = Self::default();
+        for value in values {
+            let bad = |why: String| LocalGridError::NodeCpus {
+                value: value.clone(),
+                why,
+            };
+            let (cores, node) = match value.split_once('@') {
+                Some((c, n)) => (c, Some(n)),
+                None => (value.as_str(), None),
+            };
+            let cores: f64 = cores
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{cores}` is not a number of cores")))?;
+            cgroup::check_cores(cores).map_err(bad)?;
+            match node {
+                None => cpus.all = Some(cores),
+                Some(n) => {
+                    let n: u32 = n
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|n| *n >= 1)
+                        .ok_or_else(|| bad(format!("`{n}` is not a node number (1, 2, …)")))?;
+                    cpus.per_node.insert(n, cores);
+                }
+            }
+        }
+        Ok(cpus)
+    }
+
+    fn any(&self) -> bool {
+        self.all.is_some() || !self.per_node.is_empty()
+    }
 }
 
 impl LocalGridOptions {
@@ -69,6 +135,7 @@ impl LocalGridOptions {
             target_port: 8080,
             ready_timeout: Duration::from_secs(300),
             slots_as_namespaces: true,
+            node_cpus: NodeCpus::default(),
         }
     }
 }
@@ -94,8 +161,18 @@ pub enum LocalGridError {
         "`java` not found on PATH; install Java 17 (apt-get install -y openjdk-17-jre-headless)"
     )]
     NoJava,
-    #[error("{file} has placeholder {placeholder} that the local Grid does not fill; the local Grid fills @NODE_HOST@, @HUB_ADDR@, @MAX_SESSIONS@, @CHROME_BINARY@, @VIEWERFLEET_SLOTS@")]
+    #[error("{file} has placeholder {placeholder} that the local Grid does not fill; the local Grid fills @NODE_HOST@, @HUB_ADDR@, @MAX_SESSIONS@, @CHROME_BINARY@, @VIEWERFLEET_SLOTS@, @VIEWERFLEET_LOAD@")]
     Placeholder { file: PathBuf, placeholder: String },
+    #[error(
+        "--node-cpus {value}: {why}; give cores for every node (`0.5`) or for one node (`0.25@2`)"
+    )]
+    NodeCpus { value: String, why: String },
+    #[error("--node-cpus names node {0}, but the Grid has {1} node(s)")]
+    NodeCpusNode(u32, u32),
+    #[error("--node-cpus needs CPU cgroups (cgroup v2 at /sys/fs/cgroup, or the v1 cpu controller at /sys/fs/cgroup/cpu), and this machine has neither")]
+    NoCgroups,
+    #[error("`python3` not found; each node's load endpoint (grid/node-load.py) needs it: apt-get install -y python3")]
+    NoPython,
 }
 
 fn source_grid_dir() -> PathBuf {
@@ -124,7 +201,8 @@ fn resolve_jar(opts: &LocalGridOptions) -> PathBuf {
 }
 
 /// Fills the node template's placeholders the way `node-bootstrap.sh` does, `slots` being
-/// the node's slot report (`"viewerfleet:slots"` of its stereotype).
+/// the node's slot report (`"viewerfleet:slots"` of its stereotype) and `load_url` its load
+/// endpoint (`"viewerfleet:load"`, empty for none).
 pub fn render_node_toml(
     template: &str,
     file: &Path,
@@ -132,6 +210,7 @@ pub fn render_node_toml(
     max_sessions: u32,
     chrome_binary: &Path,
     slots: &NodeSlots,
+    load_url: &str,
 ) -> Result<String, LocalGridError> {
     // The stereotype is a TOML literal string: no single quote may appear in it.
     let report = serde_json::to_string(slots)
@@ -142,7 +221,8 @@ pub fn render_node_toml(
         .replace("@HUB_ADDR@", hub_addr)
         .replace("@MAX_SESSIONS@", &max_sessions.to_string())
         .replace("@CHROME_BINARY@", &chrome_binary.to_string_lossy())
-        .replace("@VIEWERFLEET_SLOTS@", &report);
+        .replace("@VIEWERFLEET_SLOTS@", &report)
+        .replace("@VIEWERFLEET_LOAD@", load_url);
     for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
         let mut rest = line;
         while let Some(start) = rest.find('@') {
@@ -227,15 +307,24 @@ struct GridFiles {
     hub_toml: PathBuf,
     node_toml: PathBuf,
     node_template: String,
+    /// Runs the nodes' load endpoints.
+    python: PathBuf,
 }
 
-/// Counts within bounds, no Grid already up, the host's tools, the jar, the configs, Java.
+/// Counts within bounds, no Grid already up, the host's tools, the jar, the configs, Java,
+/// Python, and cgroups where a node's CPU is limited.
 fn preflight(opts: &LocalGridOptions) -> anyhow::Result<GridFiles> {
     if !(1..=MAX_NODES).contains(&opts.nodes) {
         return Err(LocalGridError::Nodes(opts.nodes).into());
     }
     if !(1..=MAX_SLOTS).contains(&opts.slots) {
         return Err(LocalGridError::Slots(opts.slots).into());
+    }
+    if let Some(n) = opts.node_cpus.per_node.keys().find(|n| **n > opts.nodes) {
+        return Err(LocalGridError::NodeCpusNode(*n, opts.nodes).into());
+    }
+    if opts.node_cpus.any() && !cgroup::available() {
+        return Err(LocalGridError::NoCgroups.into());
     }
     if let Some(existing) = local_state::load(&opts.state_file)? {
         return Err(LocalGridError::AlreadyUp {
@@ -262,12 +351,18 @@ fn preflight(opts: &LocalGridOptions) -> anyhow::Result<GridFiles> {
     if which("java").is_none() {
         return Err(LocalGridError::NoJava.into());
     }
+    // Debian's Python where it is, as on the cloud nodes; else the first on PATH.
+    let python = Some(PathBuf::from("/usr/bin/python3"))
+        .filter(|p| p.is_file())
+        .or_else(|| which("python3"))
+        .ok_or(LocalGridError::NoPython)?;
     Ok(GridFiles {
         tools,
         jar,
         hub_toml,
         node_toml,
         node_template,
+        python,
     })
 }
 
@@ -332,6 +427,7 @@ async fn bring_up(
     } else {
         Vec::new()
     };
+    write_executable(&st.dir.join("node-load.py"), NODE_LOAD_SCRIPT)?;
     for n in 1..=opts.nodes {
         start_node(
             opts,
@@ -341,9 +437,20 @@ async fn bring_up(
             st,
             n,
             reports.get((n - 1) as usize),
-        )?;
+            cancel,
+        )
+        .await?;
     }
-    wait_ready(st, opts.nodes as usize, opts.ready_timeout, cancel).await
+    wait_ready(st, opts.nodes as usize, opts.ready_timeout, cancel).await?;
+    // Registered and idle: from here on, everything a node starts is in its cgroup.
+    for node in &st.nodes {
+        if let (Some(cgroup), Some(pid)) = (&node.cgroup, node.pgid) {
+            cgroup
+                .add_process(pid)
+                .with_context(|| format!("putting node {} into its cgroup", node.number))?;
+        }
+    }
+    Ok(())
 }
 
 /// The hub's process group, listening on loopback.
@@ -406,9 +513,10 @@ async fn make_slots(
     Ok(reports)
 }
 
-/// Node `n`: its folder, its browser binary (the slot wrapper, or Chromium itself without
-/// slots), its rendered node.toml, its process group.
-fn start_node(
+/// Node `n`: its folder, its cgroup, its load endpoint, its browser binary (the slot
+/// wrapper, or Chromium itself without slots), its rendered node.toml, its process group.
+#[allow(clippy::too_many_arguments)]
+async fn start_node(
     opts: &LocalGridOptions,
     files: &GridFiles,
     ports: &GridPorts,
@@ -416,9 +524,27 @@ fn start_node(
     st: &mut LocalGridState,
     n: u32,
     slots: Option<&NodeSlots>,
+    cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
     let node_dir = st.dir.join(format!("node-{n}"));
     std::fs::create_dir_all(&node_dir)?;
+    if slots.is_none() {
+        st.nodes.push(NodeState {
+            number: n,
+            ..Default::default()
+        });
+    }
+    let i = (n - 1) as usize;
+    st.nodes[i].cgroup = node_cgroup(st, n, opts.node_cpus.for_node(n))?;
+    local_state::save(&opts.state_file, st)?;
+    let mut load = spawn_load_endpoint(files, st.nodes[i].cgroup.as_ref(), &node_dir)?;
+    st.nodes[i].load_pid = load.id();
+    local_state::save(&opts.state_file, st)?;
+    st.nodes[i].load_url = tokio::select! {
+        url = load_endpoint_url(&mut load, &node_dir) => url?,
+        _ = cancel.cancelled() => anyhow::bail!("interrupted"),
+    };
+    local_state::save(&opts.state_file, st)?;
     let (wrapper, report) = match slots {
         Some(report) => {
             let namespaces: Vec<String> =
@@ -448,6 +574,7 @@ fn start_node(
         opts.slots,
         &wrapper,
         &report,
+        &st.nodes[i].load_url,
     )?;
     let rendered = node_dir.join("node.toml");
     std::fs::write(&rendered, toml)?;
@@ -468,17 +595,93 @@ fn start_node(
     .chain(ports.bus.iter().cloned())
     .collect();
     let pgid = spawn_java(&files.jar, &args, &node_dir.join("node.log"))?;
-    if slots.is_none() {
-        st.nodes.push(NodeState {
-            number: n,
-            ..Default::default()
-        });
-    }
-    let node = &mut st.nodes[(n - 1) as usize];
+    let node = &mut st.nodes[i];
     node.url = format!("http://127.0.0.1:{node_port}");
     node.pgid = Some(pgid);
     local_state::save(&opts.state_file, st)?;
     Ok(())
+}
+
+/// Node `n`'s CPU cgroup, `viewerfleet/<grid>/node-<n>`, with its quota. Without a quota a
+/// machine without cgroups runs the node without one (its load endpoint then reads the
+/// machine); with one it is an error.
+fn node_cgroup(
+    st: &LocalGridState,
+    n: u32,
+    cores: Option<f64>,
+) -> anyhow::Result<Option<CpuCgroup>> {
+    let rel = Path::new("viewerfleet")
+        .join(st.name_prefix.trim_end_matches('-'))
+        .join(format!("node-{n}"));
+    match CpuCgroup::create(&rel, cores) {
+        Ok(cgroup) => Ok(Some(cgroup)),
+        Err(err) if cores.is_none() => {
+            tracing::warn!("node {n} runs without a cgroup of its own ({err:#}); its load endpoint reports the whole machine");
+            Ok(None)
+        }
+        Err(err) => Err(err.context(format!(
+            "limiting node {n} to {} cores",
+            cores.unwrap_or_default()
+        ))),
+    }
+}
+
+/// Starts `node-load.py` for one node in its own process group, on a free loopback port,
+/// answering loopback clients only and reading the node's cgroup. Its URL is the first line
+/// of its output (`load_endpoint_url`).
+fn spawn_load_endpoint(
+    files: &GridFiles,
+    cgroup: Option<&CpuCgroup>,
+    node_dir: &Path,
+) -> anyhow::Result<tokio::process::Child> {
+    let log = node_dir.join("load.log");
+    let err = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let cgroup = cgroup.map_or_else(|| "none".into(), |c| c.dir().to_string_lossy().into_owned());
+    let mut cmd = std::process::Command::new(&files.python);
+    cmd.arg(node_dir.parent().unwrap_or(node_dir).join("node-load.py"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--allow",
+            "127.0.0.1,::1",
+            "--cgroup",
+        ])
+        .arg(cgroup)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(err);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    tokio::process::Command::from(cmd)
+        .spawn()
+        .context("starting the node's load endpoint (python3 grid/node-load.py)")
+}
+
+/// The URL a load endpoint printed once it listens (it prints nothing more on stdout).
+async fn load_endpoint_url(
+    child: &mut tokio::process::Child,
+    node_dir: &Path,
+) -> anyhow::Result<String> {
+    use tokio::io::AsyncBufReadExt;
+    let stdout = child.stdout.take().context("the load endpoint's output")?;
+    let mut line = String::new();
+    let read = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::io::BufReader::new(stdout).read_line(&mut line),
+    )
+    .await;
+    let url = line.trim();
+    if matches!(read, Ok(Ok(_))) && url.starts_with("http://") {
+        return Ok(url.to_string());
+    }
+    let log = node_dir.join("load.log");
+    anyhow::bail!(
+        "the node's load endpoint did not say where it listens within 30 s: {}",
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .last()
+            .unwrap_or("no output")
+    )
 }
 
 /// Stops a local Grid recorded in `state_file`: node and hub process groups, slots, files.
@@ -493,11 +696,21 @@ pub async fn down(state_file: &Path) -> anyhow::Result<bool> {
         if let Some(pgid) = node.pgid {
             process::terminate_group(pgid, GRID_GRACE).await;
         }
+        if let Some(pgid) = node.load_pid {
+            process::terminate_group(pgid, LOAD_GRACE).await;
+        }
     }
     if let Some(pgid) = st.hub_pgid {
         process::terminate_group(pgid, GRID_GRACE).await;
     }
     let mut errors = Vec::new();
+    for node in &st.nodes {
+        if let Some(cgroup) = &node.cgroup {
+            for err in cgroup.remove() {
+                errors.push(format!("cgroup of node {}: {err}", node.number));
+            }
+        }
+    }
     if !st.name_prefix.is_empty() {
         let tools = check_host(&SystemHostEnv)?;
         let net = SlotNetwork::new(&st.prefix, &st.name_prefix, tools.bash, None)?;
@@ -514,7 +727,7 @@ pub async fn down(state_file: &Path) -> anyhow::Result<bool> {
     }
     if !errors.is_empty() {
         anyhow::bail!(
-            "the local Grid's processes are stopped but some slots remain ({}); `viewerfleet gc --local` removes them",
+            "the local Grid's processes are stopped but some slots or cgroups remain ({}); `viewerfleet gc --local` removes them",
             errors.join("; ")
         );
     }
@@ -680,6 +893,7 @@ mod tests {
             3,
             Path::new("/x/chromium"),
             &slots,
+            "",
         )
         .unwrap();
         assert!(text.contains("max-sessions = 3"));
@@ -698,6 +912,7 @@ mod tests {
             1,
             Path::new("/c"),
             &NodeSlots::default(),
+            "",
         )
         .unwrap_err();
         assert!(err.to_string().contains("@NEW_THING@"), "{err}");
@@ -713,12 +928,38 @@ mod tests {
             2,
             Path::new("/x/slot-chromium.sh"),
             &NodeSlots::default(),
+            "http://127.0.0.1:40001/metrics",
         )
         .unwrap();
         assert!(
             text.contains("\"viewerfleet:slots\": {\"count\":0"),
             "{text}"
         );
+        // The stereotype stays JSON and names the load endpoint.
+        let line = text.lines().find(|l| l.starts_with("stereotype")).unwrap();
+        let json = line.split_once(" = '").unwrap().1.trim_end_matches('\'');
+        let value: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            value[crate::grid::LOAD_CAPABILITY],
+            "http://127.0.0.1:40001/metrics"
+        );
+    }
+
+    #[test]
+    fn node_cpus_are_read_for_all_nodes_and_per_node() {
+        let parse =
+            |v: &[&str]| NodeCpus::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let cpus = parse(&["1.5", "0.25@2"]).unwrap();
+        assert_eq!(
+            (cpus.for_node(1), cpus.for_node(2), cpus.for_node(3)),
+            (Some(1.5), Some(0.25), Some(1.5))
+        );
+        assert_eq!(parse(&["0.5@1"]).unwrap().for_node(2), None);
+        assert_eq!(parse(&[]).unwrap(), NodeCpus::default());
+        for bad in ["x", "0", "-1", "0.25@", "0.25@0", "0.25@two", "0.001"] {
+            let err = parse(&[bad]).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("--node-cpus {bad}: ")), "{err}");
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The state file of a local Grid: everything `grid down` and `gc` need to find and release
-//! it (process groups, slot ranges, files), written before anything is started and updated
-//! as parts come up, so even a crash half-way leaves a complete record.
+//! it (process groups, slot ranges, cgroups, load endpoints, files), written before anything
+//! is started and updated as parts come up, so even a crash half-way leaves a complete
+//! record.
 
+use crate::sys::cgroup::CpuCgroup;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -42,6 +44,16 @@ pub struct NodeState {
     pub slots: u32,
     /// Whether the slots were brought up (so `down` knows to remove them).
     pub slots_up: bool,
+    /// The node's CPU cgroup (its Java process, ChromeDriver and browsers), with its quota
+    /// if it has one; made before the node starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CpuCgroup>,
+    /// The node's load endpoint (`grid/node-load.py`): its process (leading its own group)
+    /// and URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub load_url: String,
 }
 
 impl LocalGridState {

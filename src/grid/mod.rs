@@ -1,7 +1,9 @@
 //! Selenium Grid 4, as the fleets see it: the hub's `/status` (nodes, slots, sessions),
-//! placing new sessions on nodes with few `/status` requests, and a real Grid on this
-//! machine (`local`: hub and nodes from the npm-shipped jar, browsers in viewer slots).
+//! placing new sessions on nodes with few `/status` requests, a real Grid on this
+//! machine (`local`: hub and nodes from the npm-shipped jar, browsers in viewer slots), and
+//! the nodes' load endpoints (`load`).
 
+pub mod load;
 pub mod local;
 pub mod local_state;
 pub mod placement;
@@ -43,6 +45,10 @@ pub struct GridSlotStatus {
 /// The stereotype capability in which nodes set up by this project's `grid/` files (cloud
 /// bootstrap, Terraform, `grid up --local`) say what their viewer slots are.
 pub const SLOTS_CAPABILITY: &str = "viewerfleet:slots";
+
+/// The stereotype capability in which those nodes name their load endpoint
+/// (`grid/node-load.py`): `"http://…/metrics"`, or `""` when they serve none.
+pub const LOAD_CAPABILITY: &str = "viewerfleet:load";
 
 /// What one node reports about its viewer slots (`"viewerfleet:slots"` of its stereotype).
 /// Written by `grid/node-bootstrap.sh` from the slots as `viewer-slots.sh` applied them, or
@@ -132,6 +138,15 @@ impl GridNodeStatus {
             }),
         )
     }
+
+    /// The node's load endpoint, if its stereotype names one (an `http(s)://` URL).
+    pub fn load_url(&self) -> Option<String> {
+        self.slots
+            .iter()
+            .find_map(|s| s.stereotype.get(LOAD_CAPABILITY)?.as_str())
+            .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+            .map(str::to_string)
+    }
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -177,6 +192,19 @@ impl GridStatus {
         self.nodes
             .iter()
             .map(|n| (n.uri.clone(), n.viewer_slots()))
+            .collect()
+    }
+
+    /// The load endpoints the nodes name in their stereotypes, by node URI.
+    pub fn load_endpoints(&self) -> Vec<load::LoadEndpoint> {
+        self.nodes
+            .iter()
+            .filter_map(|n| {
+                Some(load::LoadEndpoint {
+                    node: n.uri.clone(),
+                    url: n.load_url()?,
+                })
+            })
             .collect()
     }
 

@@ -4,8 +4,8 @@
 
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// Viewer states as exported (`viewerfleet_viewers{state=…}`).
@@ -46,6 +46,7 @@ pub struct ControllerMetrics {
     pub fleet_nodes: IntGaugeVec,
     pub run_elapsed_seconds: Gauge,
     pub host_cpu_busy_ratio: Gauge,
+    pub node_cpu_busy_ratio: GaugeVec,
     pub target_cpu_seconds: Gauge,
     pub target_resident_memory_bytes: Gauge,
 }
@@ -87,6 +88,10 @@ impl Registrar {
 
     fn int_gauge_vec(&self, name: &str, help: &str, label: &str) -> IntGaugeVec {
         self.add(IntGaugeVec::new(Opts::new(name, help), &[label]))
+    }
+
+    fn gauge_vec(&self, name: &str, help: &str, label: &str) -> GaugeVec {
+        self.add(GaugeVec::new(Opts::new(name, help), &[label]))
     }
 }
 
@@ -164,6 +169,11 @@ impl ControllerMetrics {
             host_cpu_busy_ratio: r.gauge(
                 "viewerfleet_host_cpu_busy_ratio",
                 "Busy share of all cores of the load generator, 0 to 1.",
+            ),
+            node_cpu_busy_ratio: r.gauge_vec(
+                "viewerfleet_node_cpu_busy_ratio",
+                "Busy share of what a viewer node's browsers may use (its CPU quota, else its cores), 0 to 1, from its load endpoint.",
+                "node",
             ),
             target_cpu_seconds: r.gauge(
                 "viewerfleet_target_cpu_seconds",

@@ -1,7 +1,8 @@
 //! The operating system as every layer needs it, one place each: the stop signal
 //! (Ctrl-C/SIGTERM), child processes that end with the controller and are terminated the
-//! same way everywhere, and facts about this host and its processes.
+//! same way everywhere, facts about this host and its processes, and CPU cgroups.
 
+pub mod cgroup;
 pub mod hostinfo;
 pub mod net;
 pub mod process;

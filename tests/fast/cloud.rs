@@ -166,6 +166,7 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
             "node user data names the hub"
         );
         assert!(ud.contains("MAX_SESSIONS=4"));
+        assert!(ud.contains("CONTROLLER_IPS=198.51.100.7/32\n") && ud.contains("LOAD_PORT=9465\n"));
         assert!(
             ud.contains("SLOT_DOWN_KBIT=2000")
                 && ud.contains("SLOT_UP_KBIT=300")
@@ -211,6 +212,11 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
     assert_eq!(
         rule(&node_fw["rules"], "22")["source_ips"],
         json!(["198.51.100.7/32"])
+    );
+    assert_eq!(
+        rule(&node_fw["rules"], "9465")["source_ips"],
+        json!(["198.51.100.7/32"]),
+        "the nodes' load endpoints answer the controller only"
     );
     let set = fake
         .state
@@ -1307,6 +1313,7 @@ fn cloud_init_user_data_validates_with_cloud_init_schema() {
                     up_kbit: Some(300),
                     delay_ms: Some(500),
                 },
+                controller_ips: vec!["198.51.100.7/32".into()],
             },
         ),
     ];
@@ -1452,6 +1459,15 @@ mod terraform {
             "{node_rules:?}"
         );
         assert!(node_rules.contains(&("\"22\"".into(), "var.controller_ips".into())));
+        assert!(
+            node_rules.contains(&("\"9465\"".into(), "var.controller_ips".into())),
+            "the load endpoint answers the controller only: {node_rules:?}"
+        );
+        assert!(
+            main.to_string()
+                .contains("\"CONTROLLER_IPS=${join(\",\", var.controller_ips)}\""),
+            "node.env names the load endpoint's clients"
+        );
         let hub_rules = rules(resource(&main, "hcloud_firewall", "hub"));
         assert!(
             hub_rules.contains(&("\"4444\"".into(), "var.controller_ips".into())),
@@ -1476,6 +1492,7 @@ mod terraform {
             "node.toml",
             "slot-chromium.sh",
             "viewerfleet-slots.service",
+            "node-load.py",
         ] {
             assert!(
                 main.to_string().contains(&format!("${{local.grid}}/{f}")),

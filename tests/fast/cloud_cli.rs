@@ -298,6 +298,25 @@ async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server()
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("manifest.json")).unwrap())
             .unwrap();
     assert_eq!(manifest["fleet"]["kind"], "hcloud");
+    // The nodes name their load endpoints; nothing serves them here: every read is recorded
+    // as failed, with the reason, and the run went on.
+    let loads: Vec<serde_json::Value> =
+        std::fs::read_to_string(out_dir.join("raw/node_samples.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let mut sampled: Vec<&str> = loads.iter().map(|s| s["node"].as_str().unwrap()).collect();
+    sampled.sort();
+    sampled.dedup();
+    assert_eq!(sampled, nodes, "every node's load was read");
+    for sample in &loads {
+        assert_eq!(sample["ok"], false, "{sample}");
+        assert!(
+            sample["error"].as_str().unwrap().contains(":9465/metrics"),
+            "{sample}"
+        );
+    }
 
     // Every session and every server released; the heartbeat kept beating meanwhile.
     assert_eq!(sessions.sessions_created.load(Relaxed), 6);

@@ -16,6 +16,7 @@ mod engine;
 mod fuzz;
 mod layers;
 mod netns_preflight;
+mod node_load;
 mod refsite_cli;
 mod refsite_http;
 mod report_fixtures;

@@ -55,6 +55,7 @@ async fn grid_configs_register_a_node_over_ipv6_and_serve_a_chromium_session() {
         .replace("@MAX_SESSIONS@", "2")
         .replace("@CHROME_BINARY@", "/usr/lib/chromium/chromium")
         .replace("@VIEWERFLEET_SLOTS@", SLOTS)
+        .replace("@VIEWERFLEET_LOAD@", "http://[::1]:9465/metrics")
         .replace("port = 5555", &format!("port = {node_port}"));
     assert!(!node.contains('@'), "every placeholder filled: {node}");
     std::fs::write(dir.path().join("hub.toml"), hub).unwrap();
@@ -114,6 +115,13 @@ async fn grid_configs_register_a_node_over_ipv6_and_serve_a_chromium_session() {
         ),
         (2, 2000, 300, "2001:db8:c17:0:1::/80"),
         "{status}"
+    );
+    // So does its load endpoint.
+    let load = parsed.load_endpoints();
+    assert_eq!(load.len(), 1, "{status}");
+    assert_eq!(
+        (load[0].node.as_str(), load[0].url.as_str()),
+        (uri.as_str(), "http://[::1]:9465/metrics")
     );
 
     let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",

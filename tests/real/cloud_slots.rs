@@ -17,7 +17,8 @@
 //! The node is provisioned as cloud-init does (grid/ files into /usr/local/lib/viewerfleet,
 //! node.env as `cloud::cloudinit` writes it), then the test runs the bootstrap's slot part
 //! (`node-bootstrap.sh slots-up`, what viewerfleet-slots.service runs at boot) and its
-//! `grid-config` (what the Grid runs before it starts), and starts 3 real Chromiums at once
+//! `grid-config` (what the Grid runs before it starts), its load endpoint (`load-serve`,
+//! which the remote may read and a slot may not), and starts 3 real Chromiums at once
 //! through the node's wrapper `slot-chromium.sh`. From the remote's log: each browser came
 //! from its own address of the slots' /80, downloaded at its slot's 2000 kbit/s and
 //! uploaded at its 300 kbit/s, reached an IPv4-only name through NAT44, and resolved names
@@ -132,7 +133,7 @@ node_boot() {
 node_provision() {
   set -e
   on_node mkdir -p /usr/local/lib/viewerfleet /etc/viewerfleet /etc/systemd/system
-  for f in node-bootstrap.sh viewer-slots.sh slot-chromium.sh; do
+  for f in node-bootstrap.sh viewer-slots.sh slot-chromium.sh node-load.py; do
     on_node install -m 0755 "$GRID/$f" "/usr/local/lib/viewerfleet/$f"
   done
   for f in node.toml viewerfleet-slots.service; do
@@ -531,9 +532,10 @@ fn serve_dns(
 }
 
 fn node_env(down: u32, up: u32) -> String {
-    // What src/cloud/cloudinit.rs writes for a node (3 sessions), with the real browser.
+    // What src/cloud/cloudinit.rs writes for a node (3 sessions), with the real browser;
+    // the remote stands in for the controller.
     format!(
-        "ROLE=node\nSELENIUM_NPM_PACKAGE=@nightwatch/selenium-server@4.20.0\nSELENIUM_JAR=selenium-server-4.20.0.jar\nCHROME_BINARY={CHROMIUM}\nHUB_ADDR=[{REMOTE6}]\nMAX_SESSIONS=3\nSLOT_DOWN_KBIT={down}\nSLOT_UP_KBIT={up}\n"
+        "ROLE=node\nSELENIUM_NPM_PACKAGE=@nightwatch/selenium-server@4.20.0\nSELENIUM_JAR=selenium-server-4.20.0.jar\nCHROME_BINARY={CHROMIUM}\nHUB_ADDR=[{REMOTE6}]\nMAX_SESSIONS=3\nCONTROLLER_IPS={REMOTE6}/128\nLOAD_PORT=9465\nSLOT_DOWN_KBIT={down}\nSLOT_UP_KBIT={up}\n"
     )
 }
 
@@ -573,8 +575,8 @@ fn can_run() -> bool {
     true
 }
 
-/// The node's grid.toml stereotype: its binary and its slot report.
-fn stereotype(grid_toml: &str) -> (String, NodeSlots) {
+/// The node's grid.toml stereotype as JSON.
+fn stereotype_json(grid_toml: &str) -> serde_json::Value {
     let line = grid_toml
         .lines()
         .find(|l| l.starts_with("stereotype = '"))
@@ -582,10 +584,14 @@ fn stereotype(grid_toml: &str) -> (String, NodeSlots) {
     let json = line
         .trim_start_matches("stereotype = '")
         .trim_end_matches('\'');
-    let value: serde_json::Value = serde_json::from_str(json)
-        .unwrap_or_else(|e| panic!("stereotype is not JSON ({e}): {json}"));
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("stereotype is not JSON ({e}): {json}"))
+}
+
+/// The node's grid.toml stereotype: its binary and its slot report.
+fn stereotype(grid_toml: &str) -> (String, NodeSlots) {
+    let value = stereotype_json(grid_toml);
     let report = serde_json::from_value(value["viewerfleet:slots"].clone())
-        .unwrap_or_else(|e| panic!("no slot report ({e}): {json}"));
+        .unwrap_or_else(|e| panic!("no slot report ({e}): {value}"));
     (
         value["goog:chromeOptions"]["binary"]
             .as_str()
@@ -662,6 +668,43 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
         "{report:?}"
     );
     assert!(report.rate_shaped());
+
+    // The load endpoint, as viewerfleet-load.service runs it: named in the stereotype,
+    // served on the node's address to the controller (here the remote) only.
+    let grid_toml = emu.node_ok(&["cat", "/etc/viewerfleet/grid.toml"]);
+    let load = format!("http://[{NODE_ADDR}]:9465/metrics");
+    assert_eq!(
+        stereotype_json(&grid_toml)["viewerfleet:load"],
+        load.as_str()
+    );
+    emu.node_ok(&[
+        "sh",
+        "-c",
+        &format!("{LIB}/node-bootstrap.sh load-serve >/var/log/vf-load.log 2>&1 &"),
+    ]);
+    let fetch = |ns: &str| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "python3", "-c"])
+            .arg("import sys, urllib.request\ntry:\n print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())\nexcept Exception as e:\n print(e)")
+            .arg(&load)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mut text = String::new();
+    wait_until("the load endpoint answers", Duration::from_secs(15), || {
+        text = fetch(&emu.ns("remote"));
+        text.contains("viewerfleet_node_cpus ")
+    });
+    assert!(
+        text.contains("viewerfleet_node_browser_processes "),
+        "{text}"
+    );
+    let refused = emu.get_in_slot("vf-0", &load);
+    assert!(
+        refused.contains("403"),
+        "a viewer slot is refused: {refused}"
+    );
 
     // Layout: the slots' /80 on the bridge, one route for the /64, the node's own traffic
     // still from its own address.

@@ -22,5 +22,6 @@ mod per_browser;
 mod refsite_browsers;
 mod report_html_chromium;
 mod run_local;
+mod starved_node;
 mod throttle_modes;
 mod viewer_local;

@@ -23,11 +23,24 @@ pub struct GridGuard {
 
 impl GridGuard {
     pub async fn up(name: &str, nodes: u32, slots: u32, in_namespaces: bool) -> Self {
+        Self::up_with(name, nodes, slots, |opts| {
+            opts.slots_as_namespaces = in_namespaces
+        })
+        .await
+    }
+
+    /// As `up`, with the options changed by `adjust` (e.g. nodes' CPU quotas).
+    pub async fn up_with(
+        name: &str,
+        nodes: u32,
+        slots: u32,
+        adjust: impl FnOnce(&mut LocalGridOptions),
+    ) -> Self {
         let state_file = Path::new(local_state::DEFAULT_STATE_DIR)
             .join(format!("test-{name}-{}.json", std::process::id()));
         let mut opts = LocalGridOptions::new(nodes, slots, state_file.clone());
         opts.config_dir = Some(config_dir());
-        opts.slots_as_namespaces = in_namespaces;
+        adjust(&mut opts);
         let cancel = tokio_util::sync::CancellationToken::new();
         let state = local::up(&opts, &cancel)
             .await
@@ -57,13 +70,19 @@ impl Drop for GridGuard {
     }
 }
 
-/// No process group, namespace, link or folder of the Grid is left.
+/// No process group, namespace, link, cgroup, load endpoint or folder of the Grid is left.
 pub fn assert_released(st: &LocalGridState) {
     let pids: Vec<u32> = st
         .hub_pgid
         .into_iter()
         .chain(st.nodes.iter().filter_map(|n| n.pgid))
+        .chain(st.nodes.iter().filter_map(|n| n.load_pid))
         .collect();
+    for cgroup in st.nodes.iter().filter_map(|n| n.cgroup.as_ref()) {
+        assert!(!cgroup.exists(), "cgroup {} left", cgroup.dir().display());
+        let grid_dir = cgroup.dir().parent().unwrap().to_path_buf();
+        assert!(!grid_dir.exists(), "cgroup {} left", grid_dir.display());
+    }
     for pid in pids {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let running = stat

@@ -59,8 +59,12 @@ fn env_value(user_data: &str, name: &str) -> Option<String> {
 }
 
 /// The stereotype line of the node's `node.toml`, placeholders filled from `node.env`, as
-/// node-bootstrap.sh fills them.
-fn stereotype(user_data: &str) -> Value {
+/// node-bootstrap.sh fills them. Its load endpoint is where the node would serve it,
+/// `http://[host]:LOAD_PORT/metrics` (nothing serves it here), named also when `node.toml`
+/// cannot be read (viewerfleet sends it compressed) and `node.env` has a `LOAD_PORT`.
+fn stereotype(user_data: &str, host: &str) -> Value {
+    let load =
+        env_value(user_data, "LOAD_PORT").map(|port| format!("http://[{host}]:{port}/metrics"));
     let text = user_data
         .lines()
         .find_map(|l| l.trim().strip_prefix("stereotype = '"))
@@ -72,10 +76,18 @@ fn stereotype(user_data: &str) -> Value {
             break;
         };
         let name = filled[start + 1..start + 1 + len].to_string();
-        let value = env_value(user_data, &name).unwrap_or_default();
+        let value = match name.as_str() {
+            "VIEWERFLEET_LOAD" => load.clone().unwrap_or_default(),
+            _ => env_value(user_data, &name).unwrap_or_default(),
+        };
         filled.replace_range(start..start + len + 2, &value);
     }
-    serde_json::from_str(&filled).unwrap_or_else(|_| json!({"browserName": "chrome"}))
+    let mut value: Value =
+        serde_json::from_str(&filled).unwrap_or_else(|_| json!({"browserName": "chrome"}));
+    if let (Some(load), Some(map)) = (load, value.as_object_mut()) {
+        map.entry("viewerfleet:load").or_insert(json!(load));
+    }
+    value
 }
 
 /// Booted node servers, in id order.
@@ -101,7 +113,7 @@ fn node(s: &Stored) -> Option<Node> {
         max_sessions: env_value(&s.user_data, "MAX_SESSIONS")
             .and_then(|v| v.parse().ok())
             .unwrap_or(1),
-        stereotype: stereotype(&s.user_data),
+        stereotype: stereotype(&s.user_data, &host),
     })
 }
 
@@ -305,10 +317,26 @@ mod tests {
     fn stereotype_comes_from_the_node_toml_in_the_user_data() {
         let user_data = "write_files:\n- content: |\n    ROLE=node\n    CHROME_BINARY=/usr/lib/chromium/chromium\n    MAX_SESSIONS=16\n- content: |\n    stereotype = '{\"browserName\": \"chrome\", \"goog:chromeOptions\": {\"binary\": \"@CHROME_BINARY@\"}}'\n";
         assert_eq!(
-            stereotype(user_data),
+            stereotype(user_data, "2001:db8::1"),
             json!({"browserName": "chrome", "goog:chromeOptions": {"binary": "/usr/lib/chromium/chromium"}})
         );
         assert_eq!(env_value(user_data, "MAX_SESSIONS").as_deref(), Some("16"));
-        assert_eq!(stereotype("nothing"), json!({"browserName": "chrome"}));
+        assert_eq!(
+            stereotype("nothing", "2001:db8::1"),
+            json!({"browserName": "chrome"})
+        );
+    }
+
+    #[test]
+    fn a_node_with_a_load_port_names_its_load_endpoint() {
+        let with_toml = "    LOAD_PORT=9465\n    stereotype = '{\"browserName\": \"chrome\", \"viewerfleet:load\": \"@VIEWERFLEET_LOAD@\"}'\n";
+        let compressed = "    LOAD_PORT=9465\n";
+        for user_data in [with_toml, compressed] {
+            assert_eq!(
+                stereotype(user_data, "2001:db8::1")["viewerfleet:load"],
+                "http://[2001:db8::1]:9465/metrics",
+                "{user_data}"
+            );
+        }
     }
 }
