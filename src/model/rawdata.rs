@@ -305,7 +305,9 @@ pub struct NodeSample {
     /// the machine's cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<f64>,
-    /// Busy share of those cores, 0..=1 (can pass 1 briefly under a quota's bursts).
+    /// Busy share of those cores, 0..=1 (can pass 1 briefly under a quota's bursts): of the
+    /// machine's cores, steal included (time the node wanted and did not get); of a
+    /// cgroup's quota, what its processes used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_busy: Option<f64>,
     /// Share of the machine's cores taken by the hypervisor for other guests, 0..=1.

@@ -143,7 +143,7 @@ pub fn host_machine(run: &RunData, steady: Steady, sampling_s: f64) -> Option<Ma
 }
 
 /// Each sampled node's CPU against the machine rule, by name. A node's busy share is of
-/// its CPU allowance and does not hold steal (a cgroup's usage never does): steal is added.
+/// its CPU allowance: the machine's cores with steal in it, or its cgroup's quota.
 fn node_machines(run: &RunData, steady: Steady, sampling_s: f64) -> BTreeMap<String, Machine> {
     let mut by_node: BTreeMap<&str, Vec<&crate::model::rawdata::NodeSample>> = BTreeMap::new();
     for s in &run.node_samples {
@@ -162,7 +162,7 @@ fn node_machines(run: &RunData, steady: Steady, sampling_s: f64) -> BTreeMap<Str
             .iter()
             .map(|s| {
                 let steal = finite(s.cpu_steal);
-                let busy = finite(s.cpu_busy).map(|b| b + steal.unwrap_or(0.0));
+                let busy = finite(s.cpu_busy);
                 let throttled = finite(s.cpu_throttled);
                 let interval = CpuInterval {
                     from: prev,
@@ -395,7 +395,8 @@ pub fn rules() -> Vec<String> {
     vec![
         format!(
             "A machine's sample is hot when its CPU is above {:.0}% busy (steal counted as \
-             busy; a node's busy share is of its CPU allowance, plus steal) or, for a node, \
+             busy; a node's busy share is of its CPU allowance: its machine's cores, or its \
+             cgroup's quota) or, for a node, \
              when more than {:.0}% of its cgroup's scheduling periods hit the CPU quota. A \
              machine is saturated when hot for more than {:.0}% of its sampled time or more \
              than {:.0}% of the steady window; only the steady window judges its viewers.",
@@ -1252,7 +1253,8 @@ mod tests {
         }
         let h = analyse_crafted(&c).headroom;
         let node = &h.nodes[0];
-        assert!(node.saturated_in_steady && close(Some(node.max_busy), 0.68));
+        // Busy as sampled: steal is already in a machine's busy share.
+        assert!(node.saturated_in_steady && close(Some(node.max_busy), 0.6));
         assert!(close(node.mean_throttled, 0.4));
         assert_eq!(h.verdict, HeadroomVerdict::NotAFinding);
         assert_eq!(h.warnings.len(), 1);
