@@ -9,10 +9,10 @@
 //! from `cost` (host samples here; node samples for browsers elsewhere) and are divided by
 //! the viewers that played.
 
-use super::cost::{self, Window};
 use super::measure::{BytesBasis, ProfileFigures, TimePoint, OVER_TIME_STEP_S};
 use super::profiles::BrowserProfile;
 use crate::model::rawdata::{SegmentCounts, ViewerEventKind, ViewerSample};
+use crate::report::cost::{self, Window};
 use crate::report::RunData;
 use std::collections::{BTreeMap, BTreeSet};
 

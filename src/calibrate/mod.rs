@@ -15,7 +15,6 @@
 //! (`budget`).
 
 mod budget;
-pub mod cost;
 pub mod fidelity;
 pub mod from_run;
 mod measure;

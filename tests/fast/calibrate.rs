@@ -4,12 +4,12 @@
 //! browsers' cost for each kind of fleet.
 
 use std::path::Path;
-use viewerfleet::calibrate::cost::{self, CostSource, Window};
 use viewerfleet::calibrate::{from_run, BrowserProfile, BytesBasis};
 use viewerfleet::model::rawdata::{
     self, HostSample, JsonlWriter, Manifest, NodeSample, PlanSummary, RunEvent, RunEventKind,
     SegmentCounts, ViewerEvent, ViewerEventKind, ViewerSample,
 };
+use viewerfleet::report::cost::{self, CostSource, Window};
 use viewerfleet::report::RunData;
 
 const INTERVAL: f64 = 2.0;

@@ -6,8 +6,8 @@
 //! are measured by the viewer nodes' load endpoints (node samples), which see a whole node:
 //! its Grid node process and drivers count with the browsers.
 
+use super::load::RunData;
 use crate::model::rawdata::{HostSample, NodeSample, RunEventKind};
-use crate::report::RunData;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
