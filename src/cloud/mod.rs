@@ -19,6 +19,7 @@
 //! the engine uses is `fleet::hcloud`; the fake API for tests is in the test kit (`kit/`).
 
 pub mod api;
+pub mod canary;
 pub mod cloudinit;
 pub mod gc;
 pub mod guard;

@@ -3,6 +3,7 @@
 //! releases everything on every exit path (success, error, Ctrl-C, SIGTERM).
 
 mod browsers;
+pub mod canary;
 mod governor;
 mod manifest;
 mod node_sampler;
