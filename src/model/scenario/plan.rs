@@ -126,9 +126,16 @@ impl Plan {
             RunClock::FromStart => "",
             RunClock::FromEveryFirstFrame { .. } => " (timeline from every viewer's first frame)",
         };
+        let viewers = match self.auto {
+            Some(auto) => format!(
+                "as many viewers as the host carries below {:.0}% busy (at most {})",
+                auto.cpu_below * 100.0,
+                self.viewers
+            ),
+            None => format!("{} viewers", self.viewers),
+        };
         format!(
-            "{} viewers{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}{clock}, fleet {}",
-            self.viewers,
+            "{viewers}{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}{clock}, fleet {}",
             (self.p2p_off_share * 100.0).round(),
             self.target.kind,
             self.target.video,
@@ -293,6 +300,11 @@ fn viewer_count(
     let auto = overrides.viewers.is_none()
         && (overrides.auto_viewers || spec.count == ViewerCountSpec::Auto);
     if !auto {
+        let count = match (overrides.viewers, spec.count) {
+            (Some(n), _) | (None, ViewerCountSpec::Count(n)) => n,
+            (None, ViewerCountSpec::Auto) => unreachable!("auto handled above"),
+        };
+        let count = checked_count(check, "viewers.count", count)?;
         if overrides.auto_max.is_some() {
             return Err(check.err(
                 "--max-viewers",
@@ -306,11 +318,7 @@ fn viewer_count(
                 "only applies with `count: auto` (or `--viewers auto`): remove it or write `count: auto`".into(),
             ));
         }
-        let count = match (overrides.viewers, spec.count) {
-            (Some(n), _) | (None, ViewerCountSpec::Count(n)) => n,
-            (None, ViewerCountSpec::Auto) => unreachable!("auto handled above"),
-        };
-        return Ok((checked_count(check, "viewers.count", count)?, None));
+        return Ok((count, None));
     }
     let limits = spec.auto.unwrap_or(super::spec::AutoSpec {
         max: None,
