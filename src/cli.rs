@@ -193,7 +193,8 @@ pub struct RefsiteArgs {
     /// Cache folder for generated media [default: $XDG_CACHE_HOME/viewerfleet/media].
     #[arg(long)]
     pub media: Option<PathBuf>,
-    /// Front-end folder holding the player page and its node_modules [default: web/ of the source tree].
+    /// Front-end folder holding the player page and its node_modules [default: the copy
+    /// built into this binary, else web/ of the source tree].
     #[arg(long, env = "VIEWERFLEET_WEB")]
     pub web: Option<PathBuf>,
     /// Interval between the players' playback-metrics POSTs (PeerTube's default: 15s).
@@ -312,7 +313,7 @@ pub struct UpArgs {
     /// Write the fleet's inventory (run id, hub URL, nodes) as JSON here [default: stdout].
     #[arg(long)]
     pub inventory: Option<PathBuf>,
-    /// The viewer-slot script to install on the nodes [default: grid/viewer-slots.sh if present].
+    /// The viewer-slot script to install on the nodes [default: the one built into this binary].
     #[arg(long)]
     pub viewer_slots: Option<PathBuf>,
     /// Override the scenario's viewer count (sizes the fleet).

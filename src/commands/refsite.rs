@@ -2,7 +2,7 @@
 
 use crate::cli::RefsiteArgs;
 use crate::refsite::{
-    default_media_dir, default_web_dir, media, parse_duration, start, RefsiteConfig, RefsiteError,
+    default_media_dir, media, parse_duration, start, RefsiteConfig, RefsiteError, WebFiles,
 };
 use anyhow::Context;
 use std::process::ExitCode;
@@ -12,9 +12,11 @@ use tokio_util::sync::CancellationToken;
 
 /// Turns the command-line arguments into a validated configuration.
 pub fn config_from_args(args: &RefsiteArgs) -> Result<RefsiteConfig, RefsiteError> {
-    let mut config = RefsiteConfig::new(
+    let mut config = RefsiteConfig::with_web(
         args.media.clone().unwrap_or_else(default_media_dir),
-        args.web.clone().unwrap_or_else(default_web_dir),
+        args.web
+            .clone()
+            .map_or_else(WebFiles::built_in, WebFiles::Dir),
     );
     config.listen = args.listen;
     config.metrics_interval = parse_duration("metrics-interval", &args.metrics_interval)?;

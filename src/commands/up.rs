@@ -23,7 +23,8 @@ fn viewer_slots_script(args: &UpArgs) -> anyhow::Result<Option<String>> {
             })?;
             Ok(Some(text))
         }
-        None => Ok(std::fs::read_to_string("grid/viewer-slots.sh").ok()),
+        // The script built into this binary: the one its netns fleet and local Grid run.
+        None => Ok(Some(crate::netns::slots::SLOT_SCRIPT.to_string())),
     }
 }
 
@@ -58,9 +59,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             .map(|_| std::time::Duration::from_millis(500)),
         hub_url,
     };
-    if opts.viewer_slots_script.is_none() {
-        tracing::warn!("no grid/viewer-slots.sh (or --viewer-slots): viewers will share each node's address, without tc shaping");
-    }
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
     // A target that does not answer costs no server.

@@ -17,6 +17,9 @@ mod routes;
 mod serve;
 mod stats;
 mod tracker;
+pub mod web;
+
+pub use web::WebFiles;
 
 use crate::model::kinds::VideoKind;
 use serde::Serialize;
@@ -44,8 +47,8 @@ pub struct RefsiteConfig {
     pub listen: SocketAddr,
     /// Cache folder for generated media.
     pub media_dir: PathBuf,
-    /// Front-end folder (`embed.html`, `player.js`, `node_modules/`).
-    pub web_dir: PathBuf,
+    /// The player page's files (built in, or a `web/` folder).
+    pub web: WebFiles,
     /// Interval of the players' playback-metrics POSTs.
     pub metrics_interval: Duration,
     /// Serve the VOD video.
@@ -60,11 +63,17 @@ pub struct RefsiteConfig {
 
 impl RefsiteConfig {
     /// Defaults: loopback port 0, both videos, 2 min VOD, 15 s metrics interval.
+    /// `web_dir`: the front-end folder (`embed.html`, `player.js`, `node_modules/`).
     pub fn new(media_dir: PathBuf, web_dir: PathBuf) -> Self {
+        Self::with_web(media_dir, WebFiles::Dir(web_dir))
+    }
+
+    /// The same with the player page's files from wherever `web` says.
+    pub fn with_web(media_dir: PathBuf, web: WebFiles) -> Self {
         Self {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             media_dir,
-            web_dir,
+            web,
             metrics_interval: Duration::from_secs(15),
             vod: true,
             live: true,
@@ -177,21 +186,6 @@ impl Drop for RefsiteHandle {
     }
 }
 
-/// Checks the front-end folder before anything is started.
-fn check_web(web: &Path) -> Result<(), RefsiteError> {
-    let needed = [
-        web.join("embed.html"),
-        web.join("player.js"),
-        web.join("node_modules/hls.js/dist/hls.mjs"),
-        web.join("node_modules/p2p-media-loader-core/dist/p2p-media-loader-core.es.js"),
-        web.join("node_modules/p2p-media-loader-hlsjs/dist/p2p-media-loader-hlsjs.es.js"),
-    ];
-    match needed.into_iter().find(|p| !p.is_file()) {
-        Some(missing) => Err(RefsiteError::WebDeps(missing)),
-        None => Ok(()),
-    }
-}
-
 /// URL host for a bound address (wildcards become loopback).
 fn base_url(addr: SocketAddr) -> String {
     let ip = match addr.ip() {
@@ -227,7 +221,7 @@ pub async fn start(
     if !config.vod && !config.live {
         return Err(RefsiteError::NoVideo);
     }
-    check_web(&config.web_dir)?;
+    config.web.check()?;
     media::check_ffmpeg()?;
     let cancel = cancel.child_token();
     // Listening first: a taken port fails before any media is made.
@@ -275,7 +269,7 @@ pub async fn start(
         stats: stats.clone(),
         tracker: tracker.clone(),
         videos: Arc::new(videos),
-        web_dir: config.web_dir.clone(),
+        web: config.web.clone(),
         metrics_interval: config.metrics_interval,
         cancel: cancel.clone(),
     };
@@ -399,7 +393,8 @@ pub fn default_media_dir() -> PathBuf {
     base.join("viewerfleet/media")
 }
 
-/// The source tree's `web/` folder (used when neither --web nor VIEWERFLEET_WEB is given).
+/// The source tree's `web/` folder (used when neither --web nor VIEWERFLEET_WEB is given
+/// and the binary carries no front-end of its own).
 pub fn default_web_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/web"))
 }

@@ -4,7 +4,6 @@
 
 use super::media::FPS;
 use super::{Video, VideoKind};
-use std::path::Path;
 use std::time::Duration;
 
 /// The npm packages whose `dist/` files the page loads.
@@ -50,11 +49,12 @@ fn page_config(video: &Video, metrics_interval: Duration) -> serde_json::Value {
 
 /// Renders the embed page from `web/embed.html`.
 pub async fn embed_html(
-    web_dir: &Path,
+    web: &super::web::WebFiles,
     video: &Video,
     metrics_interval: Duration,
 ) -> std::io::Result<String> {
-    let template = tokio::fs::read_to_string(web_dir.join("embed.html")).await?;
+    let template = String::from_utf8(web.read("embed.html").await?.into_owned())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     // `<` escaped so the JSON cannot close the script element.
     let config = page_config(video, metrics_interval)
         .to_string()

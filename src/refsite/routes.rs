@@ -20,7 +20,6 @@ use axum::routing::{get, post};
 use axum::Router;
 use futures::StreamExt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -31,7 +30,7 @@ pub struct AppState {
     pub stats: Arc<SiteStats>,
     pub tracker: Arc<Tracker>,
     pub videos: Arc<Vec<Video>>,
-    pub web_dir: PathBuf,
+    pub web: super::web::WebFiles,
     pub metrics_interval: Duration,
     pub cancel: CancellationToken,
 }
@@ -140,7 +139,7 @@ async fn embed(State(state): State<AppState>, Path(id): Path<String>) -> Respons
     let Some(video) = state.video(&id) else {
         return not_found(format!("no video {id}; see / for the list"));
     };
-    match page::embed_html(&state.web_dir, video, state.metrics_interval).await {
+    match page::embed_html(&state.web, video, state.metrics_interval).await {
         Ok(html) => counted(
             &state,
             Bytes::from(html),
@@ -157,10 +156,10 @@ async fn web_file(State(state): State<AppState>, Path(path): Path<String>) -> Re
     let Some(content_type) = page::servable_web_path(&path) else {
         return not_found(format!("/web/{path} is not served"));
     };
-    match tokio::fs::read(state.web_dir.join(&path)).await {
+    match state.web.read(&path).await {
         Ok(data) => counted(
             &state,
-            Bytes::from(data),
+            Bytes::from(data.into_owned()),
             NO_VIDEO,
             ServedKind::Static,
             content_type,
