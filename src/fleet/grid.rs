@@ -151,7 +151,9 @@ impl GridFleet {
         for hub in &hubs {
             let status = grid_status(&client, hub).await.map_err(|e| {
                 unavailable(anyhow::anyhow!(
-                    "the Grid at {hub} does not answer /status: {e:#}; is the hub up (e.g. `viewerfleet grid up --local`)?"
+                    "the Grid at {hub} does not answer /status: {e:#}; {}",
+                    crate::sys::tls::hint(&e)
+                        .unwrap_or("is the hub up (e.g. `viewerfleet grid up --local`)?")
                 ))
             })?;
             if status.nodes.is_empty() {
