@@ -108,7 +108,11 @@ async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<()> {
         );
     }
     if !report.failures.is_empty() {
-        anyhow::bail!("{}", report.failures.join("\n"));
+        // What the API would not delete: the outside world's failure (exit code 69).
+        return Err(crate::model::exit::unavailable(anyhow::anyhow!(
+            "{}",
+            report.failures.join("\n")
+        )));
     }
     Ok(())
 }

@@ -70,7 +70,9 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Exit> {
             eprintln!("interrupted before a ladder step finished; nothing to report");
             return Ok(shutdown.exit());
         }
-        anyhow::bail!("no ladder step finished; nothing to report");
+        return Err(crate::model::exit::bad_input(anyhow::anyhow!(
+            "no ladder step finished; nothing to report (with --analyze-only, --out must hold step-<viewers> run folders)"
+        )));
     }
     let host = crate::sys::hostinfo::host_info();
     let rules = KneeRules {

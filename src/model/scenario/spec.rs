@@ -241,13 +241,31 @@ pub(super) fn parse_spec(text: &str, file: &str) -> Result<ScenarioSpec, Scenari
             .or(line.map(|l| l.min(last_line)))
             .or_else(|| super::locate(text, &field))
             .or_else(|| second_document_line(text, &message));
+        let hint = line
+            .and_then(|l| text.lines().nth(l - 1))
+            .map(block_scalar_hint)
+            .unwrap_or_default();
         ScenarioError {
             file: file.to_string(),
             line,
             field,
-            message: humanize(&strip_location(&message)) + renamed_value_hint(&message),
+            message: humanize(&strip_location(&message)) + renamed_value_hint(&message) + hint,
         }
     })
+}
+
+/// A value that starts with `>` or `|` opens a YAML block scalar (`p2p_savings_at_t: >=
+/// 60%`), which the parser refuses in words about line breaks: say to quote it.
+fn block_scalar_hint(line: &str) -> &'static str {
+    let value = line
+        .split_once(':')
+        .map(|(_, v)| v.trim_start())
+        .unwrap_or("");
+    if value.starts_with(">=") || value.starts_with("> ") || value.starts_with('|') {
+        "; a value starting with `>` or `|` opens a YAML block scalar: quote it, e.g. `p2p_savings_at_t: \">= 60%\"`"
+    } else {
+        ""
+    }
 }
 
 /// What a value of an earlier version means today, for a file written for it.

@@ -385,6 +385,7 @@ fn a_bad_threshold_names_its_line_the_metric_and_what_is_allowed() {
     // Unquoted `>=` starts a YAML block scalar: refused, with the line.
     let err = parse_err(&format!("{GOOD}thresholds:\n  p2p_savings_at_t: >= 60%\n"));
     assert_eq!(err.line, Some(GOOD.lines().count() + 2), "{err}");
+    assert!(err.message.contains("quote it"), "{err}");
     let err = parse_err(&format!(
         "{GOOD}thresholds:\n  ttff_p95: \"< 15s\"\n  ttff_p95: \"< 10s\"\n"
     ));
