@@ -104,7 +104,12 @@ async fn finish(
     let (code, error) = match &result {
         Ok((code, _)) => (*code, None),
         Err(_) if interrupted => (ctx.shutdown.exit_code(), None),
-        Err(err) => (2, Some(format!("{err:#}"))),
+        // The manifest records the code the process will end with (`commands::exit_for`
+        // knows more types; what reaches here is marked or this machine's).
+        Err(err) => (
+            Exit::marked(err).unwrap_or(Exit::Internal).code(),
+            Some(format!("{err:#}")),
+        ),
     };
     let (event, detail) = match (&error, interrupted) {
         (_, true) => (

@@ -90,6 +90,24 @@ impl Exit {
         })
     }
 
+    /// The category an error's chain names through this layer's types (the wrappers below
+    /// and `ScenarioError`), from the outermost cause inwards; `None` when none does.
+    pub fn marked(err: &anyhow::Error) -> Option<Exit> {
+        err.chain().find_map(|cause| {
+            if cause.downcast_ref::<Unavailable>().is_some() {
+                Some(Exit::Unavailable)
+            } else if cause.downcast_ref::<BadInput>().is_some()
+                || cause
+                    .downcast_ref::<crate::model::scenario::ScenarioError>()
+                    .is_some()
+            {
+                Some(Exit::BadInput)
+            } else {
+                None
+            }
+        })
+    }
+
     /// Every category, in the order of README's table.
     pub const ALL: [Exit; 8] = [
         Exit::Ok,
@@ -167,5 +185,7 @@ mod tests {
         let err = bad_input(anyhow::anyhow!("--steps needs counts"));
         assert_eq!(format!("{err:#}"), "--steps needs counts");
         assert!(err.downcast_ref::<BadInput>().is_some());
+        assert_eq!(Exit::marked(&err), Some(Exit::BadInput));
+        assert_eq!(Exit::marked(&anyhow::anyhow!("disk full")), None);
     }
 }
