@@ -10,7 +10,17 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
     let mut failed = 0;
     for path in &args.scenarios {
         match scenario::load(path, &Overrides::default()) {
-            Ok(plan) => println!("{}: ok — {}", path.display(), plan.summary_line()),
+            Ok(plan) => {
+                println!("{}: ok — {}", path.display(), plan.summary_line());
+                if !plan.thresholds.is_empty() {
+                    let list: Vec<String> = plan
+                        .thresholds
+                        .iter()
+                        .map(|t| format!("{} {}", t.key(), t.condition))
+                        .collect();
+                    println!("  thresholds: {}", list.join(", "));
+                }
+            }
             Err(err) => {
                 failed += 1;
                 eprintln!("{err}");

@@ -57,6 +57,14 @@ async fn a_failed_threshold_exits_99_and_is_listed_in_the_json_and_the_report() 
         "  ttff_p95: \"< 60s\"\n  failed_viewers: \"<= 0\"\n  exporter.http_share_at_t: \"< 50%\"\n",
     );
     std::fs::write(dir.path().join("s.yaml"), yaml).unwrap();
+    let checked = viewerfleet(dir.path(), &["validate", "s.yaml"]).await;
+    assert!(
+        text(&checked.stdout).contains(
+            "  thresholds: ttff_p95 < 60s, failed_viewers <= 0, exporter.http_share_at_t < 50%"
+        ),
+        "{}",
+        text(&checked.stdout)
+    );
     let out = viewerfleet(dir.path(), &["run", "s.yaml", "--out", "run", "--json"]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(99), "{stderr}");
