@@ -88,6 +88,10 @@ pub struct CalibrateArgs {
     /// calibration's runs.
     #[arg(long, default_value = "runs/calibration")]
     pub out: PathBuf,
+    /// Print a JSON summary on stdout (schema: schemas/calibrate-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -183,6 +187,10 @@ pub struct RunArgs {
     /// Cloud fleets: leave the servers running after the run (delete them with `viewerfleet down RUN`).
     #[arg(long)]
     pub keep: bool,
+    /// Print a JSON summary on stdout (schema: schemas/run-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -225,6 +233,10 @@ pub struct CompareArgs {
     /// Group runs of the same scenario: mean and 95% confidence interval per scenario.
     #[arg(long)]
     pub group: bool,
+    /// Print a JSON summary on stdout (schema: schemas/compare-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -259,6 +271,10 @@ pub struct SuiteArgs {
     /// share the browser's address and link, see README "Several viewers per browser").
     #[arg(long)]
     pub per_browser: Option<u32>,
+    /// Print a JSON summary on stdout (schema: schemas/suite-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -304,6 +320,10 @@ pub struct PlanArgs {
     /// profile); --cpu-per-viewer / --memory-mb-per-viewer still win.
     #[arg(long)]
     pub calibration: Option<PathBuf>,
+    /// Print a JSON summary on stdout (schema: schemas/plan-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

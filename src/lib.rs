@@ -32,19 +32,23 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(commands::dispatch(cli.command, cli.quiet))
+    let exit = runtime.block_on(commands::dispatch(cli.command, cli.quiet))?;
+    Ok(ExitCode::from(exit.code()))
 }
 
-/// Prints `Error: …` on stderr and returns exit code 2 (see README, "Exit codes"), except
-/// for an error that only says stdout's reader went away (`viewerfleet plan … | head -1`):
-/// that ends quietly with 0, as the rest of the output was not wanted.
+/// Prints `Error: …` on stderr and returns the exit code of the error's category (see
+/// `model::exit` and README, "Exit codes": 2 bad input, 69 the outside world, 70 anything
+/// else), except for an error that only says stdout's reader went away (`viewerfleet plan
+/// … | head -1`): that ends quietly with 0, as the rest of the output was not wanted.
 pub fn print_error(err: &anyhow::Error) -> ExitCode {
     if commands::output::is_closed_pipe_error(err) {
         return ExitCode::SUCCESS;
     }
     commands::output::err(format_args!("Error: {err:#}\n"));
-    ExitCode::from(2)
+    ExitCode::from(commands::exit_for(err).code())
 }
+
+pub use model::exit::Exit;
 
 fn init_logging(quiet: bool) {
     use tracing_subscriber::EnvFilter;

@@ -79,6 +79,22 @@ pub struct SuiteResult {
     pub interrupted: bool,
     pub runs_started: usize,
     pub html: PathBuf,
+    /// Run folders whose run ended with more failed viewers than `max_failed_viewers`
+    /// allows (compared with the others, and the reason the suite exits 1).
+    pub over_failure_limit: Vec<String>,
+}
+
+impl SuiteResult {
+    /// Names of the compared runs at least one of whose thresholds failed.
+    pub fn thresholds_failed(&self) -> Vec<String> {
+        self.comparison
+            .groups
+            .iter()
+            .flat_map(|g| &g.runs)
+            .filter(|r| r.summary.thresholds_failed())
+            .map(|r| r.name.clone())
+            .collect()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -181,6 +197,7 @@ pub async fn run_suite(
         mut failed,
         started,
         interrupted,
+        over_failure_limit,
     } = run_all(plan, runner, stop, progress).await;
     if interrupted {
         let _ = writeln!(
@@ -196,6 +213,7 @@ pub async fn run_suite(
         interrupted,
         runs_started: started,
         html: plan.out.join("compare.html"),
+        over_failure_limit,
     })
 }
 
@@ -208,6 +226,8 @@ struct Ran {
     started: usize,
     /// A stop came, or a run ended interrupted: no further runs were started.
     interrupted: bool,
+    /// Run folders with more failed viewers than their scenario allows.
+    over_failure_limit: Vec<String>,
 }
 
 /// Runs the plan's runs one after the other, until the last or until stopped.
@@ -276,6 +296,9 @@ impl Ran {
                         format!(": {}", outcome.summary)
                     }
                 );
+                if outcome.exit_code == crate::model::exit::Exit::FAILED {
+                    self.over_failure_limit.push(dir_name(dir));
+                }
                 if has_raw_data {
                     self.finished.push((name.to_string(), dir.to_path_buf()));
                 } else {
@@ -433,6 +456,7 @@ fleet:
                         ok: !interrupted,
                         interrupted,
                         exit_code: if interrupted { 130 } else { 0 },
+                        report: None,
                         summary: String::new(),
                         settled_viewers: None,
                     })
@@ -503,6 +527,7 @@ fleet:
                 ok: true,
                 interrupted: false,
                 exit_code: 0,
+                report: None,
                 summary: String::new(),
                 settled_viewers: Some(settled.min(run.plan.viewers)),
             })

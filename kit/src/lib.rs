@@ -6,12 +6,17 @@
 //! - `webdriver_stub`: a WebDriver endpoint that answers in microseconds, looks like a
 //!   Selenium Grid hub and serves a viewer page and an exporter, so a whole run can target it
 //!   without a browser (the engine's fast tests and the controller benchmark);
-//! - `controller_bench`: the controller benchmark, measuring `viewerfleet run` from outside.
+//! - `controller_bench`: the controller benchmark, measuring `viewerfleet run` from outside;
+//! - `tls_proxy`: `https://` with a test CA in front of a plain hub (Grids behind a TLS
+//!   proxy), for HTTP and the WebSocket upgrade of BiDi alike;
+//! - `json_schema`: a checker for the subset of JSON Schema that `schemas/` uses.
 //!
 //! The kit reads the product's raw data as any user would: by its documented JSON shape.
 
 pub mod controller_bench;
 pub mod fake_hcloud;
+pub mod json_schema;
+pub mod tls_proxy;
 pub mod webdriver_stub;
 
 /// Makes a child die with its parent (SIGTERM when the parent ends, even by `kill -9`), so

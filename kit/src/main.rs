@@ -3,6 +3,7 @@
 //!
 //!   viewerfleet-kit fake-hcloud [--listen ADDR] …   a fake Hetzner Cloud API
 //!   viewerfleet-kit stub-webdriver [--listen ADDR] …  a WebDriver stub (prints LISTENING addr)
+//!   viewerfleet-kit tls-proxy --upstream ADDR …      https:// (test CA) in front of a hub
 
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
@@ -27,6 +28,22 @@ enum Command {
     FakeHcloud(FakeHcloudArgs),
     /// Serve a WebDriver stub that also looks like a Selenium Grid hub and a PeerTube page.
     StubWebdriver(StubWebdriverArgs),
+    /// Terminate TLS with a fresh test CA in front of a plain http:// server (a Grid hub):
+    /// prints `LISTENING https://localhost:<port>/` and `CA <path of the CA's PEM>`.
+    TlsProxy(TlsProxyArgs),
+}
+
+#[derive(Debug, Args)]
+struct TlsProxyArgs {
+    /// The plain server behind the proxy, e.g. 127.0.0.1:4444.
+    #[arg(long)]
+    upstream: SocketAddr,
+    /// Address to listen on (loopback); port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Folder for the CA's PEM file (`ca.pem`), to give clients as SSL_CERT_FILE.
+    #[arg(long, default_value = ".")]
+    ca_dir: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -86,6 +103,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::FakeHcloud(args) => fake_hcloud(args).await,
             Command::StubWebdriver(args) => stub_webdriver(args).await,
+            Command::TlsProxy(args) => tls_proxy(args).await,
         }
     });
     match result {
@@ -159,6 +177,20 @@ async fn stub_webdriver(args: StubWebdriverArgs) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     // Not `eprintln!`: whoever read stderr may be gone, and that must not stop the exit.
     let _ = writeln!(std::io::stderr(), "stub: {}", stub.counters().summary());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `viewerfleet-kit tls-proxy`: serves until Ctrl-C/SIGTERM.
+async fn tls_proxy(args: TlsProxyArgs) -> anyhow::Result<ExitCode> {
+    if !args.listen.ip().is_loopback() {
+        anyhow::bail!("--listen {}: the proxy serves loopback only", args.listen);
+    }
+    let proxy =
+        viewerfleet_kit::tls_proxy::TlsProxy::start(args.listen, args.upstream, &args.ca_dir)
+            .await?;
+    println!("LISTENING {}", proxy.url());
+    println!("CA {}", proxy.ca_pem().display());
+    wait_for_signal().await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -204,6 +204,8 @@ pub fn plan_for(base: &Plan, profile: &BrowserProfile, timing: Timing) -> Plan {
     let mut plan = base.clone();
     plan.per_browser = profile.per_browser.max(1);
     plan.browser = profile.setup();
+    // A calibration measures cost; a scenario's pass/fail conditions are not its question.
+    plan.thresholds.clear();
     plan.ramp = Duration::ZERO;
     plan.clock = RunClock::FromEveryFirstFrame {
         limit: STARTUP_LIMIT,

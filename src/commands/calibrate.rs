@@ -2,10 +2,10 @@
 
 use crate::calibrate::{self, CalibrateOptions, CALIBRATION_JSON};
 use crate::cli::CalibrateArgs;
+use crate::model::exit::Exit;
 use crate::sys::shutdown::Shutdown;
-use std::process::ExitCode;
 
-pub async fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: CalibrateArgs) -> anyhow::Result<super::Done> {
     let options = CalibrateOptions {
         scenario: args.scenario.clone(),
         videos: args.video.clone(),
@@ -15,13 +15,13 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         window: super::parse_duration("--window", &args.window)?,
         out: args.out.clone(),
         profiles: calibrate::resolve_profiles(&args.profiles, &args.profile)
-            .map_err(|message| anyhow::anyhow!(message))?,
+            .map_err(|message| crate::model::exit::bad_input(anyhow::anyhow!(message)))?,
     };
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
     let calibration = match calibrate::run(&options, &shutdown).await {
         Ok(c) => c,
-        Err(_) if shutdown.is_triggered() => return Ok(ExitCode::from(shutdown.exit_code())),
+        Err(_) if shutdown.is_triggered() => return Ok(shutdown.exit().into()),
         Err(err) => return Err(err),
     };
     let markdown = calibrate::markdown(&calibration);
@@ -33,8 +33,14 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         json.display(),
         json.display()
     );
+    let figures = args
+        .json
+        .then(|| super::json::calibrate(&calibration, &json));
     if shutdown.is_triggered() {
-        return Ok(ExitCode::from(shutdown.exit_code()));
+        return Ok(super::Done {
+            exit: shutdown.exit(),
+            figures,
+        });
     }
     let all_played = calibration
         .profiles
@@ -56,10 +62,11 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(if all_played {
-        ExitCode::SUCCESS
+    let exit = if all_played {
+        Exit::Ok
     } else {
         eprintln!("warning: not every viewer played; see `failures` in calibration.json");
-        ExitCode::from(1)
-    })
+        Exit::Failed
+    };
+    Ok(super::Done { exit, figures })
 }

@@ -4,8 +4,8 @@ use crate::cli::DownArgs;
 use crate::cloud::api::HcloudApi;
 use crate::cloud::provision::{self, Deleted};
 use crate::cloud::CloudError;
+use crate::model::exit::Exit;
 use crate::sys::shutdown::Shutdown;
-use std::process::ExitCode;
 
 fn print(run: &str, deleted: &Deleted) {
     println!("run {run}: deleted {}", deleted.summary());
@@ -19,7 +19,7 @@ fn print(run: &str, deleted: &Deleted) {
     }
 }
 
-pub async fn run(args: DownArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: DownArgs) -> anyhow::Result<Exit> {
     provision::check_run_id(&args.run)?;
     let api = HcloudApi::from_env(std::env::var("HCLOUD_TOKEN_FILE").ok().as_deref())?;
     let shutdown = Shutdown::new();
@@ -31,7 +31,7 @@ pub async fn run(args: DownArgs) -> anyhow::Result<ExitCode> {
                 "interrupted: the teardown of run {} stopped part-way; run `viewerfleet down {}` again",
                 args.run, args.run
             );
-            return Ok(ExitCode::from(shutdown.exit_code()));
+            return Ok(shutdown.exit());
         }
     };
     match result {
@@ -49,5 +49,5 @@ pub async fn run(args: DownArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     }
     println!("({} Hetzner API requests)", api.requests());
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok)
 }

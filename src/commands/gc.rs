@@ -6,11 +6,11 @@ use crate::cli::GcArgs;
 use crate::cloud::api::HcloudApi;
 use crate::cloud::gc::{self, GcOptions, Verdict};
 use crate::cloud::CloudError;
+use crate::model::exit::Exit;
 use crate::sys::shutdown::Shutdown;
-use std::process::ExitCode;
 use std::time::Duration;
 
-pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: GcArgs) -> anyhow::Result<Exit> {
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
     if !args.local {
@@ -18,12 +18,12 @@ pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
             r = gc_hcloud(&args) => r,
             _ = shutdown.wait() => {
                 eprintln!("interrupted: cloud leftovers may remain; run `viewerfleet gc` again");
-                return Ok(ExitCode::from(shutdown.exit_code()));
+                return Ok(shutdown.exit());
             }
         };
         cloud?;
         if args.cloud {
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Exit::Ok);
         }
     }
     let mut removed = crate::viewer::gc::collect_leftovers(args.dry_run)?;
@@ -43,15 +43,18 @@ pub async fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     if removed.is_empty() {
         println!("nothing left over from earlier runs");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok)
 }
 
 fn duration(flag: &str, value: &Option<String>) -> anyhow::Result<Option<Duration>> {
     value
         .as_deref()
         .map(|v| {
-            humantime::parse_duration(v)
-                .map_err(|e| anyhow::anyhow!("{flag} `{v}`: {e}; write e.g. 2h or 30m"))
+            humantime::parse_duration(v).map_err(|e| {
+                crate::model::exit::bad_input(anyhow::anyhow!(
+                    "{flag} `{v}`: {e}; write e.g. 2h or 30m"
+                ))
+            })
         })
         .transpose()
 }
@@ -105,7 +108,11 @@ async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<()> {
         );
     }
     if !report.failures.is_empty() {
-        anyhow::bail!("{}", report.failures.join("\n"));
+        // What the API would not delete: the outside world's failure (exit code 69).
+        return Err(crate::model::exit::unavailable(anyhow::anyhow!(
+            "{}",
+            report.failures.join("\n")
+        )));
     }
     Ok(())
 }

@@ -2,15 +2,17 @@
 
 use crate::cli::{GridAction, GridArgs};
 use crate::grid::local::{default_state_file, down, slot_address, up, LocalGridOptions, NodeCpus};
+use crate::model::exit::Exit;
 use crate::netns::Shaping;
-use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
-pub async fn run(args: GridArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
     match args.action {
         GridAction::Up(a) => {
             if !a.local {
-                anyhow::bail!("`grid up` only makes a local Grid: pass --local (for cloud nodes use `fleet: hcloud` or terraform/)");
+                return Err(crate::model::exit::bad_input(anyhow::anyhow!(
+                    "`grid up` only makes a local Grid: pass --local (for cloud nodes use `fleet: hcloud` or terraform/)"
+                )));
             }
             let mut opts =
                 LocalGridOptions::new(a.nodes, a.slots, a.state.unwrap_or_else(default_state_file));
@@ -40,7 +42,7 @@ pub async fn run(args: GridArgs) -> anyhow::Result<ExitCode> {
                 // 130/143 like `run` and `up`; `up` released what it had made.
                 Err(_) if shutdown.is_triggered() => {
                     eprintln!("interrupted: everything the local Grid had started was released");
-                    return Ok(ExitCode::from(shutdown.exit_code()));
+                    return Ok(shutdown.exit());
                 }
                 Err(err) => return Err(err),
             };
@@ -73,7 +75,7 @@ pub async fn run(args: GridArgs) -> anyhow::Result<ExitCode> {
                 st.target_origin()
             );
             println!("use it with `fleet: {{kind: grid, url: {}}}`; stop it with `viewerfleet grid down`", st.hub_url);
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok)
         }
         GridAction::Down(a) => {
             let path = a.state.unwrap_or_else(default_state_file);
@@ -82,7 +84,7 @@ pub async fn run(args: GridArgs) -> anyhow::Result<ExitCode> {
             } else {
                 println!("no local Grid recorded in {}", path.display());
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok)
         }
     }
 }

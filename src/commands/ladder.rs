@@ -5,16 +5,18 @@ use crate::engine::{run_scenario, RunOptions, RunSource};
 use crate::ladder::knee::KneeRules;
 use crate::ladder::project::ServerSpec;
 use crate::ladder::{analyze, markdown, step_from_run, write};
+use crate::model::exit::Exit;
 use crate::model::scenario::{self, Overrides};
 use anyhow::Context;
-use std::process::ExitCode;
 
-pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Exit> {
     let mut steps = args.steps.clone();
     steps.sort_unstable();
     steps.dedup();
     if steps.is_empty() || steps[0] == 0 {
-        anyhow::bail!("--steps needs viewer counts of at least 1, e.g. --steps 2,4,6,8");
+        return Err(crate::model::exit::bad_input(anyhow::anyhow!(
+            "--steps needs viewer counts of at least 1, e.g. --steps 2,4,6,8"
+        )));
     }
     // Validate the scenario at every step before running any of them; each step runs
     // the plan validated here.
@@ -66,9 +68,11 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     if results.is_empty() {
         if shutdown.is_triggered() {
             eprintln!("interrupted before a ladder step finished; nothing to report");
-            return Ok(ExitCode::from(shutdown.exit_code()));
+            return Ok(shutdown.exit());
         }
-        anyhow::bail!("no ladder step finished; nothing to report");
+        return Err(crate::model::exit::bad_input(anyhow::anyhow!(
+            "no ladder step finished; nothing to report (with --analyze-only, --out must hold step-<viewers> run folders)"
+        )));
     }
     let host = crate::sys::hostinfo::host_info();
     let rules = KneeRules {
@@ -98,9 +102,9 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     );
     // Interrupted: the steps that finished are analysed, and the code says it was cut short.
     Ok(if shutdown.is_triggered() {
-        ExitCode::from(shutdown.exit_code())
+        shutdown.exit()
     } else {
-        ExitCode::SUCCESS
+        Exit::Ok
     })
 }
 

@@ -31,6 +31,7 @@ mod compare;
 mod down;
 mod gc;
 mod grid;
+pub mod json;
 mod ladder;
 pub mod output;
 mod plan;
@@ -42,30 +43,113 @@ mod up;
 mod validate;
 
 use crate::cli::Command;
-use std::process::ExitCode;
+use crate::model::exit::{self, Exit};
 use std::time::Duration;
 
-/// Runs one subcommand.
-pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<ExitCode> {
-    match command {
+/// What a command ended with: its exit, and under `--json` its figures.
+pub struct Done {
+    pub exit: Exit,
+    pub figures: Option<serde_json::Value>,
+}
+
+impl From<Exit> for Done {
+    fn from(exit: Exit) -> Self {
+        Done {
+            exit,
+            figures: None,
+        }
+    }
+}
+
+/// The name of `command` when it was given `--json` (see `json`).
+fn json_command(command: &Command) -> Option<&'static str> {
+    let (name, json) = match command {
+        Command::Run(a) => ("run", a.json),
+        Command::Suite(a) => ("suite", a.json),
+        Command::Compare(a) => ("compare", a.json),
+        Command::Plan(a) => ("plan", a.json),
+        Command::Calibrate(a) => ("calibrate", a.json),
+        _ => return None,
+    };
+    json.then_some(name)
+}
+
+/// Runs one subcommand. Under `--json`, its document goes to stdout (also when it ends on
+/// an error, which `main` then prints on stderr as usual).
+pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<Exit> {
+    let json = json_command(&command);
+    if json.is_some() {
+        output::text_to_stderr();
+    }
+    let result: anyhow::Result<Done> = match command {
         Command::Run(args) => run::run(args, quiet).await,
-        Command::Refsite(args) => refsite::run(args).await,
-        Command::Report(args) => report::run(args).await,
+        Command::Refsite(args) => refsite::run(args).await.map(Done::from),
+        Command::Report(args) => report::run(args).await.map(Done::from),
         Command::Compare(args) => compare::run(args).await,
         Command::Suite(args) => suite::run(args, quiet).await,
-        Command::Gc(args) => gc::run(args).await,
+        Command::Gc(args) => gc::run(args).await.map(Done::from),
         Command::Plan(args) => plan::run(args).await,
-        Command::Up(args) => up::run(args).await,
-        Command::Down(args) => down::run(args).await,
-        Command::Validate(args) => validate::run(args),
-        Command::Grid(args) => grid::run(args).await,
-        Command::Ladder(args) => ladder::run(args, quiet).await,
+        Command::Up(args) => up::run(args).await.map(Done::from),
+        Command::Down(args) => down::run(args).await.map(Done::from),
+        Command::Validate(args) => validate::run(args).map(Done::from),
+        Command::Grid(args) => grid::run(args).await.map(Done::from),
+        Command::Ladder(args) => ladder::run(args, quiet).await.map(Done::from),
         Command::Calibrate(args) => calibrate::run(args).await,
+    };
+    if let Some(name) = json {
+        let text = match &result {
+            Ok(done) => json::document(name, done.exit, done.figures.clone(), None),
+            Err(err) => json::document(name, exit_for(err), None, Some(format!("{err:#}"))),
+        };
+        output::json(&text);
     }
+    result.map(|done| done.exit)
+}
+
+/// The exit category of an error that reached the top: the first marker found from the
+/// outermost cause inwards (see `model::exit`); `Internal` when none says otherwise.
+pub fn exit_for(err: &anyhow::Error) -> Exit {
+    use crate::cloud::CloudError;
+    for cause in err.chain() {
+        if cause.downcast_ref::<exit::Unavailable>().is_some() {
+            return Exit::Unavailable;
+        }
+        if cause.downcast_ref::<exit::BadInput>().is_some()
+            || cause
+                .downcast_ref::<crate::model::scenario::ScenarioError>()
+                .is_some()
+            || cause.downcast_ref::<crate::report::LoadError>().is_some()
+            || cause.downcast_ref::<crate::suite::SuiteError>().is_some()
+        {
+            return Exit::BadInput;
+        }
+        if let Some(cloud) = cause.downcast_ref::<CloudError>() {
+            return match cloud {
+                CloudError::NoToken
+                | CloudError::TokenFile { .. }
+                | CloudError::Unauthorized
+                | CloudError::Invalid { .. } => Exit::BadInput,
+                // The API refused what was asked (a location or type it does not know, a
+                // quota): the request is the input; 408/409/423/429 are the service's state.
+                CloudError::Api { status, .. }
+                    if (400..500).contains(status) && ![408, 409, 423, 429].contains(status) =>
+                {
+                    Exit::BadInput
+                }
+                CloudError::Cancelled => Exit::Interrupted { sigterm: false },
+                CloudError::Panicked(_) => Exit::Internal,
+                _ => Exit::Unavailable,
+            };
+        }
+    }
+    Exit::Internal
 }
 
 /// A duration flag, or an error that names the flag and shows the form.
 fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
-    humantime::parse_duration(text)
-        .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {e}; write e.g. 30s or 1m"))
+    humantime::parse_duration(text).map_err(|e| {
+        exit::bad_input(anyhow::anyhow!(
+            "{flag} {text:?}: {e}; write e.g. 30s or 1m"
+        ))
+    })
 }

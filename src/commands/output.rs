@@ -21,14 +21,36 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
 static STDERR_GONE: AtomicBool = AtomicBool::new(false);
+/// `--json`: stdout carries the JSON document only; what `out` writes goes to stderr.
+static TEXT_TO_STDERR: AtomicBool = AtomicBool::new(false);
 
-/// Writes to stdout; a closed pipe drops this and every later write.
+/// Writes to stdout (to stderr under `--json`); a closed pipe drops this and every later
+/// write.
 pub fn out(args: fmt::Arguments<'_>) {
+    if TEXT_TO_STDERR.load(Ordering::Relaxed) {
+        return err(args);
+    }
     write_to(
         &STDOUT_GONE,
         libc::STDOUT_FILENO,
         &mut std::io::stdout().lock(),
         args,
+    );
+}
+
+/// From now on, the human-readable text goes to stderr and stdout holds only what
+/// [`json`] writes (`--json`).
+pub fn text_to_stderr() {
+    TEXT_TO_STDERR.store(true, Ordering::Relaxed);
+}
+
+/// Writes the `--json` document to stdout; a closed pipe drops it like any output.
+pub fn json(text: &str) {
+    write_to(
+        &STDOUT_GONE,
+        libc::STDOUT_FILENO,
+        &mut std::io::stdout().lock(),
+        format_args!("{text}\n"),
     );
 }
 

@@ -3,11 +3,12 @@
 use crate::cli::PlanArgs;
 use crate::cloud::api::HcloudApi;
 use crate::cloud::{pricing, sizing, CloudError};
+use crate::model::exit::bad_input;
+use crate::model::exit::Exit;
 use crate::model::scenario::fleet::{FleetPlan, HcloudFleetSpec};
 use crate::model::scenario::{self, Overrides, Plan};
 use crate::sys::shutdown::Shutdown;
 use anyhow::Context;
-use std::process::ExitCode;
 
 /// The scenario's hcloud settings, if its fleet is `hcloud`.
 pub(super) fn hcloud_spec(plan: &Plan) -> Option<HcloudFleetSpec> {
@@ -18,27 +19,32 @@ pub(super) fn hcloud_spec(plan: &Plan) -> Option<HcloudFleetSpec> {
 }
 
 /// Node counts and costs for each scenario; exits 130/143 on Ctrl-C/SIGTERM like every command.
-pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: PlanArgs) -> anyhow::Result<super::Done> {
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
+    let json = args.json;
     tokio::select! {
-        r = plan_all(args) => r,
-        _ = shutdown.wait() => Ok(ExitCode::from(shutdown.exit_code())),
+        r = plan_all(args) => r.map(|plans| super::Done {
+            exit: Exit::Ok,
+            figures: json.then(|| serde_json::json!({ "scenarios": plans })),
+        }),
+        _ = shutdown.wait() => Ok(shutdown.exit().into()),
     }
 }
 
-async fn plan_all(args: PlanArgs) -> anyhow::Result<ExitCode> {
+/// Prints every scenario's plan and returns them for `--json`.
+async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
     let overrides = Overrides {
         viewers: args.viewers,
         per_browser: args.per_browser,
         ..Default::default()
     };
     let calibration = match &args.calibration {
-        Some(path) => Some(crate::calibrate::Calibration::load(path)?),
+        Some(path) => Some(crate::calibrate::Calibration::load(path).map_err(bad_input)?),
         None => None,
     };
     let mut api: Option<(Option<String>, HcloudApi)> = None;
-    let mut out = std::io::stdout();
+    let mut plans = Vec::new();
     for path in &args.scenarios {
         let plan = scenario::load(path, &overrides)?;
         let mut spec = match hcloud_spec(&plan) {
@@ -60,7 +66,8 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<ExitCode> {
                         "{}: no row of viewerfleet's profiles (project, packed) with a playing viewer; run `viewerfleet calibrate` with --profiles including project",
                         path.display()
                     )
-                })?;
+                })
+                .map_err(bad_input)?;
             println!(
                 "{}: budget from {} (measured {} on {} cores; {}): {:.3} cores and {:.0} MB PSS (peak) per viewer{}",
                 path_label(path),
@@ -116,10 +123,19 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<ExitCode> {
             &catalogue,
         )?;
         let label = format!("{} ({})", plan.name, path.display());
-        sizing::render(&mut out, &label, &fleet, &spec.budget)?;
+        // Through `print!`, so `--json` moves the text to stderr.
+        let mut text = Vec::new();
+        sizing::render(&mut text, &label, &fleet, &spec.budget)?;
+        print!("{}", String::from_utf8_lossy(&text));
         println!();
+        plans.push(super::json::fleet_plan(
+            &plan.name,
+            path,
+            &fleet,
+            &spec.budget,
+        ));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(plans)
 }
 
 /// The file name of a calibration path, for its budget line.

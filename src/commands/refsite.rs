@@ -1,11 +1,11 @@
 //! `viewerfleet refsite`: serves the reference site until SIGINT/SIGTERM.
 
 use crate::cli::RefsiteArgs;
+use crate::model::exit::Exit;
 use crate::refsite::{
     default_media_dir, media, parse_duration, start, RefsiteConfig, RefsiteError, WebFiles,
 };
 use anyhow::Context;
-use std::process::ExitCode;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -40,7 +40,7 @@ pub fn config_from_args(args: &RefsiteArgs) -> Result<RefsiteConfig, RefsiteErro
 }
 
 /// Serves until SIGINT/SIGTERM, printing `READY {json}` on stdout.
-pub async fn run(args: RefsiteArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: RefsiteArgs) -> anyhow::Result<Exit> {
     let config = config_from_args(&args)?;
     let cancel = CancellationToken::new();
     let signals = spawn_signal_watch(cancel.clone())?;
@@ -48,7 +48,7 @@ pub async fn run(args: RefsiteArgs) -> anyhow::Result<ExitCode> {
         h = start(config, cancel.clone()) => h.context("refsite could not start")?,
         _ = cancel.cancelled() => {
             eprintln!("refsite: interrupted during start-up");
-            return Ok(ExitCode::from(130));
+            return Ok(Exit::Interrupted { sigterm: false });
         }
     };
     let info = handle.ready_info();
@@ -63,7 +63,7 @@ pub async fn run(args: RefsiteArgs) -> anyhow::Result<ExitCode> {
     eprintln!("refsite: stopping");
     handle.shutdown().await;
     signals.abort();
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok)
 }
 
 fn spawn_signal_watch(cancel: CancellationToken) -> anyhow::Result<JoinHandle<()>> {

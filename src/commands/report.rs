@@ -1,14 +1,19 @@
-//! `viewerfleet report`: builds a run's report from its raw data.
+//! `viewerfleet report`: builds a run's report from its raw data, and judges the
+//! scenario's thresholds again (exit code 99 when one fails, as `run` gave).
 
 use crate::cli::ReportArgs;
-use std::process::ExitCode;
+use crate::model::exit::Exit;
 
-pub async fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: ReportArgs) -> anyhow::Result<Exit> {
     let report = crate::report::build_and_write(&args.run_dir)?;
     print!("{}", crate::report::render::run_text(&report));
     println!(
         "HTML report: {}",
         args.run_dir.join("report.html").display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(if report.summary.thresholds_failed() {
+        Exit::ThresholdsFailed
+    } else {
+        Exit::Ok
+    })
 }

@@ -2,13 +2,13 @@
 
 use crate::cli::RunArgs;
 use crate::engine::{run_scenario, RunOptions, RunSource};
+use crate::model::exit::Exit;
 use crate::model::scenario::{self, Overrides};
 use crate::sys::shutdown::Shutdown;
 use anyhow::Context;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let overrides = Overrides {
         viewers: args.viewers.and_then(|v| v.count()),
         auto_viewers: args.viewers.is_some_and(|v| v.is_auto()),
@@ -47,5 +47,9 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     .with_context(|| format!("run {name}"))?;
     println!("{}", outcome.summary);
     println!("raw data: {}", outcome.run_dir.display());
-    Ok(ExitCode::from(outcome.exit_code))
+    let exit = Exit::from_code(outcome.exit_code).unwrap_or(Exit::Internal);
+    Ok(super::Done {
+        exit,
+        figures: args.json.then(|| super::json::run(&outcome)),
+    })
 }

@@ -1,13 +1,13 @@
 //! `viewerfleet suite`: several scenarios (and repeats) and their comparison.
 
 use crate::cli::SuiteArgs;
+use crate::model::exit::Exit;
 use crate::model::scenario::Overrides;
 use crate::report::comparison_text;
 use crate::suite::{run_suite, EngineRunner, SuitePlan};
 use crate::sys::shutdown::Shutdown;
-use std::process::ExitCode;
 
-pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let overrides = Overrides {
         viewers: args.viewers.and_then(|v| v.count()),
         auto_viewers: args.viewers.is_some_and(|v| v.is_auto()),
@@ -35,11 +35,25 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     println!();
     print!("{}", comparison_text(&result.comparison));
     println!("HTML comparison: {}", result.html.display());
-    Ok(if result.interrupted {
-        ExitCode::from(shutdown.exit_code())
-    } else if result.comparison.failed.is_empty() {
-        ExitCode::SUCCESS
+    for name in &result.over_failure_limit {
+        eprintln!("{name}: more viewers failed than its max_failed_viewers allows");
+    }
+    let thresholds_failed = result.thresholds_failed();
+    for name in &thresholds_failed {
+        eprintln!("{name}: THRESHOLDS FAILED (see its report.md)");
+    }
+    // Interrupted, then a run that failed or went over its failure limit, then thresholds.
+    let exit = if result.interrupted {
+        shutdown.exit()
+    } else if !result.comparison.failed.is_empty() || !result.over_failure_limit.is_empty() {
+        Exit::Failed
+    } else if !thresholds_failed.is_empty() {
+        Exit::ThresholdsFailed
     } else {
-        ExitCode::from(1)
+        Exit::Ok
+    };
+    Ok(super::Done {
+        exit,
+        figures: args.json.then(|| super::json::suite(&result, &args.out)),
     })
 }

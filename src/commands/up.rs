@@ -4,22 +4,24 @@ use crate::cli::UpArgs;
 use crate::cloud::api::HcloudApi;
 use crate::cloud::up::{check_up, CloudFleet, UpOptions};
 use crate::cloud::{hub, CloudError};
+use crate::model::exit::bad_input;
+use crate::model::exit::Exit;
 use crate::model::scenario::{self, Overrides};
 use crate::sys::shutdown::Shutdown;
 use crate::target::start;
 use anyhow::Context;
-use std::process::ExitCode;
 
 fn viewer_slots_script(args: &UpArgs) -> anyhow::Result<Option<String>> {
     match &args.viewer_slots {
         Some(path) => {
             let bytes = crate::model::rawdata::read_regular_file(path, 1 << 20)
-                .with_context(|| format!("--viewer-slots {}", path.display()))?;
+                .with_context(|| format!("--viewer-slots {}", path.display()))
+                .map_err(bad_input)?;
             let text = String::from_utf8(bytes).map_err(|_| {
-                anyhow::anyhow!(
+                bad_input(anyhow::anyhow!(
                     "--viewer-slots {}: is not text; give the viewer-slots.sh shell script",
                     path.display()
-                )
+                ))
             })?;
             Ok(Some(text))
         }
@@ -30,7 +32,7 @@ fn viewer_slots_script(args: &UpArgs) -> anyhow::Result<Option<String>> {
 
 /// Checks the target, provisions the fleet and leaves it running (handed over to its TTL);
 /// tears down on any failure.
-pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
     let plan = scenario::load(
         &args.scenario,
         &Overrides {
@@ -38,13 +40,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             ..Default::default()
         },
     )?;
-    let spec = super::plan::hcloud_spec(&plan).with_context(|| {
-        format!(
-            "{}: `viewerfleet up` needs `fleet: kind: hcloud` (this scenario's fleet is `{}`)",
-            args.scenario.display(),
-            plan.fleet.kind()
-        )
-    })?;
+    let spec = super::plan::hcloud_spec(&plan)
+        .with_context(|| {
+            format!(
+                "{}: `viewerfleet up` needs `fleet: kind: hcloud` (this scenario's fleet is `{}`)",
+                args.scenario.display(),
+                plan.fleet.kind()
+            )
+        })
+        .map_err(bad_input)?;
     // Every file given is read before anything is checked against the API.
     let viewer_slots = viewer_slots_script(&args)?;
     check_up(&spec)?;
@@ -66,7 +70,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         r = start::check_before_fleet(&plan) => r.with_context(|| format!("{}: the target", args.scenario.display()))?,
         _ = shutdown.wait() => {
             eprintln!("interrupted before any server was created");
-            return Ok(ExitCode::from(shutdown.exit_code()));
+            return Ok(shutdown.exit());
         }
     }
     let result = CloudFleet::up(&api, &plan, &spec, opts, &shutdown.token()).await;
@@ -88,11 +92,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 "run {} is up: hub {} with {} nodes ({} viewers), {} Hetzner API requests. It bills until you run `viewerfleet down {}` (or `viewerfleet gc` once its TTL passed).",
                 fleet.run_id, fleet.hub_url, fleet.nodes.len(), fleet.capacity(), api.requests(), fleet.run_id
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok)
         }
         Err(CloudError::Cancelled) => {
             eprintln!("interrupted: every server of the run was deleted");
-            Ok(ExitCode::from(shutdown.exit_code()))
+            Ok(shutdown.exit())
         }
         Err(e) => Err(e.into()),
     }

@@ -63,6 +63,7 @@ pub(super) fn write_manifest(
             },
             max_failed_viewers: plan.max_failed_viewers,
             auto_cpu_below: plan.auto.map(|a| a.cpu_below),
+            thresholds: plan.thresholds.iter().map(|t| t.text()).collect(),
         },
     };
     let json = serde_json::to_vec_pretty(&manifest)?;
@@ -88,6 +89,19 @@ pub(super) fn finish_manifest(
     } else {
         format!("exit code {code}")
     });
+    rawdata::write_atomic(&path, &serde_json::to_vec_pretty(&manifest)?)?;
+    Ok(())
+}
+
+/// Replaces the exit status the end stamp wrote (thresholds are judged from the report,
+/// which needs the stamped manifest first).
+pub(super) fn restamp_exit_code(out: &Path, code: u8) -> anyhow::Result<()> {
+    let path = out.join(rawdata::MANIFEST);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let mut manifest: Manifest = serde_json::from_str(&text)?;
+    manifest.exit_status = Some(format!("exit code {code}"));
     rawdata::write_atomic(&path, &serde_json::to_vec_pretty(&manifest)?)?;
     Ok(())
 }

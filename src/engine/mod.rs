@@ -22,16 +22,19 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
     pub run_dir: PathBuf,
-    /// False when viewers failed beyond the threshold, the target never answered, or the
+    /// False when viewers failed beyond `max_failed_viewers`, a threshold failed, or the
     /// run was interrupted.
     pub ok: bool,
     pub interrupted: bool,
-    /// 0 ok; 1 too many failed viewers; 130/143 interrupted by SIGINT/SIGTERM.
+    /// 0 ok; 1 too many failed viewers; 99 a threshold failed; 130/143 interrupted by
+    /// SIGINT/SIGTERM (`crate::model::exit::Exit`).
     pub exit_code: u8,
     /// Short summary printed at the end.
     pub summary: String,
     /// With `viewers.count: auto`: the viewers the governed ramp settled on.
     pub settled_viewers: Option<u32>,
+    /// The run's report (`report.json`), when one was built: its figures and thresholds.
+    pub report: Option<crate::report::ReportSummary>,
 }
 
 /// How a run is carried out, beyond its scenario.

@@ -7,8 +7,10 @@ use super::{governor, manifest, progress, samplers, viewer_task, RunOutcome};
 use crate::fleet::{self, Fleet};
 use crate::metrics::controller::ControllerMetrics;
 use crate::metrics::scrape::Scraper;
+use crate::model::exit::Exit;
 use crate::model::rawdata::{self, RunEventKind, ViewerEventKind};
 use crate::model::scenario::{Plan, RunClock};
+use crate::report::ReportSummary;
 use crate::sys::shutdown::Shutdown;
 use crate::target::start::{self, StartedTarget};
 use crate::target::{Target, TargetPlacement};
@@ -84,21 +86,30 @@ pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> 
         t.stop().await;
     }
     metrics_stop.cancel();
-    finish(&ctx, result, rec, recorder).await
+    let has_thresholds = !plan.thresholds.is_empty();
+    finish(&ctx, result, rec, recorder, has_thresholds).await
 }
 
-/// Records how the run ended, closes the raw data and stamps the manifest.
+/// Records how the run ended, closes the raw data, stamps the manifest, and judges the
+/// scenario's thresholds from the report (exit code 99 when one fails and nothing worse
+/// happened).
 async fn finish(
     ctx: &RunContext,
     result: anyhow::Result<(u8, progress::Summary)>,
     rec: RecorderHandle,
     recorder: Recorder,
+    has_thresholds: bool,
 ) -> anyhow::Result<RunOutcome> {
     let interrupted = ctx.shutdown.is_triggered();
     let (code, error) = match &result {
         Ok((code, _)) => (*code, None),
         Err(_) if interrupted => (ctx.shutdown.exit_code(), None),
-        Err(err) => (2, Some(format!("{err:#}"))),
+        // The manifest records the code the process will end with (`commands::exit_for`
+        // knows more types; what reaches here is marked or this machine's).
+        Err(err) => (
+            Exit::marked(err).unwrap_or(Exit::Internal).code(),
+            Some(format!("{err:#}")),
+        ),
     };
     let (event, detail) = match (&error, interrupted) {
         (_, true) => (
@@ -112,23 +123,47 @@ async fn finish(
     drop(rec);
     recorder.finish().await.context("writing raw data")?;
     manifest::finish_manifest(&ctx.out, code, interrupted, ctx.shutdown.signal())?;
-    let (summary, settled_viewers) = match result {
+    let mut code = code;
+    let (summary, settled_viewers, report) = match result {
         Ok((_, mut summary)) => {
-            if ctx.write_report {
-                write_report(&ctx.out, &mut summary);
+            let report = if ctx.write_report {
+                write_report(&ctx.out, &mut summary)
+            } else if has_thresholds {
+                judge_without_report(&ctx.out)
+            } else {
+                None
+            };
+            let mut text = summary.text();
+            if let Some(report) = &report {
+                for line in crate::report::thresholds::lines(&report.thresholds) {
+                    text.push('\n');
+                    text.push_str(&line);
+                }
+                if code == Exit::SUCCESS && report.thresholds_failed() {
+                    code = Exit::THRESHOLDS_FAILED;
+                    manifest::restamp_exit_code(&ctx.out, code)?;
+                }
+            } else if has_thresholds && !interrupted {
+                // Without a report nothing was judged: a threshold never passes unseen.
+                text.push_str("\nTHRESHOLDS FAILED: the report could not be built, so none was judged (exit code 99); run `viewerfleet report` on the run folder to judge them");
+                if code == Exit::SUCCESS {
+                    code = Exit::THRESHOLDS_FAILED;
+                    manifest::restamp_exit_code(&ctx.out, code)?;
+                }
             }
-            (summary.text(), summary.settled_viewers())
+            (text, summary.settled_viewers(), report)
         }
-        Err(_) if interrupted => ("interrupted before viewers started".to_string(), None),
+        Err(_) if interrupted => ("interrupted before viewers started".to_string(), None, None),
         Err(err) => return Err(err),
     };
     Ok(RunOutcome {
         run_dir: ctx.out.clone(),
-        ok: code == 0,
+        ok: code == Exit::SUCCESS,
         interrupted,
         exit_code: code,
         summary,
         settled_viewers,
+        report,
     })
 }
 
@@ -139,10 +174,10 @@ fn prepare_out_dir(out: &Path) -> anyhow::Result<()> {
             .next()
             .is_some();
         if non_empty {
-            anyhow::bail!(
+            return Err(crate::model::exit::bad_input(anyhow::anyhow!(
                 "output folder {} is not empty; choose another --out or remove it (runs never overwrite data)",
                 out.display()
-            );
+            )));
         }
     }
     std::fs::create_dir_all(out.join("raw"))
@@ -151,13 +186,30 @@ fn prepare_out_dir(out: &Path) -> anyhow::Result<()> {
 
 /// Builds the report from the raw data just written; the summary then quotes its figures.
 /// A failure here loses nothing: `viewerfleet report` rebuilds it any time.
-fn write_report(out: &Path, summary: &mut progress::Summary) {
+fn write_report(out: &Path, summary: &mut progress::Summary) -> Option<ReportSummary> {
     match crate::report::write_report(out) {
-        Ok(report) => summary.use_report(&report, &out.join("report.html")),
-        Err(err) => tracing::error!(
-            "building the report failed ({err:#}); run `viewerfleet report {}` to retry",
-            out.display()
-        ),
+        Ok(report) => {
+            summary.use_report(&report, &out.join("report.html"));
+            Some(report)
+        }
+        Err(err) => {
+            tracing::error!(
+                "building the report failed ({err:#}); run `viewerfleet report {}` to retry",
+                out.display()
+            );
+            None
+        }
+    }
+}
+
+/// `--no-report` with thresholds: the report is built in memory to judge them, not written.
+fn judge_without_report(out: &Path) -> Option<ReportSummary> {
+    match crate::report::build(out) {
+        Ok(report) => Some(report.summary),
+        Err(err) => {
+            tracing::error!("judging the thresholds failed: building the report: {err:#}");
+            None
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use super::{Fleet, LoadEndpoint, StartPolicy, TargetPlacement};
 use crate::grid::local_state::{self as localstate, LocalGridState};
 use crate::grid::placement::PlacementCache;
 use crate::grid::{grid_status, GridStatus, NodeSlots};
+use crate::model::exit::{bad_input, unavailable};
 use crate::model::kinds::{FleetKind, Throttling};
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::{GridFleetPlan, GridHubs};
@@ -140,17 +141,25 @@ impl GridFleet {
     pub async fn start(plan: &GridFleetPlan) -> anyhow::Result<Self> {
         let hubs = match &plan.hubs {
             GridHubs::Url(url) => vec![url.clone()],
-            GridHubs::Inventory(path) => crate::model::scenario::fleet::grid::read_inventory(path)?,
+            GridHubs::Inventory(path) => {
+                crate::model::scenario::fleet::grid::read_inventory(path).map_err(bad_input)?
+            }
         };
         let client = reqwest::Client::new();
         let mut nodes = Vec::new();
         let mut load_endpoints = Vec::new();
         for hub in &hubs {
             let status = grid_status(&client, hub).await.map_err(|e| {
-                anyhow::anyhow!("the Grid at {hub} does not answer /status: {e:#}; is the hub up (e.g. `viewerfleet grid up --local`)?")
+                unavailable(anyhow::anyhow!(
+                    "the Grid at {hub} does not answer /status: {e:#}; {}",
+                    crate::sys::tls::hint(&e)
+                        .unwrap_or("is the hub up (e.g. `viewerfleet grid up --local`)?")
+                ))
             })?;
             if status.nodes.is_empty() {
-                anyhow::bail!("the Grid at {hub} has no node registered; start nodes first (they register with the hub's event bus)");
+                return Err(unavailable(anyhow::anyhow!(
+                    "the Grid at {hub} has no node registered; start nodes first (they register with the hub's event bus)"
+                )));
             }
             nodes.extend(status.slots_by_node());
             load_endpoints.extend(status.load_endpoints());

@@ -23,6 +23,10 @@ pub struct StepResult {
     pub generator_cores: u32,
     pub stalls_per_viewer_minute: f64,
     pub ttff_p95_ms: Option<f64>,
+    /// The scenario's thresholds as the step's report judged them (none: the scenario has
+    /// none). They do not make a step degraded: the capacity report says how far they held.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<crate::report::thresholds::ThresholdResult>,
 }
 
 /// Thresholds of the knee rules; every report states them.
@@ -220,6 +224,7 @@ mod tests {
             generator_cores: 2,
             stalls_per_viewer_minute: stalls,
             ttff_p95_ms: Some(2000.0),
+            thresholds: Vec::new(),
         }
     }
 

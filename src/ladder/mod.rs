@@ -95,6 +95,7 @@ mod tests {
             generator_cores: 2,
             stalls_per_viewer_minute: stalls,
             ttff_p95_ms: Some(1500.0),
+            thresholds: Vec::new(),
         }
     }
 
@@ -137,5 +138,49 @@ mod tests {
         assert!(md.contains("The **load generator** saturated, not the target"));
         let html = render::html(&report);
         assert!(html.contains("<table>") && html.contains("<b>load generator</b>"));
+        assert!(!md.contains("## Thresholds"), "no thresholds, no section");
+    }
+
+    #[test]
+    fn the_capacity_report_says_up_to_which_step_the_thresholds_held() {
+        use crate::model::scenario::ThresholdText;
+        let judged = |share: f64| {
+            let mut summary: crate::report::ReportSummary = serde_json::from_str(include_str!(
+                "../../tests/fixtures/golden/run-steady.report.json"
+            ))
+            .unwrap();
+            summary.p2p_savings = Some(share);
+            crate::report::thresholds::evaluate(
+                &[ThresholdText {
+                    metric: "p2p_savings_at_t".into(),
+                    condition: ">= 60%".into(),
+                }],
+                &summary,
+            )
+        };
+        let steps: Vec<StepResult> = [(2, 0.8), (4, 0.65), (6, 0.55)]
+            .into_iter()
+            .map(|(viewers, share)| StepResult {
+                thresholds: judged(share),
+                ..step(viewers, 0.3, 0.0)
+            })
+            .collect();
+        let report = analyze(
+            "vod",
+            steps,
+            KneeRules::default(),
+            None,
+            String::new(),
+            "host".into(),
+        );
+        let md = render::markdown(&report);
+        assert!(
+            md.contains("thresholds held up to **4 viewers**; they first failed at 6 viewers"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- 6 viewers: FAILED `p2p_savings_at_t >= 60%` (got 55%)"),
+            "{md}"
+        );
     }
 }

@@ -117,6 +117,7 @@ mod tests {
             generator_cores: 2,
             stalls_per_viewer_minute: 0.0,
             ttff_p95_ms: None,
+            thresholds: Vec::new(),
         }
     }
 

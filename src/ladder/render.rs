@@ -31,6 +31,7 @@ pub fn markdown(r: &CapacityReport) -> String {
     let _ = writeln!(s, "Generated {} on {}.\n", r.generated_at, r.host);
     steps_table(&mut s, r);
     knee_section(&mut s, r);
+    thresholds_section(&mut s, r);
     rules_line(&mut s, &r.rules);
     costs_table(&mut s, &r.costs);
     if let Some(p) = &r.projection {
@@ -86,6 +87,57 @@ fn steps_table(s: &mut String, r: &CapacityReport) {
             opt(step.ttff_p95_ms.map(|t| t / 1000.0), 1),
             status
         );
+    }
+}
+
+/// How far the scenario's thresholds held: the largest step up to which every step passed
+/// them, and each step's failed ones. Nothing when the scenario has none.
+fn thresholds_section(s: &mut String, r: &CapacityReport) {
+    if r.steps.iter().all(|step| step.thresholds.is_empty()) {
+        return;
+    }
+    let _ = writeln!(s, "\n## Thresholds\n");
+    let passed = |step: &StepResult| step.thresholds.iter().all(|t| t.pass);
+    let held = r.steps.iter().take_while(|step| passed(step)).last();
+    let _ = match (held, r.steps.iter().find(|step| !passed(step))) {
+        (_, None) => writeln!(
+            s,
+            "The scenario's thresholds held at every step, up to {} viewers.\n",
+            r.steps.last().map(|st| st.viewers).unwrap_or(0)
+        ),
+        (Some(ok), Some(first)) => writeln!(
+            s,
+            "The scenario's thresholds held up to **{} viewers**; they first failed at {} viewers.\n",
+            ok.viewers, first.viewers
+        ),
+        (None, Some(first)) => writeln!(
+            s,
+            "The scenario's thresholds failed from the first step ({} viewers) on.\n",
+            first.viewers
+        ),
+    };
+    for step in &r.steps {
+        let failed: Vec<String> = step
+            .thresholds
+            .iter()
+            .filter(|t| !t.pass)
+            .map(|t| format!("`{} {}` (got {})", t.metric, t.condition, t.observed))
+            .collect();
+        let _ = if failed.is_empty() {
+            writeln!(
+                s,
+                "- {} viewers: all {} passed",
+                step.viewers,
+                step.thresholds.len()
+            )
+        } else {
+            writeln!(
+                s,
+                "- {} viewers: FAILED {}",
+                step.viewers,
+                failed.join(", ")
+            )
+        };
     }
 }
 

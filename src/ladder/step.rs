@@ -37,5 +37,6 @@ pub fn step_from_run(run_dir: &Path, report: &ReportSummary) -> anyhow::Result<S
         generator_cores: hosts.first().map(|h| h.cores).unwrap_or(1),
         stalls_per_viewer_minute: report.qoe.stalls_per_viewer_minute.unwrap_or(0.0),
         ttff_p95_ms: report.qoe.ttff_p95_ms,
+        thresholds: report.thresholds.clone(),
     })
 }

@@ -4,11 +4,13 @@
 //!   included, already parsed);
 //! - `rawdata`: the records a run appends as they arrive, and the manifest;
 //! - `kinds`: the fixed sets (fleet kind, target kind, video kind, …), each an enum with one
-//!   mapping to and from its name.
+//!   mapping to and from its name;
+//! - `exit`: every exit code, and the error categories that choose one.
 //!
 //! Nothing here starts a process, opens a socket or knows the command line; every other
 //! layer may use it, it uses none of them (checked by `tests/fast/layers.rs`).
 
+pub mod exit;
 pub mod kinds;
 pub mod net;
 pub mod rawdata;

@@ -496,6 +496,10 @@ pub struct PlanSummary {
     /// then its maximum and the `ramp_settled` run event says how many it released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_cpu_below: Option<f64>,
+    /// The scenario's `thresholds`, as written; the report judges them (absent in
+    /// manifests of older versions and of scenarios without thresholds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<crate::model::scenario::ThresholdText>,
 }
 
 impl RunEvent {

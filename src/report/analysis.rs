@@ -99,6 +99,8 @@ pub fn build(run: &RunData) -> RunReport {
         honesty,
     );
     summary.headroom = Some(headroom.headroom);
+    // Judged last, from the figures above: what `report.json` says is what was judged.
+    summary.thresholds = super::thresholds::evaluate(&plan.thresholds, &summary);
     RunReport {
         summary,
         name: run_name(run),
@@ -510,6 +512,7 @@ fn summary(
         qoe,
         headroom: None,
         honesty,
+        thresholds: Vec::new(),
     }
 }
 

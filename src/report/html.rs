@@ -503,7 +503,19 @@ impl Renderer for HtmlRenderer {
                 esc(&banner)
             );
         }
+        if s.thresholds_failed() {
+            let _ = writeln!(
+                b,
+                "<p class=\"notfinding\"><strong>THRESHOLDS FAILED</strong>: {}</p>",
+                esc(&prose::thresholds_line(s))
+            );
+        }
         list(&mut b, &prose::run_lines(s));
+        if !s.thresholds.is_empty() {
+            b.push_str("<h2>Thresholds</h2>\n");
+            let _ = writeln!(b, "<p>{}</p>", esc(&prose::thresholds_line(s)));
+            b.push_str(&render::thresholds_table(s).html());
+        }
         bandwidth_section(&mut b, r);
         if let Some(h) = &s.headroom {
             headroom_section(&mut b, r, h);

@@ -65,7 +65,20 @@ impl Renderer for MarkdownRenderer {
         if let Some(banner) = prose::not_a_finding_banner(s) {
             let _ = writeln!(out, "> **NOT A FINDING**: {banner}\n");
         }
+        if s.thresholds_failed() {
+            let _ = writeln!(
+                out,
+                "> **THRESHOLDS FAILED**: {}\n",
+                prose::thresholds_line(s)
+            );
+        }
         bullets(&mut out, &prose::run_lines(s));
+        if !s.thresholds.is_empty() {
+            out.push_str("## Thresholds\n\n");
+            let _ = writeln!(out, "{}\n", prose::thresholds_line(s));
+            out.push_str(&render::thresholds_table(s).markdown());
+            out.push('\n');
+        }
         out.push_str("## Bandwidth\n\n");
         out.push_str(&render::seed_table(s).markdown());
         out.push('\n');

@@ -3,7 +3,8 @@
 //! and suites of runs.
 //!
 //! Pipeline: `load` (read the folder) → `traffic` + `rates` (counter deltas → bytes per bin)
-//! → `table`, `qoe`, `headroom`, `honesty` (numbers) → `analysis` (one `RunReport`) → renderers
+//! → `table`, `qoe`, `headroom`, `honesty` (numbers) → `thresholds` (the scenario's
+//! conditions judged on those numbers) → `analysis` (one `RunReport`) → renderers
 //! (`json`, `csv`, `markdown`, `html` + `svg`, behind `render::Renderer`). `compare` and
 //! `suite` put several runs side by side.
 
@@ -24,15 +25,17 @@ mod qoe;
 mod rates;
 mod reconcile;
 pub mod render;
-mod stats;
+pub mod stats;
 mod svg;
 mod table;
+pub mod thresholds;
 mod traffic;
 
 pub use compare::Comparison;
 pub use load::{LoadError, RunData};
 pub use model::{
-    Headroom, HeadroomVerdict, ReportSummary, RunReport, ViewerHeadroom, ViewerHeadroomStatus,
+    Headroom, HeadroomVerdict, ReportSummary, RunReport, SourceTable, ViewerHeadroom,
+    ViewerHeadroomStatus,
 };
 
 use std::path::Path;
@@ -43,6 +46,13 @@ pub fn build_and_write(run_dir: &Path) -> anyhow::Result<RunReport> {
     let report = analysis::build(&run);
     render::write_run(&report, run_dir)?;
     Ok(report)
+}
+
+/// Builds the report of one run folder without writing anything (to judge its thresholds
+/// when the run writes no report).
+pub fn build(run_dir: &Path) -> anyhow::Result<RunReport> {
+    let run = load::RunData::load(run_dir)?;
+    Ok(analysis::build(&run))
 }
 
 /// Builds `report.{json,md,html}` and the CSV files in `run_dir` from its raw data (the run

@@ -70,6 +70,10 @@ pub struct ReportSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom: Option<Headroom>,
     pub honesty: Honesty,
+    /// The scenario's `thresholds`, each judged against the figures above (absent when the
+    /// scenario has none): metric, condition, value, pass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<super::thresholds::ThresholdResult>,
 }
 
 impl ReportSummary {
@@ -78,6 +82,11 @@ impl ReportSummary {
         self.headroom
             .as_ref()
             .is_some_and(|h| h.verdict == HeadroomVerdict::NotAFinding)
+    }
+
+    /// At least one of the scenario's thresholds failed (the run exits 99).
+    pub fn thresholds_failed(&self) -> bool {
+        super::thresholds::any_failed(&self.thresholds)
     }
 }
 

@@ -252,6 +252,30 @@ pub fn honesty_lines(s: &ReportSummary) -> Vec<String> {
     out
 }
 
+/// One sentence on the scenario's thresholds: how many passed, which failed.
+pub fn thresholds_line(s: &ReportSummary) -> String {
+    let failed: Vec<String> = s
+        .thresholds
+        .iter()
+        .filter(|t| !t.pass)
+        .map(|t| format!("{} {} (got {})", t.metric, t.condition, t.observed))
+        .collect();
+    if failed.is_empty() {
+        format!(
+            "All {} of the scenario's thresholds passed.",
+            s.thresholds.len()
+        )
+    } else {
+        format!(
+            "{} of the scenario's {} thresholds failed: {}. `viewerfleet run` exits 99; a \
+             threshold without a value fails (the report has no such figure).",
+            failed.len(),
+            s.thresholds.len(),
+            failed.join("; ")
+        )
+    }
+}
+
 /// The banner at the top of a run whose P2P figure is not a finding (plain text; the
 /// renderers make it prominent).
 pub fn not_a_finding_banner(s: &ReportSummary) -> Option<String> {

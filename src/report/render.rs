@@ -331,11 +331,35 @@ pub fn flags(s: &ReportSummary) -> String {
     if s.windows.steady_clipped {
         f.push("T not reached".to_string());
     }
+    let failed = s.thresholds.iter().filter(|t| !t.pass).count();
+    if failed > 0 {
+        f.push(format!("THRESHOLDS FAILED {failed}/{}", s.thresholds.len()));
+    }
     if f.is_empty() {
         "ok".into()
     } else {
         f.join(", ")
     }
+}
+
+/// The scenario's thresholds as judged: one row each (the report's Thresholds section).
+pub fn thresholds_table(s: &ReportSummary) -> Table {
+    let mut t = Table::new(&["Metric", "Condition", "Value", "Result", "Read from"])
+        .with_left(2)
+        .with_last_left();
+    for r in &s.thresholds {
+        t.row(vec![
+            r.metric.clone(),
+            r.condition.clone(),
+            r.observed.clone(),
+            if r.pass { "pass" } else { "FAIL" }.into(),
+            match (&r.reason, r.pass) {
+                (Some(why), false) => format!("{}: {why}", r.source),
+                _ => r.source.clone(),
+            },
+        ]);
+    }
+    t
 }
 
 /// Machines shown in a report's headroom table, most saturated first (all are in
@@ -507,6 +531,10 @@ pub fn run_text(report: &RunReport) -> String {
     out.push_str(&seed_table(s).text());
     if let Some(h) = &s.headroom {
         out.push_str(&h.headline);
+        out.push('\n');
+    }
+    for line in super::thresholds::lines(&s.thresholds) {
+        out.push_str(&line);
         out.push('\n');
     }
     out

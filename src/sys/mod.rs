@@ -1,9 +1,11 @@
 //! The operating system as every layer needs it, one place each: the stop signal
 //! (Ctrl-C/SIGTERM), child processes that end with the controller and are terminated the
-//! same way everywhere, facts about this host and its processes, and CPU cgroups.
+//! same way everywhere, facts about this host and its processes, CPU cgroups, and TLS as a
+//! client with the system's roots.
 
 pub mod cgroup;
 pub mod hostinfo;
 pub mod net;
 pub mod process;
 pub mod shutdown;
+pub mod tls;

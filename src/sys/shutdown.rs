@@ -64,12 +64,19 @@ impl Shutdown {
         }
     }
 
+    /// How a command stopped by signal exits (`exit_code` as a category).
+    pub fn exit(&self) -> crate::model::exit::Exit {
+        crate::model::exit::Exit::Interrupted {
+            sigterm: self.signal() == Some("SIGTERM"),
+        }
+    }
+
     /// The exit code for a stop by signal: 143 after SIGTERM, 130 after Ctrl-C (or an
     /// internal stop), as shells report a process killed by that signal.
     pub fn exit_code(&self) -> u8 {
         match self.signal() {
-            Some("SIGTERM") => 143,
-            _ => 130,
+            Some("SIGTERM") => crate::model::exit::Exit::SIGTERM,
+            _ => crate::model::exit::Exit::SIGINT,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use super::peertube::PeerTubeTarget;
 use super::{Target, TargetPlacement};
+use crate::model::exit::{bad_input, unavailable};
 use crate::model::kinds::{TargetKind, VideoKind};
 use crate::model::scenario::Plan;
 use crate::sys::process::{self, Scope};
@@ -95,20 +96,29 @@ pub async fn check_before_fleet(plan: &Plan) -> anyhow::Result<()> {
             let api = target.video_api_url();
             let status = get(&api)
                 .await
-                .with_context(|| format!("the target's API did not answer at {api}"))?;
+                .with_context(|| format!("the target's API did not answer at {api}"))
+                .map_err(unavailable)?;
             match status {
                 s if s.is_success() => {}
-                reqwest::StatusCode::NOT_FOUND => anyhow::bail!(
+                // The instance answers and knows no such video: the URL is what is wrong.
+                reqwest::StatusCode::NOT_FOUND => return Err(bad_input(anyhow::anyhow!(
                     "target.url: the target has no such video ({api} answered 404 Not Found); check the video's id in the URL"
-                ),
-                s => anyhow::bail!("the target answered {s} at {api}, where PeerTube describes the video"),
+                ))),
+                s => return Err(unavailable(anyhow::anyhow!(
+                    "the target answered {s} at {api}, where PeerTube describes the video"
+                ))),
             }
             if let Some(exporter) = target.exporter_url() {
-                let status = get(&exporter).await.with_context(|| {
-                    format!("target.exporter did not answer at {exporter}; fix the address or remove target.exporter")
-                })?;
+                let status = get(&exporter)
+                    .await
+                    .with_context(|| {
+                        format!("target.exporter did not answer at {exporter}; fix the address or remove target.exporter")
+                    })
+                    .map_err(unavailable)?;
                 if !status.is_success() {
-                    anyhow::bail!("target.exporter answered {status} at {exporter}");
+                    return Err(unavailable(anyhow::anyhow!(
+                        "target.exporter answered {status} at {exporter}"
+                    )));
                 }
             }
             Ok(())
@@ -123,12 +133,16 @@ async fn get(url: &str) -> anyhow::Result<reqwest::StatusCode> {
     Ok(client.get(url).send().await?.status())
 }
 
+/// The viewer page answers; if not, the outside world failed (exit code 69).
 async fn check_reachable(url: &str) -> anyhow::Result<()> {
     let status = get(url)
         .await
-        .with_context(|| format!("the target did not answer at {url}"))?;
+        .with_context(|| format!("the target did not answer at {url}"))
+        .map_err(unavailable)?;
     if !status.is_success() {
-        anyhow::bail!("the target answered {status} at {url}");
+        return Err(unavailable(anyhow::anyhow!(
+            "the target answered {status} at {url}"
+        )));
     }
     Ok(())
 }

@@ -57,7 +57,12 @@ impl Bidi {
             url: url.to_string(),
             message,
         };
-        let (socket, _) = tokio::time::timeout(limit, tokio_tungstenite::connect_async(url))
+        // `wss://` with the system's roots (or SSL_CERT_FILE's), `ws://` as plain TCP.
+        let tls = crate::sys::tls::client_config().map_err(|e| connect_err(format!("{e:#}")))?;
+        let connector = tokio_tungstenite::Connector::Rustls(tls);
+        let handshake =
+            tokio_tungstenite::connect_async_tls_with_config(url, None, false, Some(connector));
+        let (socket, _) = tokio::time::timeout(limit, handshake)
             .await
             .map_err(|_| connect_err(format!("no handshake within {limit:?}")))?
             .map_err(|e| connect_err(e.to_string()))?;

@@ -519,7 +519,9 @@ async fn connect(
     timeouts: &ViewerTimeouts,
     caps: serde_json::Map<String, serde_json::Value>,
 ) -> Result<fantoccini::Client, ViewerError> {
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    // `http://` and `https://` endpoints alike (a Grid behind a TLS proxy).
+    let connector =
+        crate::sys::tls::https_connector().map_err(|e| ViewerError::Session(format!("{e:#}")))?;
     let mut builder = ClientBuilder::new(connector);
     builder.capabilities(caps);
     tokio::time::timeout(timeouts.session, builder.connect(&slot.webdriver_url))

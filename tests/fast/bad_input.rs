@@ -382,13 +382,14 @@ fn validate_refuses_a_youtube_watch_page_for_a_peertube_target() {
 fn readme_exit_code_table_covers_every_subcommand() {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    // The section's tables: the codes, then what each means per command.
     let table: Vec<&str> = readme
         .split("### Exit codes")
         .nth(1)
         .expect("README has an `### Exit codes` section")
         .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
+        .take_while(|l| !l.starts_with("### "))
+        .filter(|l| l.starts_with('|'))
         .collect();
     let help = viewerfleet().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
@@ -578,4 +579,30 @@ fn a_calibration_viewer_slots_or_token_file_that_never_ends_is_refused_at_once()
                 .and(predicate::str::contains("not a regular file")),
         );
     assert!(started.elapsed() < DEADLINE);
+}
+
+/// README's table of codes is the one in `model::exit`: every code, with its name.
+#[test]
+fn readme_exit_codes_are_the_programs() {
+    use viewerfleet::model::exit::Exit;
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme.split("### Exit codes").nth(1).unwrap();
+    for exit in Exit::ALL {
+        let row = format!("`{}`", exit.code());
+        let line = section
+            .lines()
+            .find(|l| {
+                l.split('|')
+                    .nth(1)
+                    .is_some_and(|first| first.contains(&row))
+            })
+            .unwrap_or_else(|| panic!("no row for exit code {}", exit.code()));
+        assert!(
+            line.contains(&format!("`{}`", exit.as_str())),
+            "the row of {} names `{}`: {line}",
+            exit.code(),
+            exit.as_str()
+        );
+    }
 }

@@ -126,3 +126,104 @@ fn per_browser_out_of_range_is_refused_before_anything_starts() {
                 .unwrap(),
         );
 }
+
+/// Scripts tell "fix your input" (2) from "the outside world failed" (69): an invalid
+/// scenario, a target that does not answer, and a Hetzner API that keeps answering 500
+/// each end with their own code, and say so under `--json` too.
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_input_an_unreachable_target_and_a_failing_cloud_api_exit_differently() {
+    use viewerfleet_kit::fake_hcloud::{FakeConfig, FakeHcloud, Fault};
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string("scenarios/local/vod.yaml").unwrap();
+
+    let invalid = dir.path().join("invalid.yaml");
+    std::fs::write(&invalid, base.replace("count: 16", "count: 0")).unwrap();
+
+    // Nothing listens on port 9 of this machine: the target check fails before any fleet.
+    let unreachable = dir.path().join("unreachable.yaml");
+    std::fs::write(
+        &unreachable,
+        "name: gone\ntarget:\n  kind: peertube\n  video: vod\n  url: http://127.0.0.1:9/w/x\nviewers:\n  count: 1\nduration: 10s\nfleet:\n  kind: grid\n  url: http://127.0.0.1:9/\n",
+    )
+    .unwrap();
+
+    let fake = FakeHcloud::start(
+        FakeConfig {
+            faults: vec![Fault::status(http::Method::GET, "/v1/*", 500, None)],
+            ..FakeConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let cloud = dir.path().join("cloud.yaml");
+    let key = dir.path().join("id.pub");
+    std::fs::write(
+        &key,
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICliTestKey t@example\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &cloud,
+        format!(
+            "name: cloud\ntarget:\n  kind: peertube\n  video: live\n  url: http://127.0.0.1:9/w/x\nviewers:\n  count: 8\nduration: 1m\nfleet:\n  kind: hcloud\n  controller_ips: [\"198.51.100.7/32\"]\n  ssh_public_key: {}\n  node_type: cx33\n",
+            key.display()
+        ),
+    )
+    .unwrap();
+
+    let cases: Vec<(Vec<String>, i32, &str, &str)> = vec![
+        (
+            vec!["run".into(), invalid.display().to_string()],
+            2,
+            "bad-input",
+            "viewers.count",
+        ),
+        (
+            vec![
+                "run".into(),
+                unreachable.display().to_string(),
+                "--out".into(),
+                dir.path().join("out").display().to_string(),
+            ],
+            69,
+            "unavailable",
+            "the target did not answer at http://127.0.0.1:9/",
+        ),
+        (
+            vec!["plan".into(), cloud.display().to_string()],
+            69,
+            "unavailable",
+            "the API keeps failing (status 500)",
+        ),
+    ];
+    let endpoint = fake.endpoint();
+    for (args, code, outcome, says) in cases {
+        let endpoint = endpoint.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
+                .args(&args)
+                .arg("--json")
+                .env("HCLOUD_ENDPOINT", endpoint)
+                .env("HCLOUD_TOKEN", "cli-exit-codes-token")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{stderr}");
+        assert!(stderr.contains(says), "{says}: {stderr}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["outcome"], outcome, "{doc}");
+        assert_eq!(doc["exit_code"], code);
+    }
+    assert!(
+        !dir.path().join("out/raw/viewer_events.jsonl").exists() || {
+            // The run stopped at the target check: no viewer was ever asked for.
+            std::fs::read_to_string(dir.path().join("out/raw/viewer_events.jsonl"))
+                .unwrap()
+                .is_empty()
+        }
+    );
+}

@@ -842,3 +842,41 @@ async fn plan_sizes_nodes_from_a_calibration() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("not a calibration"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_json_gives_every_scenarios_fleet_and_a_missing_token_is_bad_input() {
+    let fake = fake(FakeConfig::default()).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = command(&fake, root)
+        .args([
+            "plan",
+            "--json",
+            "scenarios/peertube-1000/live-normal.yaml",
+            "scenarios/peertube-1000/vod.yaml",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    let doc = crate::support::schema::assert_valid("plan-summary.v1.json", &stdout);
+    let plans = doc["plan"]["scenarios"].as_array().unwrap();
+    assert_eq!(plans.len(), 2);
+    // The same figures the text gives (the text went to stderr).
+    assert_eq!(plans[0]["nodes"]["server_type"], "cx53");
+    assert_eq!(plans[0]["nodes"]["nodes"], 7);
+    assert_eq!(plans[1]["nodes"]["nodes"], 167);
+    assert!(stderr.contains("nodes: 7 × cx53"), "{stderr}");
+    assert!(!stdout.contains("nodes: 7 × cx53"));
+
+    let out = command(&fake, root)
+        .env_remove("HCLOUD_TOKEN")
+        .args(["plan", "--json", "scenarios/peertube-1000/vod.yaml"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let doc = crate::support::schema::assert_valid("plan-summary.v1.json", &text(&out.stdout));
+    assert_eq!(doc["outcome"], "bad-input");
+    assert!(doc["error"].as_str().unwrap().contains("HCLOUD_TOKEN"));
+}

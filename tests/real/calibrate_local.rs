@@ -21,6 +21,7 @@ fn calibrate_measures_memory_cpu_and_bytes_per_profile() {
         .args([
             "--quiet",
             "calibrate",
+            "--json",
             "--viewers",
             "1",
             "--warmup",
@@ -42,11 +43,11 @@ fn calibrate_measures_memory_cpu_and_bytes_per_profile() {
     let pid = child.id();
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    // Under --json the tables go to stderr and stdout holds the document.
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{text}");
+    let doc = crate::support::schema::assert_valid("calibrate-summary.v1.json", &stdout);
+    assert_eq!(doc["calibrate"]["profiles"].as_array().unwrap().len(), 2);
     let calibration = Calibration::load(&out).unwrap();
     assert_eq!(calibration.profiles.len(), 2);
     for p in &calibration.profiles {
@@ -70,7 +71,7 @@ fn calibrate_measures_memory_cpu_and_bytes_per_profile() {
     assert!(!wide.contains(&"--window-size=640,360".to_string()));
     let md = std::fs::read_to_string(out.join("calibration.md")).unwrap();
     assert!(md.contains("| wide | 1 | 1/1 |"), "{md}");
-    assert!(stdout.contains("| default | 1 | 1/1 |"), "{stdout}");
+    assert!(text.contains("| default | 1 | 1/1 |"), "{text}");
     // Nothing left behind: browsers carry the calibrating process's pid in their profile
     // names; none may outlive it, and neither may a profile folder.
     assert_eq!(

@@ -7,3 +7,4 @@ pub mod fixtures;
 pub mod grid;
 pub mod hog;
 pub mod raw_run;
+pub mod schema;

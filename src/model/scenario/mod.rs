@@ -13,6 +13,7 @@ mod limits;
 pub mod packing;
 mod plan;
 mod spec;
+pub mod thresholds;
 
 pub use limits::{MAX_NESTING, MAX_SCENARIO_BYTES};
 
@@ -23,6 +24,7 @@ pub use spec::{
     AutoSpec, FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewerCountSpec,
     ViewersSpec,
 };
+pub use thresholds::{Threshold, ThresholdText};
 
 use crate::model::kinds::{FleetKind, Throttling};
 use fleet::FleetSpec;

@@ -33,6 +33,8 @@ pub struct Plan {
     pub measure_at: Duration,
     pub steady_window: Duration,
     pub max_failed_viewers: u32,
+    /// Conditions on the run's figures, judged from its report (exit code 99 when one fails).
+    pub thresholds: Vec<super::thresholds::Threshold>,
     pub fleet: FleetPlan,
     /// The scenario as run (the file's text with overrides applied), saved in the run folder.
     pub yaml: String,
@@ -268,6 +270,7 @@ pub(super) fn build(
         measure_at: timeline.measure_at,
         steady_window: timeline.steady_window,
         max_failed_viewers,
+        thresholds: spec.thresholds.map(|t| t.0).unwrap_or_default(),
         fleet,
         yaml,
     })

@@ -28,6 +28,10 @@ pub struct ScenarioSpec {
     /// How many viewers may fail before the run exits non-zero [default: 0].
     #[serde(default)]
     pub max_failed_viewers: Option<FailedThreshold>,
+    /// Pass/fail conditions on the run's figures, e.g. `ttff_p95: "< 15s"` (see
+    /// `thresholds`); a failed one makes the run exit 99.
+    #[serde(default)]
+    pub thresholds: Option<super::thresholds::ThresholdsSpec>,
     pub fleet: FleetSpec,
 }
 
@@ -233,17 +237,35 @@ pub(super) fn parse_spec(text: &str, file: &str) -> Result<ScenarioSpec, Scenari
         };
         // A mark at the end of the text (a value cut short) is on the last line.
         let last_line = text.split('\n').count();
-        let line = line
-            .map(|l| l.min(last_line))
+        let line = threshold_key_line(text, &field, &message)
+            .or(line.map(|l| l.min(last_line)))
             .or_else(|| super::locate(text, &field))
             .or_else(|| second_document_line(text, &message));
+        let hint = line
+            .and_then(|l| text.lines().nth(l - 1))
+            .map(block_scalar_hint)
+            .unwrap_or_default();
         ScenarioError {
             file: file.to_string(),
             line,
             field,
-            message: humanize(&strip_location(&message)) + renamed_value_hint(&message),
+            message: humanize(&strip_location(&message)) + renamed_value_hint(&message) + hint,
         }
     })
+}
+
+/// A value that starts with `>` or `|` opens a YAML block scalar (`p2p_savings_at_t: >=
+/// 60%`), which the parser refuses in words about line breaks: say to quote it.
+fn block_scalar_hint(line: &str) -> &'static str {
+    let value = line
+        .split_once(':')
+        .map(|(_, v)| v.trim_start())
+        .unwrap_or("");
+    if value.starts_with(">=") || value.starts_with("> ") || value.starts_with('|') {
+        "; a value starting with `>` or `|` opens a YAML block scalar: quote it, e.g. `p2p_savings_at_t: \">= 60%\"`"
+    } else {
+        ""
+    }
 }
 
 /// What a value of an earlier version means today, for a file written for it.
@@ -255,6 +277,28 @@ fn renamed_value_hint(message: &str) -> &'static str {
     } else {
         ""
     }
+}
+
+/// The line of a refused key under `thresholds:` (the parser marks the entry before it).
+/// The message names the key first, in backticks.
+fn threshold_key_line(text: &str, field: &str, message: &str) -> Option<usize> {
+    if field != "thresholds" {
+        return None;
+    }
+    let key = message.strip_prefix('`')?.split('`').next()?;
+    let start = super::locate(text, "thresholds")?;
+    text.lines()
+        .enumerate()
+        .skip(start)
+        .take_while(|(_, l)| l.trim().is_empty() || l.starts_with(' ') || l.starts_with('#'))
+        .find(|(_, l)| {
+            let t = l.trim_start();
+            t.strip_prefix(key)
+                .is_some_and(|rest| rest.starts_with(':'))
+                || t.strip_prefix(&format!("\"{key}\""))
+                    .is_some_and(|r| r.starts_with(':'))
+        })
+        .map(|(i, _)| i + 1)
 }
 
 /// The line of the `---` that starts a second document, for that error.

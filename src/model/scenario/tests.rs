@@ -328,3 +328,66 @@ fn max_viewers_bounds_a_governed_ramp_only() {
     .unwrap_err();
     assert_eq!(err.field, "--max-viewers", "{err}");
 }
+
+#[test]
+fn thresholds_become_part_of_the_plan_in_the_files_order() {
+    let text = format!(
+        "{GOOD}thresholds:\n  ttff_p95: \"< 15s\"\n  players.p2p_savings_at_t: \">= 60%\"\n  failed_viewers: <= 2\n  headroom: finding\n"
+    );
+    let plan = parse(&text, "s.yaml", &Overrides::default()).unwrap();
+    let keys: Vec<String> = plan
+        .thresholds
+        .iter()
+        .map(|t| format!("{} {}", t.key(), t.condition))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "ttff_p95 < 15s",
+            "players.p2p_savings_at_t >= 60%",
+            "failed_viewers <= 2",
+            "headroom finding"
+        ]
+    );
+    assert!(parse(GOOD, "s.yaml", &Overrides::default())
+        .unwrap()
+        .thresholds
+        .is_empty());
+}
+
+#[test]
+fn a_bad_threshold_names_its_line_the_metric_and_what_is_allowed() {
+    let line = GOOD.lines().count() + 4;
+    let text = format!(
+        "{GOOD}thresholds:\n  ttff_p95: \"< 15s\"\n  stalls_per_viewer_minute: \"< 0.5\"\n  http_share_at_t: \"< 0.4\"\n"
+    );
+    let err = parse_err(&text);
+    assert_eq!(err.line, Some(line), "{err}");
+    assert_eq!(err.field, "thresholds.http_share_at_t", "{err}");
+    assert!(
+        err.message.contains("a share in %, e.g. \"< 40%\""),
+        "{err}"
+    );
+
+    let text = format!("{GOOD}thresholds:\n  ttff_p95: \"< 15s\"\n  p95_ttff: \"< 15s\"\n");
+    let err = parse_err(&text);
+    assert_eq!(err.line, Some(GOOD.lines().count() + 3), "{err}");
+    assert!(
+        err.message.contains("`p95_ttff` is not a metric")
+            && err.message.contains("`ttff_p95`")
+            && err.message.contains("`starved_viewers`"),
+        "{err}"
+    );
+    // A plain number has no comparison.
+    let err = parse_err(&format!("{GOOD}thresholds:\n  ttff_p95: 15\n"));
+    assert!(err.message.contains("has no comparison"), "{err}");
+    assert!(!err.message.contains("Condition"), "{err}");
+    // Unquoted `>=` starts a YAML block scalar: refused, with the line.
+    let err = parse_err(&format!("{GOOD}thresholds:\n  p2p_savings_at_t: >= 60%\n"));
+    assert_eq!(err.line, Some(GOOD.lines().count() + 2), "{err}");
+    assert!(err.message.contains("quote it"), "{err}");
+    let err = parse_err(&format!(
+        "{GOOD}thresholds:\n  ttff_p95: \"< 15s\"\n  ttff_p95: \"< 10s\"\n"
+    ));
+    assert!(err.to_string().contains("ttff_p95"), "{err}");
+}

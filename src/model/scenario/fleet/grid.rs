@@ -105,13 +105,34 @@ impl GridFleetSpec {
 }
 
 /// A hub URL must be http(s) with a host; returned with a trailing `/` (fantoccini joins
-/// paths onto it).
+/// paths onto it). `https://` hubs are reached over TLS with the system's roots (or
+/// `SSL_CERT_FILE`'s), their BiDi sockets over `wss://`. Refused, with why: other schemes
+/// (`ws://`, `wss://`: the hub's HTTP endpoint is wanted, its sockets follow from it),
+/// credentials in the URL (they would be written to the manifest, the reports and the
+/// logs, and no way to send them is built in), a query or a fragment (paths are joined
+/// onto the URL).
 pub fn check_hub_url(url: &str) -> Result<String, String> {
     let parsed = url::Url::parse(url)
         .map_err(|e| format!("`{url}` is not a URL ({e}); write e.g. http://127.0.0.1:4444/"))?;
+    if matches!(parsed.scheme(), "ws" | "wss") {
+        return Err(format!(
+            "`{url}` is a WebSocket URL; give the hub's HTTP address (http:// or https://, e.g. https://grid.example:4444/): sessions are created over HTTP and their BiDi sockets (ws:// or wss://) follow from it"
+        ));
+    }
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
         return Err(format!(
             "`{url}` must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4444/"
+        ));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!(
+            "the hub URL for {} carries credentials (`user:password@`); viewerfleet cannot send them to a Grid, and it would write them into the manifest, the reports and the logs: put the hub behind a proxy that authenticates this machine instead, or reach it through an SSH tunnel",
+            parsed.host_str().unwrap_or_default()
+        ));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(format!(
+            "`{url}` has a query or a fragment; give the hub's base URL (WebDriver paths such as session/… are joined onto it)"
         ));
     }
     let mut s = parsed.to_string();
@@ -199,6 +220,22 @@ mod tests {
             check_hub_url("http://127.0.0.1:4444/wd/hub").unwrap(),
             "http://127.0.0.1:4444/wd/hub/"
         );
+        assert_eq!(
+            check_hub_url("https://grid.example:8443").unwrap(),
+            "https://grid.example:8443/"
+        );
+    }
+
+    #[test]
+    fn hub_urls_that_cannot_work_are_refused_with_why() {
+        let err = check_hub_url("https://me:s3cret@grid.example/").unwrap_err();
+        assert!(err.contains("carries credentials"), "{err}");
+        assert!(!err.contains("s3cret"), "the secret is not repeated: {err}");
+        let err = check_hub_url("wss://grid.example/session/x/se/bidi").unwrap_err();
+        assert!(err.contains("WebSocket URL"), "{err}");
+        let err = check_hub_url("https://grid.example/?token=1").unwrap_err();
+        assert!(err.contains("query"), "{err}");
+        assert!(check_hub_url("ftp://grid.example/").is_err());
     }
 
     #[test]

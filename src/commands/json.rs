@@ -1,0 +1,474 @@
+//! `--json`: one stable, versioned document on stdout for `run`, `suite`, `compare`, `plan`
+//! and `calibrate`, so a script needs neither the text nor the output folder's layout. The
+//! human-readable text then goes to stderr.
+//!
+//! Every document has the same envelope — `schema_version`, `command`, `exit_code`,
+//! `outcome` (the category of `model::exit::Exit`) and, when the command ended on an error,
+//! `error` — and the command's figures under a key named after it (`run`, `suite`,
+//! `compare`, `plan`, `calibrate`). The layouts are committed as JSON Schemas in
+//! `schemas/<command>-summary.v1.json` and checked against real outputs by the tests. The
+//! figures are mapped here field by field rather than serialized from internal types, so a
+//! change inside the program does not change the document: `SCHEMA_VERSION` does, and only
+//! when a field changes meaning or goes away (new fields may be added within a version).
+
+use crate::engine::RunOutcome;
+use crate::model::exit::Exit;
+use crate::report::compare::{Comparison, FailedRun};
+use crate::report::thresholds::ThresholdResult;
+use crate::report::ReportSummary;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// Version of every `--json` document's layout (`schemas/*.v1.json`).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The envelope, in this order on the wire: what every document starts with.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    schema_version: u32,
+    command: &'a str,
+    exit_code: u8,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// `{"<command>": figures}`.
+    #[serde(flatten)]
+    figures: serde_json::Map<String, Value>,
+}
+
+/// The whole document, as printed: the envelope around a command's figures (or its error).
+pub fn document(
+    command: &str,
+    exit: Exit,
+    figures: Option<Value>,
+    error: Option<String>,
+) -> String {
+    let mut named = serde_json::Map::new();
+    if let Some(figures) = figures {
+        named.insert(command.to_string(), figures);
+    }
+    // Straight to text: through a `Value` the envelope's order would be lost.
+    serde_json::to_string_pretty(&Envelope {
+        schema_version: SCHEMA_VERSION,
+        command,
+        exit_code: exit.code(),
+        outcome: exit.as_str(),
+        error,
+        figures: named,
+    })
+    .unwrap_or_default()
+}
+
+/// A run's headline from its report: what `run` prints, and one row of `suite`/`compare`.
+#[derive(Debug, Serialize)]
+pub struct Headline<'a> {
+    pub scenario: &'a str,
+    pub partial: bool,
+    pub viewers: Viewers,
+    /// Where `http_*`/`p2p_*` below come from: `exporter`, `players` or `none`.
+    pub source: &'a str,
+    pub http_peak_mbps: Option<f64>,
+    pub http_at_mbps: Option<f64>,
+    pub p2p_at_mbps: Option<f64>,
+    pub http_share: Option<f64>,
+    pub p2p_savings: Option<f64>,
+    /// The players' own figures at T (present when players were sampled).
+    pub players: Option<Shares>,
+    /// The exporter's figures at T (present when the run had an exporter).
+    pub exporter: Option<Shares>,
+    pub qoe: Qoe,
+    pub p2p_undelivered_share: Option<f64>,
+    pub headroom: Option<HeadroomLine<'a>>,
+    pub thresholds: &'a [ThresholdResult],
+    /// Notes on the figures: `PARTIAL`, `CPU-SATURATED`, scrape gaps, failed thresholds.
+    pub flags: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Viewers {
+    pub requested: u32,
+    pub started: u32,
+    pub failed: u32,
+    pub lost: u32,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Shares {
+    pub http_at_mbps: Option<f64>,
+    pub p2p_at_mbps: Option<f64>,
+    pub http_share: Option<f64>,
+    pub p2p_savings: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Qoe {
+    pub ttff_median_ms: Option<f64>,
+    pub ttff_p95_ms: Option<f64>,
+    pub stalls_per_viewer_minute: Option<f64>,
+    pub stalled_time_share: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HeadroomLine<'a> {
+    /// `finding`, `not-a-finding` or `unknown`.
+    pub verdict: &'a str,
+    pub headline: &'a str,
+    pub starved_viewers: u32,
+    pub viewers_in_steady: u32,
+}
+
+impl<'a> Headline<'a> {
+    pub fn of(s: &'a ReportSummary) -> Self {
+        let shares = |t: &crate::report::SourceTable| Shares {
+            http_at_mbps: t.http_at_mbps,
+            p2p_at_mbps: t.p2p_at_mbps,
+            http_share: t.http_share,
+            p2p_savings: t.p2p_savings,
+        };
+        Headline {
+            scenario: &s.scenario,
+            partial: s.partial,
+            viewers: Viewers {
+                requested: s.viewers.requested,
+                started: s.viewers.started,
+                failed: s.viewers.failed,
+                lost: s.viewers.lost,
+            },
+            source: s.source.as_str(),
+            http_peak_mbps: s.http_peak_mbps,
+            http_at_mbps: s.http_at_mbps,
+            p2p_at_mbps: s.p2p_at_mbps,
+            http_share: s.http_share,
+            p2p_savings: s.p2p_savings,
+            players: s.players.as_ref().map(shares),
+            exporter: s.exporter.as_ref().map(shares),
+            qoe: Qoe {
+                ttff_median_ms: s.qoe.ttff_median_ms,
+                ttff_p95_ms: s.qoe.ttff_p95_ms,
+                stalls_per_viewer_minute: s.qoe.stalls_per_viewer_minute,
+                stalled_time_share: s.qoe.stalled_time_share,
+            },
+            p2p_undelivered_share: s
+                .p2p_reconciliation
+                .as_ref()
+                .and_then(|r| r.undelivered_share),
+            headroom: s.headroom.as_ref().map(|h| HeadroomLine {
+                verdict: h.verdict.as_str(),
+                headline: &h.headline,
+                starved_viewers: h.viewers.starved,
+                viewers_in_steady: h.viewers.in_steady,
+            }),
+            thresholds: &s.thresholds,
+            flags: crate::report::render::flags(s),
+        }
+    }
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// `run`'s figures: where the run went, the report's headline (absent without a report).
+pub fn run(outcome: &RunOutcome) -> Value {
+    let dir = &outcome.run_dir;
+    let report = outcome.report.as_ref();
+    let written = |name: &str| {
+        let p = dir.join(name);
+        p.exists().then(|| path(&p))
+    };
+    json!({
+        "run_dir": path(dir),
+        "report_json": written("report.json"),
+        "report_html": written("report.html"),
+        "interrupted": outcome.interrupted,
+        "settled_viewers": outcome.settled_viewers,
+        "headline": report.map(Headline::of),
+    })
+}
+
+/// One compared run: its name and folder and its headline.
+fn compared_runs(cmp: &Comparison) -> Value {
+    let groups: Vec<Value> = cmp
+        .groups
+        .iter()
+        .map(|g| {
+            json!({
+                "name": g.name,
+                "stats": stats(&g.stats),
+                "runs": g.runs.iter().map(|r| json!({
+                    "name": r.name,
+                    "headline": Headline::of(&r.summary),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!(groups)
+}
+
+/// A group's means with their 95% confidence intervals (`compare --group`, repeats).
+fn stats(g: &crate::report::compare::GroupStats) -> Value {
+    let ci = |v: &Option<crate::report::stats::MeanCi>| {
+        v.as_ref()
+            .map(|m| json!({"mean": m.mean, "ci95": m.ci95, "n": m.n}))
+    };
+    json!({
+        "n": g.n,
+        "http_peak_mbps": ci(&g.http_peak_mbps),
+        "http_at_mbps": ci(&g.http_at_mbps),
+        "p2p_at_mbps": ci(&g.p2p_at_mbps),
+        "http_share": ci(&g.http_share),
+        "p2p_savings": ci(&g.p2p_savings),
+        "ttff_median_ms": ci(&g.ttff_median_ms),
+        "stalls_per_viewer_minute": ci(&g.stalls_per_viewer_minute),
+        "p2p_undelivered": ci(&g.p2p_undelivered),
+        "viewers_started": ci(&g.viewers_started),
+        "players_p2p_savings": ci(&g.players_p2p_savings),
+        "headroom_p2p_savings": ci(&g.headroom_p2p_savings),
+        "partial_runs": g.partial_runs,
+        "not_a_finding_runs": g.cpu_saturated_runs,
+        "headroom_unknown_runs": g.headroom_unknown_runs,
+    })
+}
+
+fn failed_runs(failed: &[FailedRun]) -> Value {
+    json!(failed
+        .iter()
+        .map(|f| json!({"name": f.name, "dir": f.dir, "error": f.error}))
+        .collect::<Vec<_>>())
+}
+
+/// `compare`'s figures: the rows (grouped by scenario with `--group`), the folders that
+/// could not be read, and the files written.
+pub fn compare(cmp: &Comparison, out: &Path) -> Value {
+    json!({
+        "groups": compared_runs(cmp),
+        "failed_runs": failed_runs(&cmp.failed),
+        "compare_json": path(&out.join("compare.json")),
+        "compare_html": path(&out.join("compare.html")),
+    })
+}
+
+/// `suite`'s figures: the comparison of the runs that finished, and which runs failed,
+/// went over their failure limit or failed a threshold.
+pub fn suite(result: &crate::suite::SuiteResult, out: &Path) -> Value {
+    json!({
+        "runs_started": result.runs_started,
+        "interrupted": result.interrupted,
+        "groups": compared_runs(&result.comparison),
+        "failed_runs": failed_runs(&result.comparison.failed),
+        "over_failure_limit": result.over_failure_limit,
+        "thresholds_failed": result.thresholds_failed(),
+        "compare_json": path(&out.join("compare.json")),
+        "compare_html": path(&result.html),
+    })
+}
+
+/// One node type of a fleet plan.
+fn node_option(o: &crate::cloud::sizing::NodeOption) -> Value {
+    json!({
+        "server_type": o.offer.name,
+        "cores": o.offer.cores,
+        "memory_gb": o.offer.memory_gb,
+        "cpu_type": o.offer.cpu_type,
+        "architecture": o.offer.architecture,
+        "viewers_per_node": o.viewers_per_node,
+        "limited_by": o.limited_by,
+        "nodes": o.nodes,
+        "nodes_hourly_net": o.nodes_hourly_net,
+        "unavailable_after": o.offer.unavailable_after,
+    })
+}
+
+/// One scenario's fleet plan (`plan`).
+pub fn fleet_plan(
+    scenario: &str,
+    file: &Path,
+    p: &crate::cloud::sizing::FleetPlan,
+    budget: &crate::model::scenario::fleet::ViewerBudget,
+) -> Value {
+    json!({
+        "scenario": scenario,
+        "file": path(file),
+        "viewers": p.viewers,
+        "per_browser": p.per_browser,
+        "budget": {
+            "cpu_per_viewer": budget.cpu_per_viewer,
+            "memory_mb_per_viewer": budget.memory_mb_per_viewer,
+            "cpu_per_browser": budget.cpu_per_browser,
+            "memory_mb_per_browser": budget.memory_mb_per_browser,
+        },
+        "location": p.location,
+        "nodes": node_option(&p.chosen),
+        "alternatives": p.alternatives.iter().map(node_option).collect::<Vec<_>>(),
+        "cheapest_over_limit": p.cheapest_over_limit.as_ref().map(node_option),
+        "hub": {
+            "server_type": p.hub.name,
+            "cores": p.hub.cores,
+            "memory_gb": p.hub.memory_gb,
+            "hourly_net": p.hub.hourly_net,
+        },
+        "servers": p.servers,
+        "server_limit": p.server_limit,
+        "currency": p.currency,
+        "vat_rate": p.vat_rate,
+        "hourly_net": p.hourly_net,
+        "hourly_gross": p.hourly_gross,
+        "billed_hours": p.billed_hours,
+        "run_net": p.run_net,
+        "run_gross": p.run_gross,
+        "notes": p.notes,
+    })
+}
+
+/// `calibrate`'s figures: one row per profile, video and round.
+pub fn calibrate(c: &crate::calibrate::Calibration, json_file: &Path) -> Value {
+    let rows: Vec<Value> = c
+        .profiles
+        .iter()
+        .map(|p| {
+            json!({
+                "profile": p.profile.name,
+                "video": p.video.as_str(),
+                "round": p.round + 1,
+                "viewers": p.viewers,
+                "viewers_measured": p.viewers_measured,
+                "browsers": p.browsers,
+                "failures": p.failures,
+                "cpu_cores_per_viewer": p.cpu_cores_per_viewer,
+                "pss_mb_per_viewer": p.pss_mb_per_viewer,
+                "pss_mb_per_viewer_max": p.pss_mb_per_viewer_max,
+                "processes_per_viewer": p.processes_per_viewer,
+                "http_kbps_per_viewer": p.http_kbps_per_viewer,
+                "p2p_down_kbps_per_viewer": p.p2p_down_kbps_per_viewer,
+                "p2p_up_kbps_per_viewer": p.p2p_up_kbps_per_viewer,
+                "p2p_share_pct": p.p2p_share_pct,
+                "stalls": p.stalls,
+                "ttff_ms_median": p.ttff_ms_median,
+                "fidelity": p.fidelity.as_ref().map(|f| json!({
+                    "verdict": f.verdict,
+                    "against": f.against,
+                })),
+            })
+        })
+        .collect();
+    json!({
+        "calibration_json": path(json_file),
+        "created": c.created,
+        "chromium": c.chromium,
+        "host_cpus": c.host.cpus,
+        "viewers": c.viewers,
+        "warmup_s": c.warmup_s,
+        "window_s": c.window_s,
+        "profiles": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema(file: &str) -> Value {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("schemas")
+            .join(file);
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// A calibration as `calibrate` writes it: two profiles, one with a fidelity verdict.
+    fn calibration() -> crate::calibrate::Calibration {
+        let row = |name: &str, fidelity: Value| {
+            json!({
+                "profile": {"name": name, "flags": ["--headless=new"]},
+                "video": "live", "round": 0, "viewers": 2, "viewers_measured": 2,
+                "browsers": 2, "failures": [], "processes_per_viewer": 5.5,
+                "pss_mb_per_viewer": 197.0, "pss_mb_per_viewer_max": 210.0,
+                "cpu_cores_per_viewer": 0.113, "http_kbps_per_viewer": 300.0,
+                "p2p_down_kbps_per_viewer": 350.0, "p2p_up_kbps_per_viewer": 360.0,
+                "stalls": 0, "ttff_ms_median": 1800.0, "window_s": 60.0,
+                "p2p_share_pct": 53.8, "fidelity": fidelity
+            })
+        };
+        serde_json::from_value(json!({
+            "created": "2026-12-01T10:00:00Z",
+            "host": {"hostname": "h", "cpus": 2, "cpu_model": "x", "mem_total_bytes": 1,
+                     "kernel": "k", "os": "o"},
+            "chromium": "Chromium 156", "scenario": "built-in", "videos": ["live"],
+            "viewers": 2, "warmup_s": 15.0, "window_s": 60.0, "command": "viewerfleet calibrate",
+            "profiles": [
+                row("default", Value::Null),
+                row(
+                    "project",
+                    json!({"against": "default", "verdict": "fail", "checks": [],
+                           "bytes_change_pct": 12.0, "segment_share_pct": 1.0,
+                           "p2p_share_points": -3.0, "stalls": 0, "reference_stalls": 0,
+                           "segments_change_pct": 0.0, "renditions_points": 0.0,
+                           "ttff_change_ms": null}),
+                ),
+            ]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn calibrate_json_matches_its_schema() {
+        let text = document(
+            "calibrate",
+            Exit::Ok,
+            Some(calibrate(
+                &calibration(),
+                Path::new("runs/cal/calibration.json"),
+            )),
+            None,
+        );
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let errors =
+            viewerfleet_kit::json_schema::validate(&schema("calibrate-summary.v1.json"), &doc);
+        assert!(errors.is_empty(), "{errors:#?}\n{text}");
+        assert_eq!(
+            doc["calibrate"]["profiles"][1]["fidelity"]["verdict"],
+            "fail"
+        );
+        assert_eq!(doc["calibrate"]["profiles"][0]["round"], 1);
+        // The envelope comes first, in this order.
+        let keys: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("  \""))
+            .map(|l| l.trim().split('"').nth(1).unwrap())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "schema_version",
+                "command",
+                "exit_code",
+                "outcome",
+                "calibrate"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_schema_allows_every_exit_and_names_its_command() {
+        for command in ["run", "suite", "compare", "plan", "calibrate"] {
+            let schema = schema(&format!("{command}-summary.v1.json"));
+            for exit in Exit::ALL {
+                let doc: Value = serde_json::from_str(&document(
+                    command,
+                    exit,
+                    None,
+                    Some("what went wrong".into()),
+                ))
+                .unwrap();
+                let errors = viewerfleet_kit::json_schema::validate(&schema, &doc);
+                assert!(errors.is_empty(), "{command} {exit}: {errors:#?}");
+            }
+            let other = document("other", Exit::Ok, None, Some("x".into()));
+            let errors = viewerfleet_kit::json_schema::validate(
+                &schema,
+                &serde_json::from_str(&other).unwrap(),
+            );
+            assert!(!errors.is_empty(), "{command}: the command is checked");
+        }
+    }
+}
