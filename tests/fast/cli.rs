@@ -137,7 +137,7 @@ async fn invalid_input_an_unreachable_target_and_a_failing_cloud_api_exit_differ
     let base = std::fs::read_to_string("scenarios/local/vod.yaml").unwrap();
 
     let invalid = dir.path().join("invalid.yaml");
-    std::fs::write(&invalid, base.replace("count: 16", "count: 0")).unwrap();
+    std::fs::write(&invalid, base.replace("count: auto", "count: 0")).unwrap();
 
     // Nothing listens on port 9 of this machine: the target check fails before any fleet.
     let unreachable = dir.path().join("unreachable.yaml");
