@@ -118,7 +118,9 @@ pub async fn run_scenario(
         shutdown,
         progress: options.progress,
         metrics_listen: options.metrics_listen,
-        metrics: crate::metrics::controller::ControllerMetrics::new(),
+        metrics: crate::metrics::controller::ControllerMetrics::new(
+            &crate::metrics::controller::run_label(out),
+        ),
         keep: options.keep,
         write_report: options.write_report,
     };

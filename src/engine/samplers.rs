@@ -76,8 +76,9 @@ pub(super) async fn sample_exporter(shared: Arc<Shared>, scraper: Scraper) {
             _ = ticker.tick() => {}
             _ = shared.run_end.cancelled() => return,
         }
-        let sample = scraper.scrape(shared.rec.now()).await;
+        let (sample, body) = scraper.scrape_with_body(shared.rec.now()).await;
         let m = &shared.metrics;
+        m.relay_target(scraper.url(), body.as_deref());
         m.scrape_duration_seconds.set(sample.latency_ms / 1000.0);
         m.scrape_up.set(sample.ok as i64);
         m.scrapes

@@ -1,12 +1,26 @@
 //! The controller's own Prometheus metrics (`viewerfleet_*`), served on `--metrics-listen`
 //! while a run is going, so a long run can be watched in Grafana like the target itself.
 //! Hot paths only touch atomics inside the `prometheus` types.
+//!
+//! Every series carries the run's `run` label (the run folder's name, e.g.
+//! `live-normal-20261201T101500Z`), so one Prometheus can keep many runs apart and the
+//! dashboards' `run` variable picks one. Beside its own series the endpoint relays the last
+//! successful scrape of the target's exporter (`relay`), so Prometheus needs to scrape the
+//! controller only.
 
+use super::relay;
+use super::scrape::KEPT_PREFIXES;
 use prometheus::core::Collector;
 use prometheus::{
     Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+/// The label every series of the endpoint carries: the run folder's name.
+pub const RUN_LABEL: &str = "run";
 
 /// Viewer states as exported (`viewerfleet_viewers{state=…}`).
 pub const VIEWER_STATES: &[&str] = &[
@@ -31,6 +45,9 @@ const SESSION_CREATE_BUCKETS: [f64; 12] = [
 #[derive(Clone)]
 pub struct ControllerMetrics {
     registry: Registry,
+    run: Arc<str>,
+    /// The target's last successful scrape, rewritten for relaying (empty: nothing to relay).
+    relayed: Arc<RwLock<String>>,
     pub viewers_requested: IntGauge,
     pub viewers: IntGaugeVec,
     pub session_create_seconds: Histogram,
@@ -95,16 +112,25 @@ impl Registrar {
     }
 }
 
-impl Default for ControllerMetrics {
-    fn default() -> Self {
-        Self::new()
-    }
+/// The `run` label of a run written to `out`: the run folder's name (the whole path as
+/// given when it has none, e.g. `..`).
+pub fn run_label(out: &Path) -> String {
+    std::path::absolute(out)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| out.display().to_string())
 }
 
 impl ControllerMetrics {
-    pub fn new() -> Self {
-        let r = Registrar(Registry::new());
+    /// The metrics of one run; `run` labels every series (see `run_label`).
+    pub fn new(run: &str) -> Self {
+        let labels = HashMap::from([(RUN_LABEL.to_string(), run.to_string())]);
+        let registry =
+            Registry::new_custom(None, Some(labels)).expect("`run` is a valid label name");
+        let r = Registrar(registry);
         let m = Self {
+            run: run.into(),
+            relayed: Arc::default(),
             // The viewers and their WebDriver sessions.
             viewers_requested: r.int_gauge(
                 "viewerfleet_viewers_requested",
@@ -215,13 +241,41 @@ impl ControllerMetrics {
         }
     }
 
-    /// The text exposition of every metric.
+    /// The run's label value.
+    pub fn run(&self) -> &str {
+        &self.run
+    }
+
+    /// Relays the last scrape of the target's exporter at `exporter_url`: its body when the
+    /// scrape succeeded, `None` when it failed (then nothing is relayed until the next
+    /// success, as Prometheus shows nothing of a target it fails to scrape).
+    pub fn relay_target(&self, exporter_url: &str, body: Option<&str>) {
+        let text = body
+            .and_then(|body| {
+                let instance = relay::instance_of(exporter_url);
+                let labels = [
+                    ("job", relay::TARGET_JOB),
+                    ("instance", instance.as_str()),
+                    (RUN_LABEL, &*self.run),
+                ];
+                let relayed = relay::relay(body, KEPT_PREFIXES, &labels).ok()?;
+                Some(format!(
+                    "# Relayed from the target's exporter at {instance} (its last scrape by this controller).\n{relayed}"
+                ))
+            })
+            .unwrap_or_default();
+        *self.relayed.write().unwrap_or_else(|e| e.into_inner()) = text;
+    }
+
+    /// The text exposition of every metric, then the target's relayed series.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)
             .expect("encoding to a Vec cannot fail");
-        String::from_utf8(out).expect("the text format is UTF-8")
+        let mut text = String::from_utf8(out).expect("the text format is UTF-8");
+        text.push_str(&self.relayed.read().unwrap_or_else(|e| e.into_inner()));
+        text
     }
 }
 
@@ -268,7 +322,7 @@ mod tests {
 
     #[test]
     fn exposition_parses_and_follows_conventions() {
-        let m = ControllerMetrics::new();
+        let m = ControllerMetrics::new("live-20261201T101500Z");
         m.viewers_requested.set(4);
         m.move_viewer(None, Some("starting"));
         m.move_viewer(Some("starting"), Some("playing"));
@@ -295,15 +349,63 @@ mod tests {
         );
         for s in &samples {
             assert!(s.name.starts_with("viewerfleet_"), "{}", s.name);
+            assert_eq!(s.label("run"), Some("live-20261201T101500Z"), "{}", s.name);
         }
+    }
+
+    #[test]
+    fn the_targets_last_good_scrape_is_relayed_and_a_failed_one_clears_it() {
+        let m = ControllerMetrics::new("r1");
+        let body = "# TYPE refsite_origin_segment_bytes_total counter\n\
+                    refsite_origin_segment_bytes_total{video=\"v\"} 42\ngo_gc 1\n";
+        m.relay_target("http://[fd00::2]:8080/metrics", Some(body));
+        let text = m.render();
+        let samples = prom_text::parse(&text).unwrap();
+        let relayed: Vec<_> = samples
+            .iter()
+            .filter(|s| !s.name.starts_with("viewerfleet_"))
+            .collect();
+        assert_eq!(relayed.len(), 1, "{text}");
+        let s = relayed[0];
+        assert_eq!(s.name, "refsite_origin_segment_bytes_total");
+        assert_eq!(s.value, 42.0);
+        assert_eq!(
+            s.labels,
+            [
+                ("video".to_string(), "v".to_string()),
+                ("job".to_string(), "target".to_string()),
+                ("instance".to_string(), "[fd00::2]:8080".to_string()),
+                ("run".to_string(), "r1".to_string()),
+            ]
+        );
+        assert!(text.contains("# Relayed from the target's exporter at [fd00::2]:8080"));
+        // A failed scrape: the target's series go, the controller's stay.
+        m.relay_target("http://[fd00::2]:8080/metrics", None);
+        let text = m.render();
+        assert!(!text.contains("refsite_"), "{text}");
+        assert!(text.contains("viewerfleet_viewers"));
+    }
+
+    #[test]
+    fn the_run_label_is_the_run_folders_name() {
+        assert_eq!(
+            run_label(Path::new("runs/live-20261201T101500Z")),
+            "live-20261201T101500Z"
+        );
+        assert_eq!(run_label(Path::new("/tmp/x/step-8/")), "step-8");
+        assert!(!run_label(Path::new(".")).is_empty());
     }
 
     #[tokio::test]
     async fn refuses_non_loopback() {
         let stop = tokio_util::sync::CancellationToken::new();
-        let err = serve(ControllerMetrics::new(), "0.0.0.0:0".parse().unwrap(), stop)
-            .await
-            .unwrap_err();
+        let err = serve(
+            ControllerMetrics::new("r"),
+            "0.0.0.0:0".parse().unwrap(),
+            stop,
+        )
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains("only loopback"), "{err}");
     }
 }

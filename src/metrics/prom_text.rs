@@ -54,7 +54,8 @@ pub fn parse(text: &str) -> Result<Vec<Sample>, ParseError> {
     Ok(samples)
 }
 
-fn parse_sample(line: &str) -> Result<Sample, String> {
+/// One sample line (already trimmed, not a comment).
+pub(super) fn parse_sample(line: &str) -> Result<Sample, String> {
     let name_end = line
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
         .unwrap_or(line.len());

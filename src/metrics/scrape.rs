@@ -60,29 +60,41 @@ impl Scraper {
 
     /// Scrapes once; `t` is the run-relative time stamped on the sample.
     pub async fn scrape(&self, t: f64) -> ExporterSample {
+        self.scrape_with_body(t).await.0
+    }
+
+    /// Scrapes once, and gives the exposition as served when the scrape succeeded (the
+    /// controller relays it on its own `/metrics`, see `relay`).
+    pub async fn scrape_with_body(&self, t: f64) -> (ExporterSample, Option<String>) {
         let started = Instant::now();
         let result =
             tokio::time::timeout(self.timeout, (self.fetch)(self.url.clone(), self.timeout)).await;
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-        let failed = |error: String| ExporterSample {
-            t,
-            ok: false,
-            error: Some(error),
-            latency_ms,
-            sums: Default::default(),
+        let failed = |error: String| {
+            let sample = ExporterSample {
+                t,
+                ok: false,
+                error: Some(error),
+                latency_ms,
+                sums: Default::default(),
+            };
+            (sample, None)
         };
         match result {
             Err(_) => failed(format!("timed out after {:?}", self.timeout)),
             Ok(Err(err)) => failed(format!("{err:#}")),
             Ok(Ok((status, _))) if status != 200 => failed(format!("HTTP status {status}")),
             Ok(Ok((_, body))) => match prom_text::parse(&body) {
-                Ok(samples) => ExporterSample {
-                    t,
-                    ok: true,
-                    error: None,
-                    latency_ms,
-                    sums: prom_text::sums_by_name(&samples, KEPT_PREFIXES),
-                },
+                Ok(samples) => {
+                    let sample = ExporterSample {
+                        t,
+                        ok: true,
+                        error: None,
+                        latency_ms,
+                        sums: prom_text::sums_by_name(&samples, KEPT_PREFIXES),
+                    };
+                    (sample, Some(body))
+                }
                 Err(err) => failed(format!("unparsable exposition: {err}")),
             },
         }
