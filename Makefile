@@ -4,7 +4,11 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init openjdk-17-jre-headless nftables python3
+APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init openjdk-17-jre-headless nftables python3 prometheus
+# Packages whose daemon the tests never use: installed without recommends (prometheus would
+# bring node_exporter) and with their service stopped and disabled right after, so nothing
+# keeps listening (the dashboards' test runs /usr/bin/prometheus on its own port and folder).
+APT_NO_SERVICE := prometheus
 BIN := target/debug/viewerfleet
 DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 
@@ -43,11 +47,22 @@ test-real:
 deps: system-deps web-deps grid-deps
 
 system-deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; quiet=""; \
+	for p in $(APT_PACKAGES); do \
+		dpkg -s $$p >/dev/null 2>&1 && continue; \
+		case " $(APT_NO_SERVICE) " in *" $$p "*) quiet="$$quiet $$p";; *) missing="$$missing $$p";; esac; \
+	done; \
+	if [ -n "$$missing$$quiet" ]; then $(SUDO) apt-get update -q || exit 1; fi; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing:$$missing"; \
-		$(SUDO) apt-get update -q && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
-	fi
+		$(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing || exit 1; \
+	fi; \
+	for p in $$quiet; do \
+		echo "Installing: $$p (its service is then stopped and disabled)"; \
+		$(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$p || exit 1; \
+		if [ -d /run/systemd/system ]; then $(SUDO) systemctl disable --now $$p.service >/dev/null 2>&1; \
+		else $(SUDO) service $$p stop >/dev/null 2>&1; $(SUDO) update-rc.d $$p disable >/dev/null 2>&1; fi; \
+	done; true
 
 web-deps: web/node_modules/.installed
 

@@ -9,6 +9,7 @@ mod support;
 mod calibrate_local;
 mod cloud_grid;
 mod cloud_slots;
+mod dashboards_prometheus;
 mod grid_bench;
 mod grid_local;
 mod grid_node_loss;
