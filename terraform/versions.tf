@@ -5,8 +5,11 @@ terraform {
   required_version = ">= 1.3"
   required_providers {
     hcloud = {
-      source  = "hetznercloud/hcloud"
-      version = ">= 1.45"
+      source = "hetznercloud/hcloud"
+      # Minor releases of 1.x only; .terraform.lock.hcl pins the exact release and its
+      # hashes (all 13 platform archives). Upgrade: `terraform init -upgrade`, then commit
+      # the lock file.
+      version = "~> 1.68"
     }
   }
 }

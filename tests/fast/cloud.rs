@@ -1558,4 +1558,150 @@ mod terraform {
         let versions = body("versions.tf");
         assert!(versions.to_string().contains("hetznercloud/hcloud"));
     }
+
+    fn string(expr: &Expression) -> String {
+        match expr {
+            Expression::String(s) => s.value().clone(),
+            other => panic!("expected a string, found `{other}`"),
+        }
+    }
+
+    /// `~> X.Y` (X.Y or later within X) or `~> X.Y.Z` (X.Y.Z or later within X.Y).
+    fn satisfies_pessimistic(version: &str, constraint: &str) -> bool {
+        let parse = |v: &str| -> Vec<u64> {
+            v.trim()
+                .split('.')
+                .map(|n| n.parse().unwrap_or_else(|_| panic!("version `{v}`")))
+                .collect()
+        };
+        let bound = parse(constraint.strip_prefix("~>").expect("a ~> constraint"));
+        let mut v = parse(version);
+        v.resize(3, 0);
+        let kept = bound.len() - 1;
+        let mut lower = bound.clone();
+        lower.resize(3, 0);
+        v >= lower && v[..kept] == bound[..kept]
+    }
+
+    #[test]
+    fn pessimistic_constraints() {
+        assert!(satisfies_pessimistic("1.68.0", "~> 1.68"));
+        assert!(satisfies_pessimistic("1.70.2", "~> 1.68"));
+        assert!(!satisfies_pessimistic("2.0.0", "~> 1.68"));
+        assert!(!satisfies_pessimistic("1.67.9", "~> 1.68"));
+        assert!(satisfies_pessimistic("1.68.3", "~> 1.68.0"));
+        assert!(!satisfies_pessimistic("1.69.0", "~> 1.68.0"));
+    }
+
+    /// The hcloud provider is held to one major version (`~>`) and locked: the committed
+    /// lock file names a release that constraint allows, records the constraint as written
+    /// (as `terraform init` does), and carries well-formed hashes: `zh:` for each of the 13
+    /// archives a release of terraform-provider-hcloud ships (freebsd, linux, windows: 386,
+    /// amd64, arm, arm64 but windows/arm; darwin: amd64, arm64) and at least one `h1:`.
+    #[test]
+    fn the_provider_is_pinned_to_a_minor_range_and_locked() {
+        let versions = body("versions.tf");
+        let terraform = blocks(&versions, "terraform")[0];
+        let required = terraform
+            .body
+            .blocks()
+            .find(|b| b.ident.as_str() == "required_providers")
+            .expect("required_providers");
+        let hcloud = required.body.get_attribute("hcloud").expect("hcloud");
+        let Expression::Object(obj) = &hcloud.value else {
+            panic!("hcloud is an object")
+        };
+        let field = |key: &str| -> String {
+            obj.iter()
+                .find(|(k, _)| k.as_ident().is_some_and(|i| i.as_str() == key))
+                .map(|(_, v)| string(v.expr()))
+                .unwrap_or_else(|| panic!("hcloud.{key}"))
+        };
+        assert_eq!(field("source"), "hetznercloud/hcloud");
+        let constraint = field("version");
+        assert!(
+            constraint.starts_with("~> 1."),
+            "`{constraint}`: an upper bound within major version 1"
+        );
+
+        let lock = body(".terraform.lock.hcl");
+        let providers = blocks(&lock, "provider");
+        assert_eq!(providers.len(), 1, "one provider locked");
+        let p = providers[0];
+        assert_eq!(labels(p), ["registry.terraform.io/hetznercloud/hcloud"]);
+        let version = string(&p.body.get_attribute("version").unwrap().value);
+        assert!(
+            satisfies_pessimistic(&version, &constraint),
+            "the lock's {version} is outside versions.tf's `{constraint}`"
+        );
+        assert_eq!(
+            string(&p.body.get_attribute("constraints").unwrap().value),
+            constraint,
+            "the lock records versions.tf's constraint"
+        );
+        let Expression::Array(hashes) = &p.body.get_attribute("hashes").unwrap().value else {
+            panic!("hashes is a list")
+        };
+        let hashes: Vec<String> = hashes.iter().map(string).collect();
+        let zh: Vec<&String> = hashes.iter().filter(|h| h.starts_with("zh:")).collect();
+        let h1: Vec<&String> = hashes.iter().filter(|h| h.starts_with("h1:")).collect();
+        assert_eq!(zh.len() + h1.len(), hashes.len(), "{hashes:?}");
+        assert_eq!(zh.len(), 13, "one zh: per platform archive");
+        assert!(!h1.is_empty());
+        for h in &zh {
+            let hex = &h[3..];
+            assert!(
+                hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()),
+                "{h}"
+            );
+        }
+        for h in &h1 {
+            let b64 = &h[3..];
+            assert!(
+                b64.len() == 44
+                    && b64.ends_with('=')
+                    && b64[..43]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/'),
+                "{h}"
+            );
+        }
+        let mut sorted = hashes.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(
+            sorted, hashes,
+            "sorted and unique, as terraform writes them"
+        );
+    }
+
+    /// `terraform fmt -check` works offline: the module and the example variables file are
+    /// formatted as Terraform formats them. Skipped (with a note) where Terraform is absent.
+    #[test]
+    fn terraform_fmt_finds_nothing_to_change() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("terraform");
+        let scratch = tempfile::tempdir().unwrap();
+        let example = scratch.path().join("example.tfvars");
+        std::fs::copy(root.join("terraform.tfvars.example"), &example).unwrap();
+        for target in [root.as_path(), example.as_path()] {
+            let out = match std::process::Command::new("terraform")
+                .args(["fmt", "-check", "-diff", "-no-color"])
+                .arg(target)
+                .output()
+            {
+                Ok(out) => out,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    eprintln!("terraform is not installed: `terraform fmt -check` not run");
+                    return;
+                }
+                Err(e) => panic!("terraform fmt: {e}"),
+            };
+            assert!(
+                out.status.success(),
+                "terraform fmt -check {}: {}",
+                target.display(),
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
 }

@@ -880,3 +880,59 @@ async fn plan_json_gives_every_scenarios_fleet_and_a_missing_token_is_bad_input(
     assert_eq!(doc["outcome"], "bad-input");
     assert!(doc["error"].as_str().unwrap().contains("HCLOUD_TOKEN"));
 }
+
+/// terraform/terraform.tfvars.example sizes the fleet as `viewerfleet plan` does today for
+/// the scenario it names, so the Terraform route starts from the fleet `up` would create.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_terraform_example_sizes_the_fleet_as_plan_does() {
+    let scenario = "scenarios/peertube-1000/live-normal.yaml";
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example = std::fs::read_to_string(root.join("terraform/terraform.tfvars.example")).unwrap();
+    assert!(
+        example.contains(&format!("viewerfleet plan {scenario}")),
+        "the example names its scenario"
+    );
+    let fake = fake(FakeConfig::default()).await;
+    let out = command(&fake, root)
+        .args(["plan", "--json", scenario])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    let plan = &doc["plan"]["scenarios"][0];
+    // Terraform's viewers_per_node is browsers per node (Selenium's max-sessions): the same
+    // number at one viewer per browser.
+    assert_eq!(plan["per_browser"], 1, "{scenario}: one viewer per browser");
+
+    let vars = hcl_edit::parser::parse_body(&example).unwrap();
+    let var = |key: &str| -> String {
+        vars.get_attribute(key)
+            .unwrap_or_else(|| panic!("the example sets no {key}"))
+            .value
+            .to_string()
+            .trim()
+            .trim_matches('"')
+            .to_string()
+    };
+    let nodes = &plan["nodes"];
+    let (node_type, node_count, per_node, hub) = (
+        nodes["server_type"].as_str().unwrap(),
+        nodes["nodes"].as_u64().unwrap(),
+        nodes["viewers_per_node"].as_u64().unwrap(),
+        plan["hub"]["server_type"].as_str().unwrap(),
+    );
+    assert_eq!(var("location"), plan["location"].as_str().unwrap());
+    assert_eq!(var("node_type"), node_type);
+    assert_eq!(var("node_count"), node_count.to_string());
+    assert_eq!(var("viewers_per_node"), per_node.to_string());
+    assert_eq!(var("hub_type"), hub);
+    // The comment quotes the same figures.
+    for quoted in [
+        format!("nodes: {node_count} × {node_type}"),
+        format!("{per_node} viewers per node"),
+        format!("hub: 1 × {hub}"),
+    ] {
+        assert!(example.contains(&quoted), "the example's comment: {quoted}");
+    }
+}
