@@ -181,7 +181,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_report: bool,
     /// Serve the controller's Prometheus metrics at this loopback address during the run
-    /// (e.g. 127.0.0.1:9464).
+    /// (e.g. 127.0.0.1:9464, what dashboards/prometheus.yml scrapes), each labelled with the
+    /// run folder's name, with the target's exporter relayed.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
     /// Cloud fleets: leave the servers running after the run (delete them with `viewerfleet down RUN`).
