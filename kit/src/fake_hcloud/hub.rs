@@ -126,7 +126,7 @@ async fn status(State(state): State<FakeState>) -> Response {
                 })
                 .collect();
             json!({"id": node_id, "uri": n.uri, "availability": "UP", "maxSessions": n.max_sessions,
-                   "heartbeatPeriod": 60000, "version": "4.20.0 (simulated by viewerfleet-kit)",
+                   "heartbeatPeriod": 60000, "version": "4.48.0 (simulated by viewerfleet-kit)",
                    "osInfo": {"arch": "amd64", "name": "Linux", "version": "6.1"}, "slots": slots})
         })
         .collect();
