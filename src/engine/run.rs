@@ -235,7 +235,7 @@ async fn run_with_fleet(
     while background.join_next().await.is_some() {}
     let live = shared.live();
     let summary = progress::summarize(plan, &live);
-    let failed = live.failed_or_lost() as u32;
+    let failed = live.failed_or_lost(live.requested(plan.viewers)) as u32;
     let code = if ctx.shutdown.is_triggered() {
         ctx.shutdown.exit_code()
     } else if failed > plan.max_failed_viewers {

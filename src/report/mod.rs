@@ -8,6 +8,7 @@
 //! `suite` put several runs side by side.
 
 mod analysis;
+pub mod arrival;
 pub mod compare;
 mod csv;
 pub mod headroom;
