@@ -6,12 +6,18 @@
 //! - `webdriver_stub`: a WebDriver endpoint that answers in microseconds, looks like a
 //!   Selenium Grid hub and serves a viewer page and an exporter, so a whole run can target it
 //!   without a browser (the engine's fast tests and the controller benchmark);
-//! - `controller_bench`: the controller benchmark, measuring `viewerfleet run` from outside.
+//! - `controller_bench`: the controller benchmark, measuring `viewerfleet run` from outside;
+//! - `relay_grid`: a real Selenium Grid 4 hub with relay nodes in front of the stub (every
+//!   WebDriver call crosses the real hub, no browser runs);
+//! - `hub_bench`: the hub benchmark on that Grid: creations per second, the hub's CPU and
+//!   memory per session.
 //!
 //! The kit reads the product's raw data as any user would: by its documented JSON shape.
 
 pub mod controller_bench;
 pub mod fake_hcloud;
+pub mod hub_bench;
+pub mod relay_grid;
 pub mod webdriver_stub;
 
 /// Makes a child die with its parent (SIGTERM when the parent ends, even by `kill -9`), so

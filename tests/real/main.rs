@@ -13,6 +13,7 @@ mod grid_bench;
 mod grid_local;
 mod grid_node_loss;
 mod grid_refsite;
+mod grid_scale;
 mod headroom;
 mod ladder_local;
 mod netns_gc;
