@@ -139,7 +139,7 @@ async fn fake_hcloud(args: FakeHcloudArgs) -> anyhow::Result<ExitCode> {
     let fake = FakeHcloud::start(config, args.listen).await?;
     println!("export HCLOUD_ENDPOINT={}", fake.endpoint());
     println!("export HCLOUD_TOKEN=fake-token");
-    println!("export {}={}", HUB_URL_ENV, fake.hub_url());
+    println!("export {}={}", HUB_URL_ENV, fake.hubs_url());
     eprintln!("fake Hetzner Cloud API listening; Ctrl-C to stop");
     wait_for_signal().await?;
     Ok(ExitCode::SUCCESS)

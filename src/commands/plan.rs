@@ -113,6 +113,10 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<ExitCode> {
             plan.viewers,
             plan.per_browser,
             plan.duration,
+            sizing::Pace {
+                ramp: plan.ramp,
+                sampling: plan.sampling_interval,
+            },
             &catalogue,
         )?;
         let label = format!("{} ({})", plan.name, path.display());
