@@ -422,17 +422,19 @@ fn render_hubs(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
     let h = &p.hubs;
     writeln!(
         out,
-        "  hubs: {} × {} ({} {} cores, {:.0} GB{}; IPv4 + IPv6, Selenium Grid 4 hub; only the controller reaches it), {} sessions each, nodes spread evenly over them ({})",
+        "  hubs: {} × {} ({} {} cores, {:.0} GB{}; IPv4 + IPv6, Selenium Grid 4 hub; only the controller reaches it), {}",
         h.count,
         p.hub.name,
         p.hub.cores,
         p.hub.cpu_type,
         p.hub.memory_gb,
         if p.hub_default { ", the cheapest that holds the run" } else { ", fleet.hub_type" },
-        h.sessions_per_hub,
-        match h.limited_by {
-            "one hub suffices" => "one hub suffices".to_string(),
-            by => format!("split by {by}"),
+        match (h.count, h.limited_by) {
+            (1, _) => format!("{} sessions (one hub suffices)", h.sessions_per_hub),
+            (_, by) => format!(
+                "{} sessions each, the nodes spread evenly over them (split by {by})",
+                h.sessions_per_hub
+            ),
         }
     )?;
     let asked = match h.asked_per_s {
