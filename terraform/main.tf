@@ -13,9 +13,14 @@ locals {
     fileexists("${local.grid}/viewer-slots.sh") ? file("${local.grid}/viewer-slots.sh") : null
   )
 
+  # grid/package.json is the one place that names the Selenium server (its npm package at
+  # an exact version, and the jar's path inside it); viewerfleet's own cloud-init reads it too.
+  selenium         = jsondecode(file("${local.grid}/package.json"))
+  selenium_package = one(keys(local.selenium.dependencies))
+
   common_env = [
-    "SELENIUM_NPM_PACKAGE=@nightwatch/selenium-server@4.20.0",
-    "SELENIUM_JAR=selenium-server-4.20.0.jar",
+    "SELENIUM_NPM_PACKAGE=${local.selenium_package}@${local.selenium.dependencies[local.selenium_package]}",
+    "SELENIUM_JAR=${local.selenium.viewerfleet.seleniumJar}",
     "CHROME_BINARY=/usr/lib/chromium/chromium",
   ]
 

@@ -217,6 +217,8 @@ pub struct FakeState {
     inner: Arc<Mutex<Inner>>,
     /// The hub's distributor: one new-session request at a time.
     distributor: Arc<tokio::sync::Mutex<()>>,
+    /// Each named hub's (`/hubs/<name>/`) distributor.
+    hub_distributors: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 /// A running fake on a loopback port; stops when dropped.
@@ -281,9 +283,17 @@ impl FakeHcloud {
         format!("http://{}/v1", self.addr)
     }
 
-    /// Base URL of the simulated hub (`…/hub/`), for `VIEWERFLEET_HCLOUD_HUB_URL`.
+    /// Base URL of the simulated hub (`…/hub/`), for `VIEWERFLEET_HCLOUD_HUB_URL`: one hub
+    /// that every node server registers with.
     pub fn hub_url(&self) -> String {
         format!("http://{}/hub/", self.addr)
+    }
+
+    /// The simulated hubs one by one (`…/hubs/{hub}/`, `{hub}` the hub server's name), for
+    /// `VIEWERFLEET_HCLOUD_HUB_URL`: each lists the node servers whose `HUB_ADDR` is its
+    /// address, as real hubs would, so a fleet split over hubs works as in the cloud.
+    pub fn hubs_url(&self) -> String {
+        format!("http://{}/hubs/{{hub}}/", self.addr)
     }
 }
 
@@ -308,6 +318,7 @@ impl FakeState {
                 sessions: BTreeMap::new(),
             })),
             distributor: Arc::new(tokio::sync::Mutex::new(())),
+            hub_distributors: Arc::default(),
         }
     }
 

@@ -9,13 +9,19 @@
 //! - `controller_bench`: the controller benchmark, measuring `viewerfleet run` from outside;
 //! - `tls_proxy`: `https://` with a test CA in front of a plain hub (Grids behind a TLS
 //!   proxy), for HTTP and the WebSocket upgrade of BiDi alike;
-//! - `json_schema`: a checker for the subset of JSON Schema that `schemas/` uses.
+//! - `json_schema`: a checker for the subset of JSON Schema that `schemas/` uses;
+//! - `relay_grid`: a real Selenium Grid 4 hub with relay nodes in front of the stub (every
+//!   WebDriver call crosses the real hub, no browser runs);
+//! - `hub_bench`: the hub benchmark on that Grid: creations per second, the hub's CPU and
+//!   memory per session.
 //!
 //! The kit reads the product's raw data as any user would: by its documented JSON shape.
 
 pub mod controller_bench;
 pub mod fake_hcloud;
+pub mod hub_bench;
 pub mod json_schema;
+pub mod relay_grid;
 pub mod tls_proxy;
 pub mod webdriver_stub;
 

@@ -88,6 +88,12 @@ struct StubWebdriverArgs {
     /// Share of session creations refused, 0..1.
     #[arg(long, default_value_t = 0.0)]
     session_failure_rate: f64,
+    /// Time a session creation takes, in milliseconds; it goes on when the client leaves.
+    #[arg(long, default_value_t = 0)]
+    create_delay_ms: u64,
+    /// List live sessions in /status with their capabilities, as a Grid hub does.
+    #[arg(long)]
+    list_sessions: bool,
 }
 
 fn main() -> ExitCode {
@@ -151,7 +157,7 @@ async fn fake_hcloud(args: FakeHcloudArgs) -> anyhow::Result<ExitCode> {
     let fake = FakeHcloud::start(config, args.listen).await?;
     println!("export HCLOUD_ENDPOINT={}", fake.endpoint());
     println!("export HCLOUD_TOKEN=fake-token");
-    println!("export {}={}", HUB_URL_ENV, fake.hub_url());
+    println!("export {}={}", HUB_URL_ENV, fake.hubs_url());
     eprintln!("fake Hetzner Cloud API listening; Ctrl-C to stop");
     wait_for_signal().await?;
     Ok(ExitCode::SUCCESS)
@@ -169,6 +175,8 @@ async fn stub_webdriver(args: StubWebdriverArgs) -> anyhow::Result<ExitCode> {
     let config = webdriver_stub::StubConfig {
         latency: std::time::Duration::from_millis(args.latency_ms),
         session_failure_rate: args.session_failure_rate,
+        create_delay: std::time::Duration::from_millis(args.create_delay_ms),
+        list_sessions: args.list_sessions,
         ..Default::default()
     };
     let stub = webdriver_stub::Stub::serve(args.listen, config).await?;

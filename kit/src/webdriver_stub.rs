@@ -39,6 +39,13 @@ pub struct StubConfig {
     pub browser_crash_after_reads: Option<u64>,
     /// BiDi: the first tab opened crashes after this many of its stats reads.
     pub tab_crash_after_reads: Option<u64>,
+    /// Time a session takes to be created (a hub's queue, a browser's start-up). As on a
+    /// Grid, a creation goes on when the client stops waiting for it, and the session
+    /// exists afterwards.
+    pub create_delay: Duration,
+    /// List live sessions in `/status` with the capabilities they were asked with, as a Grid
+    /// hub does, so a controller can find and delete sessions it no longer waited for.
+    pub list_sessions: bool,
 }
 
 /// Request counters, for the benchmark's figures and for tests.
@@ -72,6 +79,8 @@ struct StubState {
     /// Whether the one browser crash and the one tab crash already happened.
     crashed_browser: std::sync::atomic::AtomicBool,
     crashed_tab: std::sync::atomic::AtomicBool,
+    /// Live sessions and the capabilities they were asked with (`list_sessions`).
+    live: Mutex<std::collections::BTreeMap<String, Value>>,
 }
 
 pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
@@ -86,6 +95,7 @@ pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
         next_bidi: AtomicU64::new(1),
         crashed_browser: Default::default(),
         crashed_tab: Default::default(),
+        live: Mutex::default(),
     });
     Router::new()
         .route("/status", get(status))
@@ -170,13 +180,41 @@ async fn pause(state: &StubState) {
     }
 }
 
-/// Shaped like Selenium Grid 4's `/status`, so the `grid` fleet accepts the stub as a hub.
-async fn status() -> Json<Value> {
+/// Shaped like Selenium Grid 4's `/status`, so the `grid` fleet accepts the stub as a hub;
+/// with `list_sessions`, every live session in a slot of its own.
+async fn status(State(s): State<Arc<StubState>>) -> Json<Value> {
+    let slots: Vec<Value> = if s.config.list_sessions {
+        let live = s.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.iter()
+            .map(|(id, caps)| json!({"session": {"sessionId": id, "capabilities": caps}, "stereotype": {"browserName": "chrome"}}))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Json(json!({"value": {
         "ready": true,
         "message": "viewerfleet WebDriver stub",
-        "nodes": [{"uri": "http://stub.invalid", "availability": "UP", "maxSessions": 1_000_000, "slots": []}]
+        "nodes": [{"uri": "http://stub.invalid", "availability": "UP", "maxSessions": 1_000_000, "slots": slots}]
     }}))
+}
+
+/// The capabilities a session was asked with (`alwaysMatch` and the first `firstMatch`), as
+/// a Grid echoes them.
+fn requested_capabilities(body: &Value) -> Value {
+    let caps = &body["capabilities"];
+    let mut merged = caps["alwaysMatch"].clone();
+    if !merged.is_object() {
+        merged = json!({});
+    }
+    if let (Some(first), Some(m)) = (
+        caps["firstMatch"].get(0).and_then(|f| f.as_object()),
+        merged.as_object_mut(),
+    ) {
+        for (k, v) in first {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    merged
 }
 
 async fn new_session(
@@ -186,6 +224,28 @@ async fn new_session(
 ) -> impl IntoResponse {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     pause(&s).await;
+    if s.config.create_delay.is_zero() {
+        return create_session(&s, &headers, &body);
+    }
+    // As on a Grid, the creation goes on when the client stops waiting.
+    let delay = s.config.create_delay;
+    let task = tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        create_session(&s, &headers, &body)
+    });
+    task.await.unwrap_or_else(|_| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"value": {"error": "unknown error", "message": "stub: creation task failed", "stacktrace": ""}})),
+        )
+    })
+}
+
+fn create_session(
+    s: &StubState,
+    headers: &axum::http::HeaderMap,
+    body: &Value,
+) -> (StatusCode, Json<Value>) {
     let n = s.next_id.fetch_add(1, Ordering::Relaxed);
     if s.failure_every.is_some_and(|every| n % every == 0) {
         s.counters.sessions_refused.fetch_add(1, Ordering::Relaxed);
@@ -211,6 +271,12 @@ async fn new_session(
         .unwrap_or_else(|e| e.into_inner())
         .push(args);
     let id = format!("stub{n:08}");
+    if s.config.list_sessions {
+        s.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), requested_capabilities(body));
+    }
     let mut capabilities = json!({"browserName": "chrome", "browserVersion": "stub"});
     let asked = |caps: &Value| caps["webSocketUrl"] == json!(true);
     let wants_bidi = asked(&body["capabilities"]["alwaysMatch"])
@@ -233,6 +299,7 @@ async fn new_session(
 async fn delete_session(State(s): State<Arc<StubState>>, Path(id): Path<String>) -> Json<Value> {
     pause(&s).await;
     s.counters.sessions_deleted.fetch_add(1, Ordering::Relaxed);
+    s.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
     s.reads
         .lock()
         .unwrap_or_else(|e| e.into_inner())

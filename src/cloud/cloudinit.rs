@@ -70,8 +70,9 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
             "node"
         }
     )];
-    env.push("SELENIUM_NPM_PACKAGE=@nightwatch/selenium-server@4.20.0".into());
-    env.push("SELENIUM_JAR=selenium-server-4.20.0.jar".into());
+    let selenium = crate::grid::selenium::server();
+    env.push(format!("SELENIUM_NPM_PACKAGE={}", selenium.npm_spec()));
+    env.push(format!("SELENIUM_JAR={}", selenium.jar_in_package));
     env.push("CHROME_BINARY=/usr/lib/chromium/chromium".into());
     if let Role::Node {
         hub_addr,

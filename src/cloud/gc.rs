@@ -147,18 +147,21 @@ struct Listed {
     json: Value,
 }
 
-/// The run's heartbeat: its hub's label if it has a hub, else the newest of its resources.
+/// The run's heartbeat: its hubs' label if it has hubs (the first hub carries it; a run
+/// split over several hubs creates the others without one), else the newest of its
+/// resources.
 fn run_heartbeat(resources: &[Listed]) -> Option<i64> {
-    let hub = resources
+    let mut hubs = resources
         .iter()
-        .find(|r| r.kind == Kind::Server && label(&r.json, LABEL_ROLE).as_deref() == Some("hub"));
-    match hub {
-        Some(hub) => seconds(&hub.json, LABEL_HEARTBEAT),
-        None => resources
-            .iter()
-            .filter_map(|r| seconds(&r.json, LABEL_HEARTBEAT))
-            .max(),
+        .filter(|r| r.kind == Kind::Server && label(&r.json, LABEL_ROLE).as_deref() == Some("hub"))
+        .peekable();
+    if hubs.peek().is_some() {
+        return hubs.filter_map(|h| seconds(&h.json, LABEL_HEARTBEAT)).max();
     }
+    resources
+        .iter()
+        .filter_map(|r| seconds(&r.json, LABEL_HEARTBEAT))
+        .max()
 }
 
 /// The verdict on one resource of a run with heartbeat `heartbeat`, at `now`.
@@ -340,5 +343,12 @@ mod tests {
             json: json!({"labels": {"viewerfleet-role": "node-firewall", "viewerfleet-heartbeat": "90"}}),
         };
         assert_eq!(run_heartbeat(&[node, fw]), Some(100), "no hub: the newest");
+        // Several hubs: the one with the heartbeat speaks, wherever it is listed.
+        let second = server(json!({"viewerfleet-role": "hub"}), 0);
+        let first = server(
+            json!({"viewerfleet-role": "hub", "viewerfleet-heartbeat": "300"}),
+            0,
+        );
+        assert_eq!(run_heartbeat(&[second, first]), Some(300));
     }
 }

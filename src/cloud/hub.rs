@@ -10,7 +10,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Environment variable naming another hub URL (for dry runs with `viewerfleet fake-hcloud`,
-/// or a tunnel: `http://127.0.0.1:4444/`).
+/// or a tunnel: `http://127.0.0.1:4444/`). A fleet of several hubs reaches each at the URL
+/// with `{hub}` replaced by the hub's server name (`http://127.0.0.1:8089/hubs/{hub}/`),
+/// or at the hub's entry of a comma-separated list (one tunnel each).
 pub const HUB_URL_ENV: &str = "VIEWERFLEET_HCLOUD_HUB_URL";
 
 /// The hub's WebDriver URL (ends in `/`); `override_url` replaces it (a tunnel, a dry run).
@@ -24,6 +26,26 @@ pub fn hub_url(hub: &ServerInfo, override_url: Option<&str>) -> String {
         (None, Some(v6)) => format!("http://[{v6}]:{}/", super::provision::HUB_PORT),
         (None, None) => String::new(),
     }
+}
+
+/// Every hub's WebDriver URL, in order (see `HUB_URL_ENV` for the override's forms).
+pub fn hub_urls(hubs: &[ServerInfo], override_url: Option<&str>) -> Vec<String> {
+    let list: Vec<&str> = override_url
+        .map(|u| {
+            u.split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    hubs.iter()
+        .enumerate()
+        .map(|(k, hub)| match list.as_slice() {
+            [] => hub_url(hub, None),
+            [one] => hub_url(hub, Some(&one.replace("{hub}", &hub.name))),
+            many => hub_url(hub, Some(&many[k % many.len()].replace("{hub}", &hub.name))),
+        })
+        .collect()
 }
 
 fn in_net(addr: &Ipv6Addr, net: &str) -> bool {
@@ -68,9 +90,10 @@ pub fn registered(status: &serde_json::Value, nodes: &[ServerInfo]) -> BTreeSet<
     out
 }
 
-/// Polls the hub until every node registered, `timeout` passed (returns who did) or `cancel`.
+/// Polls the hubs until every node registered with one of them, `timeout` passed (returns
+/// who did) or `cancel`.
 pub async fn wait_for_nodes(
-    hub_url: &str,
+    hub_urls: &[String],
     nodes: &[ServerInfo],
     timeout: Duration,
     interval: Duration,
@@ -85,9 +108,11 @@ pub async fn wait_for_nodes(
     let mut seen = BTreeSet::new();
     let mut last = usize::MAX;
     loop {
-        if let Ok(resp) = client.get(format!("{hub_url}status")).send().await {
-            if let Ok(status) = resp.json::<serde_json::Value>().await {
-                seen = registered(&status, nodes);
+        for hub_url in hub_urls {
+            if let Ok(resp) = client.get(format!("{hub_url}status")).send().await {
+                if let Ok(status) = resp.json::<serde_json::Value>().await {
+                    seen.extend(registered(&status, nodes));
+                }
             }
         }
         if seen.len() != last {
@@ -134,6 +159,39 @@ mod tests {
         assert_eq!(
             registered(&status, &nodes).into_iter().collect::<Vec<_>>(),
             vec!["n1"]
+        );
+    }
+
+    #[test]
+    fn each_hub_is_reached_at_its_own_url() {
+        let hub = |name: &str, v4: &str| ServerInfo {
+            id: 1,
+            name: name.into(),
+            ipv4: Some(v4.into()),
+            ipv6_net: None,
+            labels: Default::default(),
+        };
+        let hubs = [
+            hub("vf-r-hub", "203.0.113.1"),
+            hub("vf-r-hub-2", "203.0.113.2"),
+        ];
+        assert_eq!(
+            hub_urls(&hubs, None),
+            ["http://203.0.113.1:4444/", "http://203.0.113.2:4444/"]
+        );
+        assert_eq!(
+            hub_urls(&hubs, Some("http://127.0.0.1:8089/hubs/{hub}")),
+            [
+                "http://127.0.0.1:8089/hubs/vf-r-hub/",
+                "http://127.0.0.1:8089/hubs/vf-r-hub-2/"
+            ]
+        );
+        assert_eq!(
+            hub_urls(
+                &hubs,
+                Some("http://127.0.0.1:4444/, http://127.0.0.1:4445/")
+            ),
+            ["http://127.0.0.1:4444/", "http://127.0.0.1:4445/"]
         );
     }
 }

@@ -25,6 +25,7 @@ pub mod gc;
 pub mod guard;
 pub mod heartbeat;
 pub mod hub;
+pub mod hub_sizing;
 pub mod pacer;
 pub mod pricing;
 pub mod provision;

@@ -100,6 +100,9 @@ pub struct ProvisionRequest {
     pub location: String,
     pub image: String,
     pub hub_type: String,
+    /// Hubs: one, or several when one cannot create or hold the run's sessions
+    /// (`hub_sizing`); nodes are spread evenly over them.
+    pub hubs: u32,
     pub node_type: String,
     pub nodes: u32,
     pub viewers_per_node: u32,
@@ -448,6 +451,9 @@ struct ServerSpec<'a> {
     firewall: i64,
     ssh_key: i64,
     user_data: String,
+    /// Carries the run's heartbeat label: the first hub (the one the heartbeat refreshes)
+    /// and the nodes; further hubs do not, so `gc` reads the first hub's.
+    heartbeat: bool,
 }
 
 /// Creates a server, or adopts it when a lost answer left it created.
@@ -462,7 +468,13 @@ async fn create_server(
             firewall: spec.firewall,
         }]),
         image: req.image.clone(),
-        labels: Some(labels(req, spec.role)),
+        labels: Some({
+            let mut labels = labels(req, spec.role);
+            if !spec.heartbeat {
+                labels.remove(LABEL_HEARTBEAT);
+            }
+            labels
+        }),
         location: Some(req.location.clone()),
         name: spec.name.clone(),
         networks: None,
@@ -510,12 +522,23 @@ pub struct Base {
     pub ssh_key: i64,
     pub hub_firewall: i64,
     pub node_firewall: i64,
+    /// The first hub (its label is the run's heartbeat).
     pub hub: ServerInfo,
-    /// Actions of the hub and firewalls still to wait for.
+    /// Every hub, the first one first.
+    pub hubs: Vec<ServerInfo>,
+    /// Actions of the hubs and firewalls still to wait for.
     pub actions: Vec<models::Action>,
 }
 
-/// SSH key, the hub's firewall, the hub (dual-stack) and the nodes' firewall.
+/// The name of hub `k` (0-based) of a run: the first is `vf-<run>-hub`.
+pub fn hub_name(run: &str, k: u32) -> String {
+    match k {
+        0 => format!("vf-{run}-hub"),
+        k => format!("vf-{run}-hub-{}", k + 1),
+    }
+}
+
+/// SSH key, the hubs' firewall, the hubs (dual-stack) and the nodes' firewall.
 pub async fn create_base(
     api: &HcloudApi,
     req: &ProvisionRequest,
@@ -532,31 +555,33 @@ pub async fn create_base(
     )
     .await?;
     check(cancel)?;
-    let hub = create_server(
-        api,
-        req,
-        ServerSpec {
-            name: format!("vf-{}-hub", req.run_id),
-            role: "hub",
-            server_type: &req.hub_type,
-            ipv4: true,
-            firewall: hub_fw,
-            ssh_key: key,
-            user_data: cloudinit::user_data(&Role::Hub, None)?,
-        },
-    )
-    .await?;
-    actions.extend(hub.actions);
-    check(cancel)?;
+    let mut hubs = Vec::new();
+    for k in 0..req.hubs.max(1) {
+        let hub = create_server(
+            api,
+            req,
+            ServerSpec {
+                name: hub_name(&req.run_id, k),
+                role: "hub",
+                server_type: &req.hub_type,
+                ipv4: true,
+                firewall: hub_fw,
+                ssh_key: key,
+                user_data: cloudinit::user_data(&Role::Hub, None)?,
+                heartbeat: k == 0,
+            },
+        )
+        .await?;
+        actions.extend(hub.actions);
+        hubs.push(hub.server);
+        check(cancel)?;
+    }
     let (node_fw, more) = create_firewall(
         api,
         req,
         "nodes",
         "node-firewall",
-        node_rules(
-            &req.controller_ips,
-            &nets(std::slice::from_ref(&hub.server)),
-        ),
+        node_rules(&req.controller_ips, &nets(&hubs)),
     )
     .await?;
     actions.extend(more);
@@ -564,7 +589,8 @@ pub async fn create_base(
         ssh_key: key,
         hub_firewall: hub_fw,
         node_firewall: node_fw,
-        hub: hub.server,
+        hub: hubs[0].clone(),
+        hubs,
         actions,
     })
 }
@@ -598,20 +624,24 @@ pub async fn create_nodes(
     cancel: &CancellationToken,
     progress: &(dyn Fn(u32, u32) + Sync),
 ) -> Result<NodesCreated, CloudError> {
-    let hub_addr = format!(
-        "[{}]",
-        base.hub
-            .ipv6_host()
-            .map(|a| a.to_string())
-            .unwrap_or_default()
-    );
-    let role = Role::Node {
-        hub_addr,
-        max_sessions: req.browsers_per_node,
-        shaping: req.shaping,
-        controller_ips: req.controller_ips.clone(),
-    };
-    let data = cloudinit::user_data(&role, req.viewer_slots_script.as_deref())?;
+    // Node i registers with hub i % hubs: each hub its share of the nodes.
+    let datas = base
+        .hubs
+        .iter()
+        .map(|hub| {
+            let role = Role::Node {
+                hub_addr: format!(
+                    "[{}]",
+                    hub.ipv6_host().map(|a| a.to_string()).unwrap_or_default()
+                ),
+                max_sessions: req.browsers_per_node,
+                shaping: req.shaping,
+                controller_ips: req.controller_ips.clone(),
+            };
+            cloudinit::user_data(&role, req.viewer_slots_script.as_deref())
+        })
+        .collect::<Result<Vec<String>, _>>()?;
+    let hubs = datas.len() as u32;
     let par = Parallelism::new(req.parallel_creates.max(1) as usize, api.pacer());
     let stop = AtomicBool::new(false);
     let limit: Mutex<Option<String>> = Mutex::new(None);
@@ -619,8 +649,8 @@ pub async fn create_nodes(
     let done = AtomicU32::new(0);
     let created: Vec<Created> = futures::stream::iter(first..first + count)
         .map(|i| {
-            let (data, stop, limit, failure, done, par) =
-                (data.clone(), &stop, &limit, &failure, &done, &par);
+            let data = datas[super::hub_sizing::hub_of_node(i, hubs) as usize].clone();
+            let (stop, limit, failure, done, par) = (&stop, &limit, &failure, &done, &par);
             async move {
                 let _slot = par.slot().await;
                 if stop.load(Ordering::SeqCst) || cancel.is_cancelled() {
@@ -634,6 +664,7 @@ pub async fn create_nodes(
                     firewall: base.node_firewall,
                     ssh_key: base.ssh_key,
                     user_data: data,
+                    heartbeat: true,
                 };
                 let result = create_server(api, req, spec).await;
                 par.adapt(api.pacer());

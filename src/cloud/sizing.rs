@@ -1,9 +1,10 @@
 //! How many nodes of which type a run needs, and what it costs: viewers per node from the
 //! per-viewer budget (CPU and memory, whichever binds first); the cheapest fleet of the
 //! types on sale (or listed, or forced), and when that needs more servers than the project
-//! may hold, the cheapest fleet that fits (bigger types); plus the hub; billed per started
-//! hour.
+//! may hold, the cheapest fleet that fits (bigger types); plus the hubs, sized from what a
+//! hub was measured to cost (`hub_sizing`); billed per started hour.
 
+use super::hub_sizing::{self, HubDemand, HubPlan};
 use super::pricing::{Catalogue, Offer};
 use super::CloudError;
 use crate::model::scenario::fleet::{HcloudFleetSpec, ViewerBudget};
@@ -84,10 +85,6 @@ pub struct NodeOption {
     pub nodes_hourly_net: f64,
 }
 
-/// The hub needs at least this (a Grid 4 hub for hundreds of sessions).
-pub const HUB_MIN_CORES: u32 = 4;
-pub const HUB_MIN_MEMORY_GB: f64 = 8.0;
-
 /// The plan for one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FleetPlan {
@@ -100,13 +97,16 @@ pub struct FleetPlan {
     /// The cheapest fleet when it needs more servers than `server_limit` and `chosen` (the
     /// cheapest that fits) was taken instead.
     pub cheapest_over_limit: Option<NodeOption>,
+    /// The hubs' type (`hubs.offer`).
     pub hub: Offer,
     /// The hub type was chosen from the catalogue (not set in fleet.hub_type).
     pub hub_default: bool,
+    /// How many hubs, and the measured basis.
+    pub hubs: HubPlan,
     pub location: String,
     pub currency: String,
     pub vat_rate: String,
-    /// Hub + nodes + the hub's IPv4, net per hour.
+    /// Hubs + nodes + the hubs' IPv4, net per hour.
     pub hourly_net: f64,
     pub hourly_gross: f64,
     /// Billed hours: provisioning + run + teardown, rounded up per started hour.
@@ -115,7 +115,7 @@ pub struct FleetPlan {
     pub run_gross: f64,
     /// What primary IPv4s on every node would have added per hour.
     pub ipv6_only_saving_hourly: f64,
-    /// The hub's primary IPv4 per hour.
+    /// One primary IPv4 per hour (each hub has one).
     pub ipv4_hourly_net: f64,
     pub servers: u32,
     pub server_limit: u32,
@@ -129,7 +129,7 @@ impl FleetPlan {
         self.servers > self.server_limit
     }
 
-    /// Servers (hub included) of the fleet with the fewest, chosen or not.
+    /// Servers (hubs included) of the fleet with the fewest, chosen or not.
     pub fn fewest_servers(&self) -> u32 {
         self.alternatives
             .iter()
@@ -137,12 +137,17 @@ impl FleetPlan {
             .chain([self.chosen.nodes])
             .min()
             .unwrap_or(self.chosen.nodes)
-            + 1
+            + self.hubs.count
     }
 
-    /// What a fleet of `nodes` costs per hour with this hub (net).
+    /// The hubs per hour, their IPv4 included (net).
+    pub fn hubs_hourly(&self) -> f64 {
+        f64::from(self.hubs.count) * (self.hub.hourly_net + self.ipv4_hourly_net)
+    }
+
+    /// What a fleet of `nodes` costs per hour with these hubs (net).
     pub fn hourly_with(&self, nodes: &NodeOption) -> f64 {
-        nodes.nodes_hourly_net + self.hub.hourly_net + self.ipv4_hourly_net
+        nodes.nodes_hourly_net + self.hubs_hourly()
     }
 }
 
@@ -156,21 +161,53 @@ fn deprecated_note(field: &str, offer: &Offer) -> Option<String> {
     })
 }
 
-/// The cheapest current x86 type big enough for the hub.
-fn default_hub(cat: &Catalogue) -> Result<Offer, CloudError> {
-    cat.offers
-        .iter()
-        .filter(|o| o.default_choice() && o.cores >= HUB_MIN_CORES && o.memory_gb >= HUB_MIN_MEMORY_GB)
-        .min_by(|a, b| a.hourly_net.total_cmp(&b.hourly_net))
-        .cloned()
-        .ok_or_else(|| CloudError::Invalid {
-            field: "hub_type".into(),
+/// What the run asks of the fleet beyond its viewers: the ramp the sessions arrive over
+/// and how often every viewer is read (both through the hubs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace {
+    pub ramp: Duration,
+    pub sampling: Duration,
+}
+
+/// The hubs for the run: of `fleet.hub_type` when set, else the cheapest that hold it.
+fn plan_hubs(
+    spec: &HcloudFleetSpec,
+    sessions: u32,
+    pace: Pace,
+    cat: &Catalogue,
+    notes: &mut Vec<String>,
+) -> Result<HubPlan, CloudError> {
+    let demand = HubDemand {
+        sessions,
+        ramp: pace.ramp,
+        sampling: pace.sampling,
+    };
+    let forced = match &spec.hub_type {
+        Some(t) => {
+            let offer = cat.require("hub_type", t)?;
+            notes.extend(deprecated_note("hub_type", offer));
+            Some(offer)
+        }
+        None => None,
+    };
+    hub_sizing::plan(
+        &demand,
+        forced,
+        &cat.offers,
+        cat.ipv4_hourly_net,
+        &hub_sizing::MEASURED,
+    )
+    .map_err(|e| match (e, forced) {
+        (CloudError::Invalid { field, message }, None) => CloudError::Invalid {
+            field,
             message: format!(
-                "no current x86 type with at least {HUB_MIN_CORES} cores and {HUB_MIN_MEMORY_GB:.0} GB can be ordered in {}; set fleet.hub_type to one of: {}",
+                "{message}; orderable in {}: {}",
                 cat.location,
                 cat.orderable()
             ),
-        })
+        },
+        (e, _) => e,
+    })
 }
 
 /// The types the nodes may be: forced, listed (those orderable), or every current x86 type.
@@ -214,24 +251,21 @@ fn node_candidates<'a>(
     Ok(out)
 }
 
-/// Sizes the fleet for `viewers` over `run` (the scenario's duration): the cheapest fleet,
-/// or — when that needs more servers than `server_limit` — the cheapest that fits.
+/// Sizes the fleet for `viewers` over `run` (the scenario's duration), their sessions
+/// arriving over `pace.ramp`: the hubs that create and hold them, then the cheapest nodes,
+/// or — when those need more servers than `server_limit` — the cheapest that fit.
 pub fn plan(
     spec: &HcloudFleetSpec,
     viewers: u32,
     per_browser: u32,
     run: Duration,
+    pace: Pace,
     cat: &Catalogue,
 ) -> Result<FleetPlan, CloudError> {
     let mut notes = Vec::new();
-    let (hub, hub_default) = match &spec.hub_type {
-        Some(t) => {
-            let offer = cat.require("hub_type", t)?.clone();
-            notes.extend(deprecated_note("hub_type", &offer));
-            (offer, false)
-        }
-        None => (default_hub(cat)?, true),
-    };
+    let sessions = viewers.div_ceil(per_browser.max(1));
+    let hubs = plan_hubs(spec, sessions, pace, cat, &mut notes)?;
+    let (hub, hub_default) = (hubs.offer.clone(), hubs.default_type);
     let candidates = node_candidates(spec, cat, &mut notes)?;
     let mut options: Vec<NodeOption> = candidates
         .into_iter()
@@ -262,8 +296,8 @@ pub fn plan(
             message: "no listed server type holds even one viewer with this budget; choose a larger node_type or lower budget.node_reserve_*".into(),
         });
     }
-    // The hub is one of the project's servers too.
-    let node_limit = spec.server_limit.saturating_sub(1);
+    // The hubs are servers of the project too.
+    let node_limit = spec.server_limit.saturating_sub(hubs.count);
     let (chosen, cheapest_over_limit) = match options.iter().position(|o| o.nodes <= node_limit) {
         Some(0) | None => (options.remove(0), None),
         Some(i) => {
@@ -271,14 +305,15 @@ pub fn plan(
             (fits, Some(options[0].clone()))
         }
     };
-    let hourly_net = chosen.nodes_hourly_net + hub.hourly_net + cat.ipv4_hourly_net;
+    let hourly_net =
+        chosen.nodes_hourly_net + f64::from(hubs.count) * (hub.hourly_net + cat.ipv4_hourly_net);
     let vat = 1.0 + cat.vat_rate.trim().parse::<f64>().unwrap_or(0.0) / 100.0;
     let total = PROVISIONING_ESTIMATE + run + Duration::from_secs(120);
     let billed_hours = (total.as_secs_f64() / 3600.0).ceil().max(1.0) as u32;
     Ok(FleetPlan {
         viewers,
         per_browser: per_browser.max(1),
-        servers: chosen.nodes + 1,
+        servers: chosen.nodes + hubs.count,
         ipv6_only_saving_hourly: chosen.nodes as f64 * cat.ipv4_hourly_net,
         ipv4_hourly_net: cat.ipv4_hourly_net,
         chosen,
@@ -286,6 +321,7 @@ pub fn plan(
         cheapest_over_limit,
         hub,
         hub_default,
+        hubs,
         location: cat.location.clone(),
         currency: cat.currency.clone(),
         vat_rate: cat.vat_rate.clone(),
@@ -378,14 +414,58 @@ fn render_servers(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
             p.hourly_with(cheapest),
         )?;
     }
+    render_hubs(out, p)
+}
+
+/// The hubs: how many of which type, what the run asks of each and on what basis.
+fn render_hubs(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
+    let h = &p.hubs;
     writeln!(
         out,
-        "  hub: 1 × {} ({} {} cores, {:.0} GB{}; IPv4 + IPv6, Selenium Grid 4 hub; only the controller reaches it)",
+        "  hubs: {} × {} ({} {} cores, {:.0} GB{}; IPv4 + IPv6, Selenium Grid 4 hub; only the controller reaches it), {}",
+        h.count,
         p.hub.name,
         p.hub.cores,
         p.hub.cpu_type,
         p.hub.memory_gb,
-        if p.hub_default { ", the cheapest current type of that size" } else { "" }
+        if p.hub_default { ", the cheapest that holds the run" } else { ", fleet.hub_type" },
+        match (h.count, h.limited_by) {
+            (1, _) => format!("{} sessions (one hub suffices)", h.sessions_per_hub),
+            (_, by) => format!(
+                "{} sessions each, the nodes spread evenly over them (split by {by})",
+                h.sessions_per_hub
+            ),
+        }
+    )?;
+    let asked = match h.asked_per_s {
+        Some(r) => format!("the ramp asks {r:.1} sessions/s"),
+        None => "the sessions are asked for at once".to_string(),
+    };
+    writeln!(
+        out,
+        "  hub sizing: {asked}; a hub creates {:.1}/s ({}), {:.1}/s together: creating them all takes ≈{:.0} s; per hub {:.2} cores (of {:.1} usable) and {:.0} MB heap (of {:.0} MB); max_parallel_starts {} ({:.1} sessions/s × {:.0} s from request to first frame)",
+        h.rate_per_hub,
+        h.rate_bound,
+        h.rate_all,
+        h.creation_takes_s,
+        h.cores_per_hub,
+        f64::from(p.hub.cores) * hub_sizing::HUB_CPU_TARGET,
+        h.heap_mb_per_hub,
+        p.hub.memory_gb * 1024.0 * hub_sizing::HEAP_SHARE_OF_RAM * hub_sizing::HEAP_TARGET,
+        h.max_parallel_starts,
+        h.asked_per_s.map_or(h.rate_all, |a| a.min(h.rate_all)),
+        hub_sizing::START_HOLD_S,
+    )?;
+    writeln!(
+        out,
+        "  hub basis: {:.1} sessions/s, {:.0} ms CPU per creation, {:.2} ms per stats read (each viewer once per sampling interval), {:.0} MB + {:.2} MB heap per session ({}; BENCHMARKS.md); a browser start holds a distributor thread {:.0} s",
+        h.costs.creations_per_s,
+        h.costs.cpu_ms_per_creation,
+        h.costs.cpu_ms_per_read,
+        h.costs.base_heap_mb,
+        h.costs.heap_mb_per_session,
+        h.costs.measured,
+        hub_sizing::BROWSER_START_S,
     )?;
     Ok(())
 }

@@ -31,8 +31,14 @@ pub struct UpOptions {
 pub struct CloudFleet {
     api: HcloudApi,
     pub run_id: String,
+    /// The first hub (`hubs[0]`) and its URL.
     pub hub: ServerInfo,
     pub hub_url: String,
+    /// Every hub and its URL: viewers are spread over them.
+    pub hubs: Vec<ServerInfo>,
+    pub hub_urls: Vec<String>,
+    /// Session requests in flight, from the hubs' measured rate (`hub_sizing`).
+    pub max_parallel_starts: u32,
     /// Nodes registered with the hub.
     pub nodes: Vec<ServerInfo>,
     pub node_type: String,
@@ -51,7 +57,7 @@ impl std::fmt::Debug for CloudFleet {
         f.debug_struct("CloudFleet")
             .field("api", &self.api)
             .field("run_id", &self.run_id)
-            .field("hub_url", &self.hub_url)
+            .field("hub_urls", &self.hub_urls)
             .field("nodes", &self.nodes.len())
             .finish()
     }
@@ -116,6 +122,10 @@ pub async fn size(
         plan.viewers,
         plan.per_browser,
         plan.duration,
+        sizing::Pace {
+            ramp: plan.ramp,
+            sampling: plan.sampling_interval,
+        },
         &catalogue,
     )?;
     if let Some(cheapest) = &sized.cheapest_over_limit {
@@ -171,6 +181,7 @@ fn request(
         location: spec.location.clone(),
         image: spec.image.clone(),
         hub_type: sized.hub.name.clone(),
+        hubs: sized.hubs.count,
         node_type: sized.chosen.offer.name.clone(),
         nodes: sized.chosen.nodes,
         viewers_per_node: sized.chosen.viewers_per_node,
@@ -208,8 +219,8 @@ impl CloudFleet {
         let req = request(plan, spec, &sized, ssh_public_key, &opts);
         let run_id = req.run_id.clone();
         tracing::info!(
-            "run {run_id}: creating 1 hub ({}) and {} × {} IPv6-only nodes in {} ({} viewers per node, ≈{:.2} {}/h)",
-            req.hub_type, req.nodes, req.node_type, spec.location, req.viewers_per_node, sized.hourly_net, sized.currency
+            "run {run_id}: creating {} hub(s) ({}) and {} × {} IPv6-only nodes in {} ({} viewers per node, ≈{:.2} {}/h)",
+            req.hubs, req.hub_type, req.nodes, req.node_type, spec.location, req.viewers_per_node, sized.hourly_net, sized.currency
         );
         let work = provision(api.clone(), req, spec.clone(), opts.clone(), cancel.clone());
         let done = guard::teardown_unless_ok(api, &run_id, cancel, work).await?;
@@ -221,8 +232,11 @@ impl CloudFleet {
         Ok(CloudFleet {
             api: api.clone(),
             run_id,
-            hub: done.hub,
-            hub_url: done.hub_url,
+            hub: done.hubs[0].clone(),
+            hub_url: done.hub_urls[0].clone(),
+            hubs: done.hubs,
+            hub_urls: done.hub_urls,
+            max_parallel_starts: sized.hubs.max_parallel_starts,
             nodes: done.nodes,
             node_type: sized.chosen.offer.name.clone(),
             viewers_per_node: sized.chosen.viewers_per_node,
@@ -272,7 +286,9 @@ impl CloudFleet {
         serde_json::json!({
             "run": self.run_id,
             "hub_url": self.hub_url,
+            "hub_urls": self.hub_urls,
             "hub": {"name": self.hub.name, "ipv4": self.hub.ipv4, "ipv6": self.hub.ipv6_host().map(|a| a.to_string())},
+            "hubs": self.hubs.iter().map(|h| serde_json::json!({"name": h.name, "ipv4": h.ipv4, "ipv6": h.ipv6_host().map(|a| a.to_string())})).collect::<Vec<_>>(),
             "nodes": self.nodes.iter().map(|n| serde_json::json!({"name": n.name, "ipv6_net": n.ipv6_net})).collect::<Vec<_>>(),
             "node_type": self.node_type,
             "viewers_per_node": self.viewers_per_node,
@@ -342,8 +358,8 @@ impl CloudFleet {
 
 /// What provisioning hands to the fleet.
 struct Provisioned {
-    hub: ServerInfo,
-    hub_url: String,
+    hubs: Vec<ServerInfo>,
+    hub_urls: Vec<String>,
     nodes: Vec<ServerInfo>,
     shortfall: Option<String>,
     heartbeat: Heartbeat,
@@ -359,18 +375,20 @@ async fn provision(
 ) -> Result<Provisioned, CloudError> {
     let base = provision::create_base(&api, &req, &cancel).await?;
     let heartbeat = Heartbeat::start(&api, &base.hub, spec.heartbeat_interval());
-    tracing::info!("hub {} created", base.hub.name);
+    for hub in &base.hubs {
+        tracing::info!("hub {} created", hub.name);
+    }
     let (nodes, limit_note) = create_nodes(&api, &req, &spec, &base, &cancel).await?;
-    let url = hub::hub_url(&base.hub, opts.hub_url.as_deref());
+    let urls = hub::hub_urls(&base.hubs, opts.hub_url.as_deref());
     let (nodes, missing_note) =
-        register(&api, &req, &spec, &opts, &base, &url, nodes, &cancel).await?;
+        register(&api, &req, &spec, &opts, &base, &urls, nodes, &cancel).await?;
     let shortfall = match (limit_note, missing_note) {
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
         (a, b) => a.or(b),
     };
     Ok(Provisioned {
-        hub: base.hub,
-        hub_url: url,
+        hubs: base.hubs,
+        hub_urls: urls,
         nodes,
         shortfall,
         heartbeat,
@@ -417,7 +435,7 @@ async fn register_round(
     spec: &HcloudFleetSpec,
     opts: &UpOptions,
     base: &Base,
-    url: &str,
+    urls: &[String],
     nodes: &[ServerInfo],
     cancel: &CancellationToken,
 ) -> Result<Vec<ServerInfo>, CloudError> {
@@ -432,7 +450,7 @@ async fn register_round(
     let report = |k: usize, n: usize| tracing::info!("nodes registered with the hub: {k}/{n}");
     let poll = opts.hub_poll.unwrap_or(Duration::from_secs(5));
     let up =
-        hub::wait_for_nodes(url, nodes, spec.register_timeout(), poll, cancel, &report).await?;
+        hub::wait_for_nodes(urls, nodes, spec.register_timeout(), poll, cancel, &report).await?;
     Ok(nodes
         .iter()
         .filter(|n| !up.contains(&n.name))
@@ -470,11 +488,11 @@ async fn register(
     spec: &HcloudFleetSpec,
     opts: &UpOptions,
     base: &Base,
-    url: &str,
+    urls: &[String],
     mut nodes: Vec<ServerInfo>,
     cancel: &CancellationToken,
 ) -> Result<(Vec<ServerInfo>, Option<String>), CloudError> {
-    let mut missing = register_round(api, req, spec, opts, base, url, &nodes, cancel).await?;
+    let mut missing = register_round(api, req, spec, opts, base, urls, &nodes, cancel).await?;
     if !missing.is_empty() && spec.on_node_failure == OnNodeFailure::Replace {
         tracing::warn!(
             "{} node(s) did not register; replacing them once",
@@ -496,7 +514,7 @@ async fn register(
         .await?;
         provision::wait(api, &more.actions).await?;
         nodes.extend(more.nodes);
-        missing = register_round(api, req, spec, opts, base, url, &nodes, cancel).await?;
+        missing = register_round(api, req, spec, opts, base, urls, &nodes, cancel).await?;
     }
     let mut note = None;
     if !missing.is_empty() {

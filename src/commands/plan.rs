@@ -120,6 +120,10 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
             plan.viewers,
             plan.per_browser,
             plan.duration,
+            sizing::Pace {
+                ramp: plan.ramp,
+                sampling: plan.sampling_interval,
+            },
             &catalogue,
         )?;
         let label = format!("{} ({})", plan.name, path.display());

@@ -7,7 +7,7 @@
 //! of its viewers records; a viewer that starts a new life after that gets a new browser.
 
 use super::shared::Shared;
-use super::viewer_task::{create_with_retries, ViewerEvents};
+use super::viewer_task::{create_with_retries, Created, NotStarted, ViewerEvents};
 use crate::model::rawdata::ViewerEventKind;
 use crate::model::scenario::{BrowserPlan, Plan, ViewerPlan};
 use crate::viewer::{SharedBrowser, Viewer, ViewerSlot};
@@ -62,10 +62,12 @@ impl Entry {
 
 /// Why a viewer could not join its browser.
 pub(super) enum JoinError {
-    /// The run ended while waiting or creating.
-    RunEnded,
+    /// The run ended while waiting or creating, at this stage.
+    RunEnded(NotStarted),
     /// No slot, or the session was refused; recorded as the viewer's failure.
     Failed(String, Option<ViewerSlot>),
+    /// The run ended while its browser was being created; already recorded.
+    Recorded,
 }
 
 impl Browsers {
@@ -98,8 +100,11 @@ impl Browsers {
             ));
         };
         let mut current = tokio::select! {
+            biased;
+            _ = shared.run_end.cancelled() => {
+                return Err(JoinError::RunEnded(NotStarted::WaitingForBrowser))
+            }
             c = group.lock() => c,
-            _ = shared.run_end.cancelled() => return Err(JoinError::RunEnded),
         };
         if let Some(entry) = current.as_ref().filter(|e| !e.is_lost()) {
             *entry.users.lock().unwrap_or_else(|e| e.into_inner()) += 1;
@@ -150,8 +155,9 @@ async fn create(
     events: &ViewerEvents,
 ) -> Result<Entry, JoinError> {
     let _permit = tokio::select! {
+        biased;
+        _ = shared.run_end.cancelled() => return Err(JoinError::RunEnded(NotStarted::WaitingToAsk)),
         p = shared.starts.acquire() => p.ok(),
-        _ = shared.run_end.cancelled() => return Err(JoinError::RunEnded),
     };
     let mut slot = shared
         .fleet
@@ -167,12 +173,15 @@ async fn create(
     )
     .await;
     let browser = match created {
-        Some(Ok(browser)) => browser,
-        None => {
+        Created::Ok(browser) => browser,
+        Created::RunEnded(late) => {
+            if let Some(late) = late {
+                late.close().await;
+            }
             shared.fleet.close_viewer(&slot).await;
-            return Err(JoinError::RunEnded);
+            return Err(JoinError::Recorded);
         }
-        Some(Err(reason)) => {
+        Created::Failed(reason) => {
             shared.fleet.close_viewer(&slot).await;
             return Err(JoinError::Failed(reason, Some(slot)));
         }
@@ -203,7 +212,8 @@ async fn create(
 /// A join failure as the viewer's raw events tell it.
 pub(super) fn record_failure(events: &ViewerEvents, err: JoinError) {
     match err {
-        JoinError::RunEnded => events.emit(ViewerEventKind::Stopped, None, None),
+        JoinError::RunEnded(stage) => events.not_started(stage, None),
+        JoinError::Recorded => {}
         JoinError::Failed(reason, slot) => {
             events.emit(ViewerEventKind::Failed, Some(reason), slot.as_ref())
         }

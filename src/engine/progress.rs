@@ -69,7 +69,7 @@ fn viewer_line(live: &LiveState, requested: u32) -> String {
     format!(
         "viewers: {} playing, {} failed/lost of {requested}",
         live.count(ViewerEventKind::Playing),
-        live.failed_or_lost()
+        live.ended_badly()
     )
 }
 
@@ -79,7 +79,10 @@ fn viewer_line(live: &LiveState, requested: u32) -> String {
 pub(super) struct Summary {
     requested: u32,
     started: usize,
+    /// Failed (those that never started included) or lost.
     failed: usize,
+    /// Requested viewers that never played a first frame.
+    not_started: usize,
     /// Players' HTTP and P2P bytes.
     players: (u64, u64),
     /// The exporter's HTTP and P2P bytes since the run's first scrape.
@@ -120,17 +123,9 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
     if p2p_viewers >= 2 && started >= 2 && live.max_peers == 0 {
         notes.push("warning: no P2P peer ever connected, so this run's P2P share is not a finding (check ICE candidates, the tracker, the fleet's network)".to_string());
     }
-    for (viewer, reason) in live.failures.iter().take(5) {
-        notes.push(format!("viewer {viewer}: {reason}"));
-    }
-    if live.failures.len() > 5 {
-        notes.push(format!(
-            "… and {} more failures in raw/viewer_events.jsonl",
-            live.failures.len() - 5
-        ));
-    }
+    notes.extend(failure_notes(&live.failures));
     // A governed ramp asked for what it released.
-    let requested = live.released.unwrap_or(plan.viewers);
+    let requested = live.requested(plan.viewers);
     let settled = live.settled.as_ref().map(|s| {
         format!(
             "viewers: auto, settled on {} of at most {}: {}",
@@ -142,13 +137,42 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
         settled,
         settled_viewers: live.settled.as_ref().map(|s| s.viewers),
         started,
-        failed: live.failed_or_lost(),
+        failed: live.failed_or_lost(requested),
+        not_started: (requested as usize).saturating_sub(started),
         players: (http, p2p),
         exporter,
         notes,
         headroom: None,
         report: None,
     }
+}
+
+/// The failures by reason, most frequent first (a thousand viewers the Grid never started
+/// share one reason), with the first viewer of each.
+fn failure_notes(failures: &[(u32, String)]) -> Vec<String> {
+    let mut by_reason: Vec<(&str, u32, usize)> = Vec::new();
+    for (viewer, reason) in failures {
+        match by_reason.iter_mut().find(|(r, _, _)| *r == reason.as_str()) {
+            Some(entry) => entry.2 += 1,
+            None => by_reason.push((reason, *viewer, 1)),
+        }
+    }
+    by_reason.sort_by_key(|e| std::cmp::Reverse(e.2));
+    let mut notes: Vec<String> = by_reason
+        .iter()
+        .take(5)
+        .map(|(reason, first, n)| match n {
+            1 => format!("viewer {first}: {reason}"),
+            n => format!("{n} viewers (first: {first}): {reason}"),
+        })
+        .collect();
+    if by_reason.len() > 5 {
+        let more: usize = by_reason[5..].iter().map(|e| e.2).sum();
+        notes.push(format!(
+            "… and {more} more failures for other reasons in raw/viewer_events.jsonl"
+        ));
+    }
+    notes
 }
 
 impl Summary {
@@ -159,8 +183,10 @@ impl Summary {
 
     /// Takes the report's counts and totals (whole run, from raw data).
     pub(super) fn use_report(&mut self, s: &ReportSummary, html: &std::path::Path) {
+        self.requested = s.viewers.requested;
         self.started = s.viewers.started as usize;
         self.failed = (s.viewers.failed + s.viewers.lost) as usize;
+        self.not_started = s.viewers.not_started as usize;
         if let Some(p) = &s.players {
             self.players = (p.http_bytes, p.p2p_bytes);
         }
@@ -181,8 +207,12 @@ impl Summary {
             }
         };
         let (http, p2p) = (self.players.0 as f64, self.players.1 as f64);
+        let never = match self.not_started {
+            0 => String::new(),
+            n => format!(" ({n} never started)"),
+        };
         let mut lines = vec![format!(
-            "viewers: {} requested, {} started, {} failed or lost",
+            "viewers: {} requested, {} started, {} failed or lost{never}",
             self.requested, self.started, self.failed
         )];
         lines.extend(self.settled.clone());
@@ -225,6 +255,7 @@ mod tests {
             requested: 12,
             started: 0,
             failed: 0,
+            not_started: 0,
             players: (0, 0),
             exporter: None,
             settled: None,

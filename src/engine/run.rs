@@ -289,7 +289,7 @@ async fn run_with_fleet(
     while background.join_next().await.is_some() {}
     let live = shared.live();
     let summary = progress::summarize(plan, &live);
-    let failed = live.failed_or_lost() as u32;
+    let failed = live.failed_or_lost(live.requested(plan.viewers)) as u32;
     let code = if ctx.shutdown.is_triggered() {
         ctx.shutdown.exit_code()
     } else if failed > plan.max_failed_viewers {
@@ -416,7 +416,7 @@ async fn every_first_frame(plan: &Plan, shared: &Shared, limit: Duration) -> Str
             let live = shared.live();
             (
                 live.count(ViewerEventKind::Playing),
-                live.failed_or_lost() + live.count(ViewerEventKind::Stopped),
+                live.ended_badly() + live.count(ViewerEventKind::Stopped),
             )
         };
         let all = playing + ended >= plan.viewers as usize;

@@ -33,8 +33,21 @@ impl LiveState {
         self.states.values().filter(|k| **k == kind).count()
     }
 
-    pub fn failed_or_lost(&self) -> usize {
+    /// Viewers whose last event so far is `failed` or `lost` (the progress line).
+    pub fn ended_badly(&self) -> usize {
         self.count(ViewerEventKind::Failed) + self.count(ViewerEventKind::Lost)
+    }
+
+    /// Viewers that failed (never-started ones included) or were lost, plus those of the
+    /// `requested` that left no event at all: every requested viewer is accounted for.
+    pub fn failed_or_lost(&self, requested: u32) -> usize {
+        let silent = (requested as usize).saturating_sub(self.states.len());
+        self.ended_badly() + silent
+    }
+
+    /// What the run asked for: every viewer of the plan, or what a governed ramp released.
+    pub fn requested(&self, plan_viewers: u32) -> u32 {
+        self.released.unwrap_or(plan_viewers)
     }
 }
 

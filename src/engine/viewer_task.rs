@@ -21,11 +21,16 @@ const BROWSER_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 const LOST_AFTER_FAILED_READS: u32 = 3;
 
 pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
+    // The plan asks for it now plus its place on the ramp (a governed ramp: now).
+    let due_s = shared.rec.now() + vp.start_after.as_secs_f64();
+    let events = ViewerEvents::new(&vp, shared.clone(), due_s);
     tokio::select! {
         _ = tokio::time::sleep(vp.start_after) => {}
-        _ = shared.run_end.cancelled() => return,
+        _ = shared.run_end.cancelled() => {
+            events.not_started(NotStarted::NotDue, None);
+            return;
+        }
     }
-    let events = ViewerEvents::new(&vp, shared.clone());
     let policy = shared.fleet.start_policy();
     // One pass per life of the viewer: a viewer lost mid-run (its node died) is created
     // again when the fleet asks for it, as long as the run goes on.
@@ -46,6 +51,45 @@ pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
     }
 }
 
+/// How far a viewer got when the run ended before its first frame. Every requested viewer
+/// ends played, failed or lost: one that never played is failed with one of these reasons
+/// (fixed sentences, so the report counts viewers per reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NotStarted {
+    /// Its arrival time had not come (the run was cut short).
+    NotDue,
+    /// Due, but `max_parallel_starts` session requests were in flight until the end.
+    WaitingToAsk,
+    /// Its session request was queued at the Grid or being created (retries included).
+    BeingCreated,
+    /// Its shared browser (several viewers per browser) was still being created.
+    WaitingForBrowser,
+    /// The page opened, no first frame yet.
+    NoFirstFrame,
+}
+
+impl NotStarted {
+    pub(super) fn reason(self) -> &'static str {
+        match self {
+            NotStarted::NotDue => "never started: the run ended before its arrival time",
+            NotStarted::WaitingToAsk => {
+                "never started: still waiting to ask the fleet for a session when the run ended \
+                 (max_parallel_starts requests were in flight all along)"
+            }
+            NotStarted::BeingCreated => {
+                "never started: its session was still queued or being created by the fleet \
+                 when the run ended"
+            }
+            NotStarted::WaitingForBrowser => {
+                "never started: its shared browser was still being created when the run ended"
+            }
+            NotStarted::NoFirstFrame => {
+                "never started: the page opened but played no first frame before the run ended"
+            }
+        }
+    }
+}
+
 enum Life {
     /// Ended for good (stopped, failed, or the run ended); already recorded.
     Over,
@@ -60,9 +104,14 @@ async fn viewer_life(
     events: &ViewerEvents,
     policy: &crate::fleet::StartPolicy,
 ) -> Life {
+    // The run's end first: a permit freed by the end must not start a request.
     let permit = tokio::select! {
+        biased;
+        _ = shared.run_end.cancelled() => {
+            events.not_started(NotStarted::WaitingToAsk, None);
+            return Life::Over;
+        }
         p = shared.starts.acquire() => p.ok(),
-        _ = shared.run_end.cancelled() => return Life::Over,
     };
     events.emit(ViewerEventKind::Creating, None, None);
     let mut slot = match shared.fleet.open_viewer(vp).await {
@@ -85,13 +134,15 @@ async fn viewer_life(
     )
     .await;
     let viewer = match created {
-        None => {
+        Created::RunEnded(late) => {
+            if let Some(late) = late {
+                late.close().await;
+            }
             shared.fleet.close_viewer(&slot).await;
-            events.emit(ViewerEventKind::Stopped, None, Some(&slot));
             return Life::Over;
         }
-        Some(Ok(v)) => v,
-        Some(Err(reason)) => {
+        Created::Ok(v) => v,
+        Created::Failed(reason) => {
             events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot));
             shared.fleet.close_viewer(&slot).await;
             return Life::Over;
@@ -120,6 +171,7 @@ fn ended(outcome: Drive, slot: ViewerSlot, events: &ViewerEvents) -> Life {
     match outcome {
         Drive::Finished => events.emit(ViewerEventKind::Stopped, None, Some(&slot)),
         Drive::Failed(reason) => events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot)),
+        Drive::Unstarted(stage) => events.not_started(stage, Some(&slot)),
         // `drive` turns a browser's loss into the browser's words before this.
         Drive::Lost(reason) | Drive::BrowserLost(reason) => return Life::Lost(reason, slot),
     }
@@ -168,42 +220,80 @@ async fn shared_life(
     ended(outcome, slot, events)
 }
 
+/// How a session (or shared browser) creation ended.
+pub(super) enum Created<T> {
+    Ok(T),
+    /// Refused after the fleet's retries: why.
+    Failed(String),
+    /// The run ended first; the viewer's failure is recorded. A request in flight then was
+    /// let finish (the Grid would start it anyway): its session, if any, is here to close.
+    RunEnded(Option<T>),
+}
+
 /// Session (or shared browser) creation with the fleet's retries: a refused session
 /// (`SessionNotCreated`, a queue timeout) is asked for again after a back-off that doubles
-/// up to 60 s. `None`: the run ended first.
+/// up to 60 s. When the run ends first, the viewer is recorded as never started and a
+/// request in flight is waited for (the run's close bounds the wait), so its session is
+/// closed by the run, not left to the Grid.
 pub(super) async fn create_with_retries<T, F, Fut>(
     make: F,
     shared: &Shared,
     policy: &crate::fleet::StartPolicy,
     events: &ViewerEvents,
-) -> Option<Result<T, String>>
+) -> Created<T>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, ViewerError>>,
 {
     let mut wait = policy.retry_backoff;
     let mut attempt = 0;
+    // Nothing of this life is in flight at the fleet (before the first request, or after a
+    // refusal): if the run ends now, no late session can come of it.
+    let mut nothing_in_flight = true;
+    let run_ended = |nothing_in_flight: bool| {
+        events.not_started(NotStarted::BeingCreated, None);
+        if nothing_in_flight {
+            shared.fleet.session_refused();
+        }
+    };
     loop {
+        if shared.run_end.is_cancelled() {
+            run_ended(nothing_in_flight);
+            return Created::RunEnded(None);
+        }
+        // The request goes out before the run's end is looked at again.
+        let request = make();
+        tokio::pin!(request);
         let created = tokio::select! {
-            v = make() => v,
-            _ = shared.run_end.cancelled() => return None,
+            biased;
+            v = &mut request => v,
+            _ = shared.run_end.cancelled() => {
+                events.not_started(NotStarted::BeingCreated, None);
+                let late = request.await;
+                // Closed by the caller (or refused): nothing of this life is left to sweep.
+                if late.is_ok() || matches!(late, Err(ViewerError::Session(_))) {
+                    shared.fleet.session_refused();
+                }
+                return Created::RunEnded(late.ok());
+            }
         };
         match created {
-            Ok(v) => return Some(Ok(v)),
+            Ok(v) => return Created::Ok(v),
             Err(err) => {
                 // The fleet counts one request per life (open_viewer): a life that ends on a
                 // refusal, or waits out a back-off when the run ends, has none in flight.
                 let refused = matches!(err, ViewerError::Session(_));
+                nothing_in_flight = refused;
                 count_error(shared, &err);
                 if attempt >= policy.session_retries {
                     if refused {
                         shared.fleet.session_refused();
                     }
-                    return Some(Err(if attempt > 0 {
+                    return Created::Failed(if attempt > 0 {
                         format!("refused by the fleet after {} attempts: {err}", attempt + 1)
                     } else {
                         err.to_string()
-                    }));
+                    });
                 }
                 attempt += 1;
                 events.emit(
@@ -214,10 +304,8 @@ where
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = shared.run_end.cancelled() => {
-                        if refused {
-                            shared.fleet.session_refused();
-                        }
-                        return None;
+                        run_ended(refused);
+                        return Created::RunEnded(None);
                     }
                 }
                 wait = (wait * 2).min(Duration::from_secs(60));
@@ -228,6 +316,8 @@ where
 
 enum Drive {
     Finished,
+    /// The run ended before its first frame.
+    Unstarted(NotStarted),
     Failed(String),
     Lost(String),
     /// The viewer's shared browser is gone (with every viewer in it).
@@ -258,7 +348,7 @@ async fn drive(
     events.emit(ViewerEventKind::PageOpened, None, Some(slot));
     let ttff = tokio::select! {
         r = viewer.wait_first_frame(target, Duration::from_millis(250)) => r,
-        _ = shared.run_end.cancelled() => return Drive::Finished,
+        _ = shared.run_end.cancelled() => return Drive::Unstarted(NotStarted::NoFirstFrame),
     };
     // The next viewer may start its session while this one plays.
     drop(permit);
@@ -398,22 +488,42 @@ pub(super) struct ViewerEvents {
     viewer: u32,
     p2p: bool,
     shared: Arc<Shared>,
+    /// When the plan asked for it; written on its first event.
+    due_s: f64,
+    announced: std::sync::atomic::AtomicBool,
+    /// It played a first frame in some life.
+    played: std::sync::atomic::AtomicBool,
     /// The state as exported (`viewerfleet_viewers{state}`), which also knows `stalled`.
     exported: std::sync::Mutex<Option<&'static str>>,
 }
 
 impl ViewerEvents {
-    fn new(vp: &ViewerPlan, shared: Arc<Shared>) -> Self {
+    fn new(vp: &ViewerPlan, shared: Arc<Shared>, due_s: f64) -> Self {
         Self {
             viewer: vp.index,
             p2p: vp.p2p,
             shared,
+            due_s,
+            announced: Default::default(),
+            played: Default::default(),
             exported: std::sync::Mutex::new(None),
         }
     }
 
     fn playing(&self, slot: &ViewerSlot, ttff_ms: f64) {
+        self.played
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.record(ViewerEventKind::Playing, None, Some(slot), Some(ttff_ms));
+    }
+
+    /// The run ended before this life's first frame: a viewer that never played is failed
+    /// with the stage it was at; a re-creation after a loss (already counted lost) stops.
+    pub(super) fn not_started(&self, stage: NotStarted, slot: Option<&ViewerSlot>) {
+        if self.played.load(std::sync::atomic::Ordering::Relaxed) {
+            self.emit(ViewerEventKind::Stopped, None, slot);
+        } else {
+            self.emit(ViewerEventKind::Failed, Some(stage.reason().into()), slot);
+        }
     }
 
     pub(super) fn emit(
@@ -478,6 +588,10 @@ impl ViewerEvents {
             node: slot.map(|s| s.node.clone()),
             address: slot.and_then(|s| s.address.clone()),
             ttff_ms,
+            due_s: (!self
+                .announced
+                .swap(true, std::sync::atomic::Ordering::Relaxed))
+            .then_some(self.due_s),
         }));
     }
 }

@@ -18,7 +18,8 @@
 //! Inventory files (`inventory:`): JSON or YAML, either a plain list of hub URLs or the
 //! object printed by `terraform output -json` with a `hub_urls` (list) or `hub_url`
 //! (string) output, e.g. `{"hub_urls": {"value": ["http://10.0.0.2:4444"]}}`. Viewers are
-//! spread over the hubs round-robin.
+//! spread over the hubs by capacity: each new session goes to the hub with the lowest share
+//! of its nodes' slots in use (round-robin when the hubs are alike).
 
 use super::{Fleet, LoadEndpoint, StartPolicy, TargetPlacement};
 use crate::grid::local_state::{self as localstate, LocalGridState};
@@ -134,6 +135,21 @@ pub struct GridFleet {
     nodes: Vec<(String, Option<NodeSlots>)>,
     /// The load endpoints those nodes name (`"viewerfleet:load"`).
     load_endpoints: Vec<LoadEndpoint>,
+    /// Per hub: its nodes' slots when the run started, and sessions asked of it and not
+    /// closed yet.
+    capacity: Vec<usize>,
+    load: Mutex<Vec<usize>>,
+}
+
+/// The hub with the lowest share of its capacity in use after one more session (the first
+/// of equals).
+fn least_loaded(load: &[usize], capacity: &[usize]) -> usize {
+    (0..load.len())
+        .min_by(|&a, &b| {
+            let share = |k: usize| (load[k] + 1) as f64 / capacity[k].max(1) as f64;
+            share(a).total_cmp(&share(b)).then(a.cmp(&b))
+        })
+        .unwrap_or(0)
 }
 
 impl GridFleet {
@@ -141,6 +157,7 @@ impl GridFleet {
     pub async fn start(plan: &GridFleetPlan) -> anyhow::Result<Self> {
         let hubs = match &plan.hubs {
             GridHubs::Url(url) => vec![url.clone()],
+            GridHubs::Urls(urls) => urls.clone(),
             GridHubs::Inventory(path) => {
                 crate::model::scenario::fleet::grid::read_inventory(path).map_err(bad_input)?
             }
@@ -148,6 +165,7 @@ impl GridFleet {
         let client = reqwest::Client::new();
         let mut nodes = Vec::new();
         let mut load_endpoints = Vec::new();
+        let mut capacity = Vec::new();
         for hub in &hubs {
             let status = grid_status(&client, hub).await.map_err(|e| {
                 unavailable(anyhow::anyhow!(
@@ -163,6 +181,7 @@ impl GridFleet {
             }
             nodes.extend(status.slots_by_node());
             load_endpoints.extend(status.load_endpoints());
+            capacity.push(status.nodes.iter().map(|n| n.max_sessions as usize).sum());
         }
         let local = hubs
             .first()
@@ -182,6 +201,8 @@ impl GridFleet {
             sessions: Mutex::new(HashMap::new()),
             nodes,
             load_endpoints,
+            load: Mutex::new(vec![0; capacity.len()]),
+            capacity,
         })
     }
 
@@ -260,7 +281,12 @@ impl Fleet for GridFleet {
             .first()
             .ok_or_else(|| anyhow::anyhow!("browser {} holds no viewer", browser.index))?;
         let viewers = browser.viewers.len() as u32;
-        let hub = self.hubs[browser.index as usize % self.hubs.len()].clone();
+        let hub = {
+            let mut load = self.load.lock().expect("load lock");
+            let k = least_loaded(&load, &self.capacity);
+            load[k] += 1;
+            self.hubs[k].clone()
+        };
         let mut extra_args = match &self.local {
             Some(local) if !local.target_namespace.is_empty() => {
                 crate::netns::wrapper::slot_chromium_args(&local.target_origin())
@@ -319,7 +345,10 @@ impl Fleet for GridFleet {
     }
 
     async fn close_viewer(&self, slot: &ViewerSlot) {
-        let _ = slot;
+        if let Some(k) = self.hubs.iter().position(|h| *h == slot.webdriver_url) {
+            let mut load = self.load.lock().expect("load lock");
+            load[k] = load[k].saturating_sub(1);
+        }
     }
 
     fn start_policy(&self) -> StartPolicy {
@@ -618,6 +647,31 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two hubs, one with 4 nodes' slots (600) and one with 3 (450): sessions go where the
+    /// share in use is lowest, so neither overflows before the other is full.
+    #[test]
+    fn sessions_are_spread_over_hubs_by_capacity() {
+        let capacity = [600, 450];
+        let mut load = vec![0, 0];
+        for _ in 0..1050 {
+            let k = least_loaded(&load, &capacity);
+            load[k] += 1;
+        }
+        assert_eq!(load, [600, 450]);
+        // Alike hubs: round-robin.
+        let mut load = vec![0, 0];
+        let picks: Vec<usize> = (0..4)
+            .map(|_| {
+                let k = least_loaded(&load, &[10, 10]);
+                load[k] += 1;
+                k
+            })
+            .collect();
+        assert_eq!(picks, [0, 1, 0, 1]);
+        // A hub that reports no slots counts as one.
+        assert_eq!(least_loaded(&[0], &[0]), 0);
+    }
 
     fn plan(network: &str) -> Plan {
         let yaml = format!(

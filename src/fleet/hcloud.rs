@@ -31,11 +31,12 @@ impl std::fmt::Debug for HcloudFleet {
 /// The viewer-slot set-up that cloud nodes run from their bootstrap (one place for slots).
 const VIEWER_SLOTS_SCRIPT: &str = include_str!("../../grid/viewer-slots.sh");
 
-/// Session requests in flight: one per node (each starts its own browsers), 4 to 32.
+/// The Grid fleet on the run's hubs. Session requests in flight: as many as the hubs'
+/// measured creation rate keeps busy from request to first frame (`cloud::hub_sizing`).
 fn grid_plan(cloud: &CloudFleet) -> anyhow::Result<GridFleetPlan> {
-    let mut plan = GridFleetPlan::with_url(&cloud.hub_url)
-        .map_err(|m| anyhow::anyhow!("the hub URL of run {}: {m}", cloud.run_id))?;
-    plan.max_parallel_starts = cloud.nodes.len().clamp(4, 32);
+    let mut plan = GridFleetPlan::with_urls(&cloud.hub_urls)
+        .map_err(|m| anyhow::anyhow!("the hub URLs of run {}: {m}", cloud.run_id))?;
+    plan.max_parallel_starts = cloud.max_parallel_starts.max(1) as usize;
     Ok(plan)
 }
 
@@ -83,10 +84,12 @@ impl Fleet for HcloudFleet {
     fn description(&self, plan: &Plan) -> FleetDescription {
         let grid = self.grid.description(plan);
         let mut notes = vec![format!(
-            "{} × {} Hetzner Cloud nodes (IPv6-only) behind a Selenium Grid 4 hub, run {}; viewers per node from the per-viewer CPU/memory budget",
+            "{} × {} Hetzner Cloud nodes (IPv6-only) behind {} Selenium Grid 4 hub(s), run {}; viewers per node from the per-viewer CPU/memory budget, hubs and session requests in flight ({}) from a hub's measured cost",
             self.cloud.nodes.len(),
             self.cloud.node_type,
-            self.cloud.run_id
+            self.cloud.hubs.len(),
+            self.cloud.run_id,
+            self.cloud.max_parallel_starts
         )];
         notes.extend(grid.notes);
         if let Some(s) = &self.cloud.shortfall {

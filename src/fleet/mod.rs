@@ -215,9 +215,10 @@ pub trait Fleet: Send + Sync {
     async fn session_placed(&self, _slot: &mut ViewerSlot, _session_id: &str) {}
     /// Called after the engine deleted a session itself.
     fn session_closed(&self, _session_id: &str) {}
-    /// Called once when a viewer's life ends without a session because its last request was
-    /// refused: nothing of that life can turn into a late session (unlike a request the
-    /// engine gave up waiting for).
+    /// Called once when a viewer's life ends without a session of its own because its last
+    /// request was refused, or because the run ended and the session that came late was
+    /// closed by the run: nothing of that life can turn into a late session (unlike a
+    /// request the engine gave up waiting for).
     fn session_refused(&self) {}
     /// The load endpoints of the machines this fleet's browsers run on, which the engine
     /// samples into `raw/node_samples.jsonl`. Default: none (the controller's own host

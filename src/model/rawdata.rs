@@ -86,6 +86,11 @@ pub struct ViewerEvent {
     /// Time to first frame in ms, on `playing`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttff_ms: Option<f64>,
+    /// When the plan asked for this viewer (seconds on the run's clock: the ramp's arrival
+    /// time, or the moment a governed ramp released it), on the viewer's first event. The
+    /// report draws the arrivals asked for against the sessions and first frames obtained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_s: Option<f64>,
 }
 
 named_enum! {

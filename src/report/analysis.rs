@@ -2,6 +2,7 @@
 //! ground truth, QoE, the honesty section and the time series. Pure: same data in, same
 //! numbers out.
 
+use super::arrival;
 use super::headroom;
 use super::honesty::{self, Findings};
 use super::load::RunData;
@@ -40,7 +41,10 @@ pub fn build(run: &RunData) -> RunReport {
     let steady = steady(&windows);
     let tables = source_tables(&exp, &ply, &windows, data_end);
     let reconciliations = reconciliations(run, &exp, &tables);
-    let mut q = qoe::compute(run, &ply.per_viewer, data_end);
+    let arrivals = arrival::per_viewer(&run.viewer_events);
+    let mut q = qoe::compute(run, &ply.per_viewer, &arrivals, data_end);
+    // Arrivals run to the last record: the ramp may outlast the players' data.
+    let arrival = arrival::analyse(&arrivals, last_t, BIN_S);
     let headroom = headroom::analyse(
         run,
         &headroom::Inputs {
@@ -89,6 +93,10 @@ pub fn build(run: &RunData) -> RunReport {
         data_end,
     );
     series.extend(headroom.page_late);
+    let arrival = arrival.map(|(summary, curves)| {
+        series.extend(curves);
+        summary
+    });
     let mut summary = summary(
         run,
         tables,
@@ -99,6 +107,7 @@ pub fn build(run: &RunData) -> RunReport {
         honesty,
     );
     summary.headroom = Some(headroom.headroom);
+    summary.arrival = arrival;
     // Judged last, from the figures above: what `report.json` says is what was judged.
     summary.thresholds = super::thresholds::evaluate(&plan.thresholds, &summary);
     RunReport {
@@ -511,6 +520,7 @@ fn summary(
         windows,
         qoe,
         headroom: None,
+        arrival: None,
         honesty,
         thresholds: Vec::new(),
     }

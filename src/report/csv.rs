@@ -53,12 +53,13 @@ impl Renderer for CsvRenderer {
 
         let mut viewers = String::from(
             "viewer,p2p,node,address,ttff_ms,http_bytes,p2p_bytes,p2p_up_bytes,stalls,stalled_ms,watch_s,end,reason,\
-             headroom,headroom_reasons,page_mean_late_ms,page_late_ticks_share,page_max_ms\n",
+             headroom,headroom_reasons,page_mean_late_ms,page_late_ticks_share,page_max_ms,\
+             due_s,creating_s,session_s,playing_s\n",
         );
         for v in &report.viewers {
             let _ = writeln!(
                 viewers,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 v.viewer,
                 v.p2p,
                 field(v.node.as_deref().unwrap_or("")),
@@ -77,6 +78,10 @@ impl Renderer for CsvRenderer {
                 opt(v.page.map(|p| r6(p.mean_late_ms))),
                 opt(v.page.map(|p| r6(p.late_ticks_share))),
                 opt(v.page.map(|p| r6(p.max_ms))),
+                opt(v.due_s.map(r6)),
+                opt(v.creating_s.map(r6)),
+                opt(v.session_s.map(r6)),
+                opt(v.playing_s.map(r6)),
             );
         }
 

@@ -932,6 +932,7 @@ mod tests {
                 node: Some(node(v).to_string()),
                 address: None,
                 ttff_ms: Some(1000.0),
+                due_s: None,
             });
             let (h, p) = if http_only(v) {
                 (150_000, 0)

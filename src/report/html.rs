@@ -3,7 +3,7 @@
 //! offline, prints, and cannot phone home.
 
 use super::compare::{Comparison, GroupStats};
-use super::model::{names, Headroom, ReportSummary, RunReport, ViewerRow};
+use super::model::{names, Arrival, Headroom, ReportSummary, RunReport, ViewerRow};
 use super::prose;
 use super::render::{self, Renderer};
 use super::stats::MeanCi;
@@ -347,6 +347,35 @@ fn per_viewer_section(b: &mut String, r: &RunReport) {
     );
 }
 
+/// The arrivals asked for against the sessions and first frames obtained: the curves, the
+/// sentence that says whether and from when the fleet fell behind, minute by minute.
+fn arrival_section(b: &mut String, r: &RunReport, a: &Arrival) {
+    use super::arrival::names as arrivals;
+    b.push_str("<h2>Arrivals: asked for and obtained</h2>\n");
+    list(b, &prose::arrival_lines(a));
+    let chart = svg::line_chart(&LineChart {
+        title: "Viewers asked for, with a session, playing (cumulative)",
+        y_label: "viewers",
+        lines: vec![
+            Line {
+                dashed: true,
+                ..solid("asked for (the ramp)", svg::GREY, pts(r, arrivals::ASKED))
+            },
+            solid("sessions", svg::P2P, pts(r, arrivals::SESSIONS)),
+            solid("first frames", svg::UP, pts(r, arrivals::FIRST_FRAMES)),
+        ],
+        band: None,
+        y_max: None,
+    });
+    figure(
+        b,
+        chart,
+        "Where the solid curves run right of the dashed one, the fleet was behind the ramp: \
+         the horizontal distance is how late, the vertical one how many viewers.",
+    );
+    b.push_str(&render::arrival_table(a).html());
+}
+
 /// The QoE numbers, the time-to-first-frame histogram, stalls over time, the failures.
 fn qoe_section(b: &mut String, r: &RunReport) {
     let s = &r.summary;
@@ -521,6 +550,9 @@ impl Renderer for HtmlRenderer {
             headroom_section(&mut b, r, h);
         }
         per_viewer_section(&mut b, r);
+        if let Some(a) = &s.arrival {
+            arrival_section(&mut b, r, a);
+        }
         qoe_section(&mut b, r);
         b.push_str("<h2>Honesty</h2>\n");
         list(&mut b, &prose::honesty_lines(s));

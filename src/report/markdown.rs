@@ -93,6 +93,12 @@ impl Renderer for MarkdownRenderer {
         if let Some(h) = &s.headroom {
             headroom_section(&mut out, h);
         }
+        if let Some(a) = &s.arrival {
+            out.push_str("## Arrivals: asked for and obtained\n\n");
+            bullets(&mut out, &prose::arrival_lines(a));
+            out.push_str(&render::arrival_table(a).markdown());
+            out.push('\n');
+        }
         out.push_str("## Quality of experience\n\n");
         bullets(&mut out, &prose::qoe_lines(s));
         if !s.qoe.failed.is_empty() {
@@ -113,7 +119,7 @@ impl Renderer for MarkdownRenderer {
         out.push_str("\n```\n\nRebuild this report from the raw data at any time: `viewerfleet report RUN_DIR`.\n\n");
         out.push_str(
             "## Files\n\n- `report.html`: this report with plots\n- `report.json`: the numbers\n\
-             - `timeseries.csv`: rates, viewers active, stalls over time\n\
+             - `timeseries.csv`: rates, viewers active, stalls, arrivals over time\n\
              - `viewers.csv`: one row per viewer, with its headroom\n\
              - `host.csv`: host CPU samples\n",
         );

@@ -9,6 +9,7 @@
 //! `suite` put several runs side by side.
 
 mod analysis;
+pub mod arrival;
 pub mod compare;
 pub mod cost;
 mod csv;

@@ -13,7 +13,12 @@ use std::collections::BTreeMap;
 /// 2: `headroom` (which viewers were starved, the figures of those that were not, whether
 /// the P2P figure is a finding); `honesty.cpu` says whose machine it measured
 /// (`viewers_machine`) and adds mean steal and CPU pressure.
-pub const SCHEMA_VERSION: u32 = 2;
+///
+/// 3: every requested viewer is counted: `viewers.failed` includes those that never started
+/// (no event at all, or the run ended while they waited, were queued or had no first frame),
+/// `viewers.not_started` counts them; `arrival` (the arrivals asked for against the sessions
+/// and first frames obtained).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// `report.json`: one run's numbers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,6 +74,10 @@ pub struct ReportSummary {
     /// schema 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom: Option<Headroom>,
+    /// The arrivals the run asked for against the sessions and first frames it got (absent
+    /// when the raw data has no arrival times: runs recorded before schema 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<Arrival>,
     pub honesty: Honesty,
     /// The scenario's `thresholds`, each judged against the figures above (absent when the
     /// scenario has none): metric, condition, value, pass.
@@ -114,10 +123,14 @@ pub struct ViewerCounts {
     pub requested: u32,
     /// Viewers that played a first frame.
     pub started: u32,
-    /// Viewers that never started or stopped with an error.
+    /// Viewers that never started or stopped with an error: every requested viewer that did
+    /// not play and was not lost is here, with its reason.
     pub failed: u32,
     /// Viewers whose browser or node went away mid-run.
     pub lost: u32,
+    /// Of the requested viewers, those that never played a first frame (counted in `failed`).
+    #[serde(default)]
+    pub not_started: u32,
     /// Viewers asked to play with P2P off.
     pub p2p_off: u32,
 }
@@ -248,7 +261,8 @@ pub struct Qoe {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailedViewer {
     pub viewer: u32,
-    pub t: f64,
+    /// When it failed or was lost; `None` for a viewer with no event recorded.
+    pub t: Option<f64>,
     /// `failed` or `lost`.
     pub kind: String,
     pub reason: String,
@@ -489,6 +503,71 @@ pub struct FiguresAtT {
     pub p2p_savings: Option<f64>,
 }
 
+/// The arrivals asked for against those obtained (`report::arrival`). Times are seconds on
+/// the run's clock; rates are viewers per minute.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Arrival {
+    /// One sentence: kept up, or fell behind from when and by how much.
+    pub headline: String,
+    /// Viewers with an arrival time (the plan asked for them).
+    pub asked: u32,
+    /// Of those, viewers whose session was asked of the fleet.
+    pub requested_from_fleet: u32,
+    pub sessions: u32,
+    pub first_frames: u32,
+    /// First and last arrival time asked for.
+    pub asked_from_s: f64,
+    pub asked_to_s: f64,
+    /// Arrivals per minute over the span asked for.
+    pub asked_per_min: Option<f64>,
+    /// Sessions per minute from the first arrival time to the last session.
+    pub sessions_per_min: Option<f64>,
+    /// When half and all of the asked viewers were asked for, had sessions, played.
+    pub milestones: Vec<ArrivalMilestone>,
+    /// A session later than this after its arrival time counts as behind the ramp.
+    pub lag_tolerance_s: f64,
+    /// The first arrival time whose session (k-th session for the k-th arrival) came later
+    /// than the tolerance; `None`: the fleet kept up.
+    pub behind_from_s: Option<f64>,
+    /// The largest such lag, seconds (a lower bound when `still_behind_at_end`).
+    pub max_lag_s: Option<f64>,
+    /// Some viewers asked for never had a session before the data ended.
+    pub still_behind_at_end: bool,
+    /// The most viewers asked for but without a session at one moment, and when.
+    pub max_behind: u32,
+    pub max_behind_at_s: Option<f64>,
+    /// Each viewer's session time minus its arrival time.
+    pub session_delay: Option<ArrivalDelay>,
+    /// Arrivals asked for, sessions and first frames per minute of the run.
+    pub per_minute: Vec<ArrivalMinute>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArrivalMilestone {
+    /// Share of the asked viewers, 0..1.
+    pub share: f64,
+    pub viewers: u32,
+    pub asked_s: Option<f64>,
+    pub sessions_s: Option<f64>,
+    pub first_frames_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArrivalDelay {
+    pub median_s: f64,
+    pub p95_s: f64,
+    pub max_s: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArrivalMinute {
+    /// Start of the minute, seconds.
+    pub from_s: f64,
+    pub asked: u32,
+    pub sessions: u32,
+    pub first_frames: u32,
+}
+
 /// A named time series (`t` in seconds since start).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
@@ -511,7 +590,12 @@ pub struct ViewerRow {
     pub stalls: u64,
     pub stalled_ms: f64,
     pub watch_s: f64,
-    /// `stopped`, `failed`, `lost`, `running` (no end recorded) or `never-started`.
+    /// When the plan asked for it, its session was asked of the fleet, existed, and played.
+    pub due_s: Option<f64>,
+    pub creating_s: Option<f64>,
+    pub session_s: Option<f64>,
+    pub playing_s: Option<f64>,
+    /// `stopped`, `failed`, `lost`, or `running` (started, no end recorded).
     pub end: String,
     pub reason: Option<String>,
     /// Headroom in the steady window, with the reasons and the page's lag meter there.

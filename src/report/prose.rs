@@ -2,7 +2,7 @@
 //! how each number was measured, QoE, and the honesty section.
 
 use super::headroom::HOST_NAME;
-use super::model::{Headroom, HeadroomVerdict, MachineHeadroom, ReportSummary, Span};
+use super::model::{Arrival, Headroom, HeadroomVerdict, MachineHeadroom, ReportSummary, Span};
 use super::render::{bytes, ms, num, pct};
 
 /// Header facts: what ran, on what.
@@ -22,10 +22,11 @@ pub fn run_lines(s: &ReportSummary) -> Vec<String> {
             s.target.fleet
         ),
         format!(
-            "Viewers: {} requested, {} started, {} failed, {} lost, {} with P2P off.",
+            "Viewers: {} requested, {} started, {} failed{}, {} lost, {} with P2P off.",
             s.viewers.requested,
             s.viewers.started,
             s.viewers.failed,
+            never_started(s),
             s.viewers.lost,
             s.viewers.p2p_off
         ),
@@ -54,6 +55,46 @@ pub fn run_lines(s: &ReportSummary) -> Vec<String> {
                 .join(", ")
         ));
     }
+    out
+}
+
+/// " (N never started)" when requested viewers never played.
+pub fn never_started(s: &ReportSummary) -> String {
+    match s.viewers.not_started {
+        0 => String::new(),
+        n => format!(" ({n} never started)"),
+    }
+}
+
+/// The arrivals asked for against the sessions and first frames obtained.
+pub fn arrival_lines(a: &Arrival) -> Vec<String> {
+    let rate = |r: Option<f64>| r.map_or_else(|| "n/a".into(), |r| format!("{r:.0}/min"));
+    let mut out = vec![
+        a.headline.clone(),
+        format!(
+            "Asked for: {} viewers from {:.0} s to {:.0} s ({}); sessions asked of the fleet: {}; \
+             sessions created: {} ({}); first frames: {}.",
+            a.asked,
+            a.asked_from_s,
+            a.asked_to_s,
+            rate(a.asked_per_min),
+            a.requested_from_fleet,
+            a.sessions,
+            rate(a.sessions_per_min),
+            a.first_frames
+        ),
+    ];
+    if let Some(d) = &a.session_delay {
+        out.push(format!(
+            "From a viewer's arrival time to its session: median {:.1} s, p95 {:.1} s, max {:.1} s.",
+            d.median_s, d.p95_s, d.max_s
+        ));
+    }
+    out.push(format!(
+        "Behind the ramp: the k-th session later than {:.0} s after the k-th arrival time asked \
+         for (the horizontal distance between the curves).",
+        a.lag_tolerance_s
+    ));
     out
 }
 
@@ -158,7 +199,7 @@ pub fn qoe_lines(s: &ReportSummary) -> Vec<String> {
         format!("Stalled time share: {}.", pct(q.stalled_time_share)),
         format!(
             "Failed or lost viewers: {}.",
-            if q.failed.is_empty() {
+            if q.failed.is_empty() && s.viewers.failed + s.viewers.lost == 0 {
                 "none".to_string()
             } else {
                 q.failure_reasons

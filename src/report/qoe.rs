@@ -1,6 +1,7 @@
 //! Quality of experience and viewer accounting: who started, who failed and why, time to
 //! first frame, stalls per viewer-minute, stalled time share, viewers active over time.
 
+use super::arrival::ViewerArrival;
 use super::load::RunData;
 use super::model::{FailedViewer, Qoe, ViewerCounts, ViewerRow};
 use super::stats::percentile;
@@ -17,7 +18,16 @@ struct Life {
     playing_t: Option<f64>,
     ttff_ms: Option<f64>,
     end: Option<(f64, ViewerEventKind, Option<String>)>,
+    /// Requested, but not one event in the raw data.
+    silent: bool,
 }
+
+/// Why a requested viewer without an event at all never started.
+pub const NO_EVENT: &str = "never started: no event recorded for it (the run ended, or was cut \
+     short, before it was asked for)";
+/// Why a viewer that began but has neither a first frame nor an end never started.
+pub const NO_END: &str = "never started: no first frame and no end recorded (the run was cut \
+     short while it started)";
 
 /// Viewer counts, QoE numbers, per-viewer rows and the viewers-active intervals.
 pub struct QoeResult {
@@ -30,17 +40,29 @@ pub struct QoeResult {
     pub watching_by_viewer: BTreeMap<u32, (f64, f64)>,
 }
 
+/// Counts every requested viewer: started, failed (those that never started included, with
+/// their reasons) or lost.
 pub fn compute(
     run: &RunData,
     per_viewer: &BTreeMap<u32, ViewerTotals>,
+    arrivals: &BTreeMap<u32, ViewerArrival>,
     data_end_s: f64,
 ) -> QoeResult {
     // A governed ramp asked for the viewers it released, not its maximum.
     let requested =
         RunEvent::released_viewers(&run.run_events).unwrap_or(run.manifest.plan.viewers);
     let mut tally = Tally::new(requested);
-    for (viewer, life) in &lives(run, per_viewer) {
-        tally.add(*viewer, life, per_viewer.get(viewer), data_end_s);
+    let mut lives = lives(run, per_viewer);
+    // The viewers of a plan are numbered 0..requested: one without an event never started.
+    for viewer in 0..requested {
+        lives.entry(viewer).or_insert_with(|| Life {
+            silent: true,
+            ..Life::default()
+        });
+    }
+    for (viewer, life) in &lives {
+        let arrival = arrivals.get(viewer).copied().unwrap_or_default();
+        tally.add(*viewer, life, per_viewer.get(viewer), arrival, data_end_s);
     }
     tally.finish()
 }
@@ -108,11 +130,20 @@ impl Tally {
 
     /// Counts one viewer and adds its row. It watched from its first frame to its end: its
     /// end event, else its last sample, else the end of the data.
-    fn add(&mut self, viewer: u32, life: &Life, samples: Option<&ViewerTotals>, data_end_s: f64) {
+    fn add(
+        &mut self,
+        viewer: u32,
+        life: &Life,
+        samples: Option<&ViewerTotals>,
+        arrival: ViewerArrival,
+        data_end_s: f64,
+    ) {
         let totals = samples.cloned().unwrap_or_default();
         let start = life.playing_t.or(totals.first_playing_t);
         if start.is_some() {
             self.counts.started += 1;
+        } else {
+            self.counts.not_started += 1;
         }
         if life.p2p == Some(false) {
             self.counts.p2p_off += 1;
@@ -146,18 +177,27 @@ impl Tally {
             stalls: totals.stalls.round() as u64,
             stalled_ms: totals.stalled_ms,
             watch_s,
+            due_s: arrival.due_s,
+            creating_s: arrival.creating_s,
+            session_s: arrival.session_s,
+            playing_s: arrival.playing_s.or(start),
             end,
             reason,
             ..Default::default()
         });
     }
 
-    /// How the viewer's life ended (`failed`, `lost`, `stopped`, `never-started` or
-    /// `running`) and why; a failed or lost viewer is counted with its reason.
+    /// How the viewer's life ended (`failed`, `lost`, `stopped` or `running`) and why; a
+    /// failed or lost viewer is counted with its reason. A viewer with no end that never
+    /// started is failed: the run asked for it and it never played.
     fn end_of(&mut self, viewer: u32, life: &Life, started: bool) -> (String, Option<String>) {
         let Some((t, kind, reason)) = &life.end else {
-            let state = if started { "running" } else { "never-started" };
-            return (state.to_string(), None);
+            if started {
+                return ("running".to_string(), None);
+            }
+            let reason = if life.silent { NO_EVENT } else { NO_END };
+            self.fail(viewer, None, "failed", reason.to_string());
+            return ("failed".to_string(), Some(reason.to_string()));
         };
         let kind_name = match kind {
             ViewerEventKind::Failed => "failed",
@@ -165,27 +205,28 @@ impl Tally {
             _ => "stopped",
         };
         if kind_name != "stopped" {
-            if kind_name == "failed" {
-                self.counts.failed += 1;
-            } else {
-                self.counts.lost += 1;
-            }
             let reason_text = reason
                 .clone()
                 .unwrap_or_else(|| "(no reason recorded)".into());
-            *self
-                .qoe
-                .failure_reasons
-                .entry(reason_text.clone())
-                .or_default() += 1;
-            self.qoe.failed.push(FailedViewer {
-                viewer,
-                t: *t,
-                kind: kind_name.into(),
-                reason: reason_text,
-            });
+            self.fail(viewer, Some(*t), kind_name, reason_text);
         }
         (kind_name.to_string(), reason.clone())
+    }
+
+    /// Counts a failed or lost viewer under its reason.
+    fn fail(&mut self, viewer: u32, t: Option<f64>, kind: &str, reason: String) {
+        if kind == "failed" {
+            self.counts.failed += 1;
+        } else {
+            self.counts.lost += 1;
+        }
+        *self.qoe.failure_reasons.entry(reason.clone()).or_default() += 1;
+        self.qoe.failed.push(FailedViewer {
+            viewer,
+            t,
+            kind: kind.into(),
+            reason,
+        });
     }
 
     /// The QoE numbers from the sums: TTFF percentiles, viewer-minutes, stall rates.

@@ -5,7 +5,7 @@
 
 use super::compare::Comparison;
 use super::model::{
-    Headroom, MachineHeadroom, ReportSummary, RunReport, SourceTable, ViewerHeadroomStatus,
+    Arrival, Headroom, MachineHeadroom, ReportSummary, RunReport, SourceTable, ViewerHeadroomStatus,
 };
 use super::stats::MeanCi;
 use std::path::{Path, PathBuf};
@@ -252,9 +252,23 @@ pub fn failures_table(s: &ReportSummary) -> Table {
     for f in s.qoe.failed.iter().take(FAILURES_SHOWN) {
         t.row(vec![
             f.viewer.to_string(),
-            format!("{:.0}", f.t),
+            f.t.map_or_else(|| "–".into(), |t| format!("{t:.0}")),
             f.kind.clone(),
             f.reason.clone(),
+        ]);
+    }
+    t
+}
+
+/// Arrivals asked for, sessions created and first frames, minute by minute.
+pub fn arrival_table(a: &Arrival) -> Table {
+    let mut t = Table::new(&["Minute", "Asked for", "Sessions created", "First frames"]);
+    for m in &a.per_minute {
+        t.row(vec![
+            format!("{:.0}–{:.0} s", m.from_s, m.from_s + 60.0),
+            m.asked.to_string(),
+            m.sessions.to_string(),
+            m.first_frames.to_string(),
         ]);
     }
     t
@@ -510,7 +524,7 @@ pub fn starved_viewers_table(h: &Headroom) -> Table {
 pub fn run_text(report: &RunReport) -> String {
     let s = &report.summary;
     let mut out = format!(
-        "{} ({} {}, fleet {}): {}/{} viewers started, {} failed, {} lost{}\n",
+        "{} ({} {}, fleet {}): {}/{} viewers started, {} failed{}, {} lost{}\n",
         s.scenario,
         s.target.kind,
         s.target.video,
@@ -518,6 +532,7 @@ pub fn run_text(report: &RunReport) -> String {
         s.viewers.started,
         s.viewers.requested,
         s.viewers.failed,
+        super::prose::never_started(s),
         s.viewers.lost,
         if s.partial { " — PARTIAL run" } else { "" }
     );

@@ -84,6 +84,7 @@ fn crafted_run(dir: &Path) {
         node: Some("local".into()),
         address: None,
         ttff_ms,
+        due_s: None,
     };
     let mut events = Vec::new();
     for viewer in 0..2 {
@@ -271,6 +272,7 @@ fn a_viewer_not_read_across_the_window_is_not_measured_and_says_why() {
         node: None,
         address: None,
         ttff_ms: None,
+        due_s: None,
     });
     let f = from_run::figures(&run, &BrowserProfile::project());
     assert_eq!(f.viewers_measured, 1);

@@ -134,8 +134,8 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
         json!({"enable_ipv4": true, "enable_ipv6": true})
     );
     assert_eq!(
-        hub["server_type"], "cx33",
-        "the cheapest current type of 4 cores and 8 GB in fsn1"
+        hub["server_type"], "cx23",
+        "the cheapest current type that holds 10 viewers' hub in fsn1 (2 cores, 4 GB at least)"
     );
     let hub_v6 = fleet.hub.ipv6_host().unwrap().to_string();
     for node in servers
@@ -455,6 +455,7 @@ fn request(key: &std::path::Path, run_id: &str) -> provision::ProvisionRequest {
         location: "fsn1".into(),
         image: "debian-12".into(),
         hub_type: "cx33".into(),
+        hubs: 1,
         node_type: "cx33".into(),
         nodes: 2,
         viewers_per_node: 4,
@@ -981,7 +982,7 @@ async fn a_hub_that_does_not_answer_as_a_grid_gets_the_fleet_deleted_even_with_k
         .await
         .unwrap();
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    fleet.hub_url = format!("http://{}/", closed.local_addr().unwrap());
+    fleet.hub_urls = vec![format!("http://{}/", closed.local_addr().unwrap())];
     drop(closed);
     let err = HcloudFleet::on(fleet).await.unwrap_err();
     assert!(format!("{err:#}").contains("is not usable"), "{err:#}");
@@ -1035,6 +1036,21 @@ async fn wrong_token_is_a_clear_error() {
     assert!(err.to_string().contains("HCLOUD_TOKEN"));
 }
 
+/// A 1000-viewer ramp of 3 minutes read every 5 s, for plans that are not about the hubs.
+fn pace() -> sizing::Pace {
+    sizing::Pace {
+        ramp: Duration::from_secs(180),
+        sampling: Duration::from_secs(5),
+    }
+}
+
+fn pace_of(plan: &Plan) -> sizing::Pace {
+    sizing::Pace {
+        ramp: plan.ramp,
+        sampling: plan.sampling_interval,
+    }
+}
+
 fn shipped(file: &str) -> Plan {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/peertube-1000");
     scenario::load(&root.join(file), &Overrides::default()).unwrap()
@@ -1077,7 +1093,7 @@ async fn only_current_types_orderable_in_the_location_are_offered() {
     // Forcing a type that cannot be ordered names why and lists what can.
     let mut spec = spec(&shipped("live-normal.yaml"));
     spec.hub_type = Some("cx32".into());
-    let err = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), &cat).unwrap_err();
+    let err = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), pace(), &cat).unwrap_err();
     let text = err.to_string();
     assert!(
         text.contains("fleet.hub_type")
@@ -1088,13 +1104,13 @@ async fn only_current_types_orderable_in_the_location_are_offered() {
     );
     spec.hub_type = None;
     spec.node_type = Some("cx33".into());
-    let err = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), &ash).unwrap_err();
+    let err = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), pace(), &ash).unwrap_err();
     assert!(err.to_string().contains("not offered there"), "{err}");
     // A listed type that cannot be ordered is skipped with a note; a retiring one warns.
     spec.node_type = None;
     spec.node_types = Some(vec!["cx32".into(), "cpx41".into()]);
     spec.server_limit = 100;
-    let p = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), &cat).unwrap();
+    let p = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), pace(), &cat).unwrap();
     assert_eq!(p.chosen.offer.name, "cpx41");
     assert!(
         p.notes.iter().any(|n| n.contains("`cx32` skipped")),
@@ -1106,12 +1122,12 @@ async fn only_current_types_orderable_in_the_location_are_offered() {
         "{:?}",
         p.notes
     );
-    // The hub's default follows the location.
+    // The hub's type follows the location.
     spec.node_types = None;
-    let p = sizing::plan(&spec, 100, 1, Duration::from_secs(600), &ash).unwrap();
+    let p = sizing::plan(&spec, 100, 1, Duration::from_secs(600), pace(), &ash).unwrap();
     assert_eq!(
-        p.hub.name, "cpx32",
-        "no cx in ash: the cheapest current 4-core 8 GB"
+        p.hub.name, "cpx22",
+        "no cx in ash: the cheapest current type that holds the hub of 100 viewers"
     );
 }
 
@@ -1144,7 +1160,15 @@ async fn plan_fits_the_four_1000_viewer_scenarios_into_the_server_limit() {
         let plan = shipped(file);
         let mut spec = spec(&plan);
         spec.server_limit = limit;
-        let p = sizing::plan(&spec, plan.viewers, plan.per_browser, plan.duration, &cat).unwrap();
+        let p = sizing::plan(
+            &spec,
+            plan.viewers,
+            plan.per_browser,
+            plan.duration,
+            pace_of(&plan),
+            &cat,
+        )
+        .unwrap();
         assert_eq!(
             (
                 p.chosen.nodes,
@@ -1194,13 +1218,43 @@ async fn plan_fits_the_four_1000_viewer_scenarios_into_the_server_limit() {
             );
         }
     }
-    // The cheapest live fleet: 32 servers for 0.2791 EUR/h.
+    // The same viewers arriving within one minute: 16.7 sessions/s, more than one hub
+    // creates (hub_sizing::MEASURED): three hubs, within the server limit with the nodes.
     let mut spec = spec(&shipped("live-normal.yaml"));
+    let fast = sizing::Pace {
+        ramp: Duration::from_secs(60),
+        sampling: Duration::from_secs(2),
+    };
+    let p = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), fast, &cat).unwrap();
+    assert_eq!((p.hubs.count, p.hubs.limited_by), (3, "rate"));
+    assert_eq!((p.chosen.nodes, p.servers), (7, 10));
+    assert!(
+        p.hubs.max_parallel_starts >= 256,
+        "{}",
+        p.hubs.max_parallel_starts
+    );
+    let mut out = Vec::new();
+    sizing::render(&mut out, "fast", &p, &spec.budget).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("hubs: 3 × ") && text.contains("split by rate"),
+        "{text}"
+    );
+    // The cheapest live fleet: 32 servers for 0.2791 EUR/h.
     spec.server_limit = 70;
-    let p = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), &cat).unwrap();
+    let live = pace_of(&shipped("live-normal.yaml"));
+    let p = sizing::plan(&spec, 1000, 1, Duration::from_secs(600), live, &cat).unwrap();
     assert!((p.hourly_net - 0.2791).abs() < 1e-3, "{}", p.hourly_net);
     let vod = shipped("vod.yaml");
-    let p = sizing::plan(&self::spec(&vod), 1000, 1, vod.duration, &cat).unwrap();
+    let p = sizing::plan(
+        &self::spec(&vod),
+        1000,
+        1,
+        vod.duration,
+        pace_of(&vod),
+        &cat,
+    )
+    .unwrap();
     assert!(p.over_limit());
 }
 
@@ -1359,7 +1413,10 @@ fn grid_node_config_is_offline_safe() {
         assert!(toml.contains(needle), "node.toml lacks {needle}");
     }
     let bootstrap = include_str!("../../grid/node-bootstrap.sh");
-    assert!(bootstrap.contains("@nightwatch/selenium-server@4.20.0"));
+    // Its fallback names the Selenium server of grid/package.json, as cloud-init does.
+    let selenium = viewerfleet::grid::selenium::server();
+    assert!(bootstrap.contains(&selenium.npm_spec()));
+    assert!(bootstrap.contains(&selenium.jar_in_package));
     assert!(
         bootstrap.contains("viewer-slots.sh")
             && bootstrap.contains("--prefix")
@@ -1493,6 +1550,8 @@ mod terraform {
             "slot-chromium.sh",
             "viewerfleet-slots.service",
             "node-load.py",
+            // The Selenium server's package and jar, as viewerfleet's own cloud-init.
+            "package.json",
         ] {
             assert!(
                 main.to_string().contains(&format!("${{local.grid}}/{f}")),

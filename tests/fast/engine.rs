@@ -607,3 +607,85 @@ async fn an_endpoint_without_bidi_fails_packed_viewers_and_says_why() {
     assert_eq!(run.outcome.exit_code, 1);
     no_session_left(&stub);
 }
+
+/// A fleet that cannot start every viewer before the run ends: sessions take 2 s to
+/// create, one at a time, so of six viewers asked for within a second of a 5 s run at most
+/// two play. The others are failed viewers with the stage they were at — never "0 failed" —
+/// and the run exits with the failure code; the session still being created when the run
+/// ended exists later (as on a Grid) and is deleted by the fleet's sweep.
+#[tokio::test]
+async fn viewers_the_fleet_never_started_fail_the_run_with_their_reasons() {
+    let stub = stub(StubConfig {
+        create_delay: Duration::from_secs(2),
+        list_sessions: true,
+        ..StubConfig::default()
+    })
+    .await;
+    let run = run(
+        &scenario(&stub, 6, "1s", "  max_parallel_starts: 1\n", ""),
+        Shutdown::new(),
+    )
+    .await;
+    assert_eq!(run.outcome.exit_code, 1, "{}", run.outcome.summary);
+    let playing = run.count(ViewerEventKind::Playing);
+    assert!(playing <= 2, "{playing} played");
+    let failed = reasons(&run, ViewerEventKind::Failed);
+    assert_eq!(failed.len(), 6 - playing, "{failed:?}");
+    assert!(
+        failed.iter().all(|(_, r)| r.starts_with("never started: ")),
+        "{failed:?}"
+    );
+    // Those that never got to ask (one request at a time) and the one in creation.
+    assert!(
+        failed
+            .iter()
+            .filter(|(_, r)| r.contains("still waiting to ask the fleet"))
+            .count()
+            >= 3,
+        "{failed:?}"
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|(_, r)| r.contains("still queued or being created")
+                || r.contains("no first frame")),
+        "{failed:?}"
+    );
+    // Every viewer's first event says when the plan asked for it.
+    let events = run.viewer_events();
+    for viewer in 0..6 {
+        let first = events.iter().find(|e| e.viewer == viewer).unwrap();
+        let due = first.due_s.expect("due_s on the first event");
+        assert!((0.0..3.0).contains(&due), "viewer {viewer} due at {due}");
+    }
+    assert!(
+        run.outcome.summary.contains(&format!(
+            "viewers: 6 requested, {playing} started, {} failed or lost ({} never started)",
+            6 - playing,
+            6 - playing
+        )),
+        "{}",
+        run.outcome.summary
+    );
+    // The report counts them and draws the arrivals asked for against those obtained.
+    let report = viewerfleet::report::write_report(&run.out()).unwrap();
+    assert_eq!(report.viewers.requested, 6);
+    assert_eq!(report.viewers.started as usize, playing);
+    assert_eq!(report.viewers.failed as usize, 6 - playing);
+    assert_eq!(report.viewers.not_started as usize, 6 - playing);
+    let arrival = report.arrival.as_ref().expect("an arrival section");
+    assert_eq!(arrival.asked, 6);
+    assert_eq!(arrival.sessions as usize, playing);
+    assert!(arrival.still_behind_at_end);
+    assert!(
+        arrival.headline.contains("fell behind"),
+        "{}",
+        arrival.headline
+    );
+    let md = std::fs::read_to_string(run.out().join("report.md")).unwrap();
+    assert!(md.contains("## Arrivals: asked for and obtained"), "{md}");
+    assert!(!md.contains("Failed or lost viewers: none"), "{md}");
+    let csv = std::fs::read_to_string(run.out().join("timeseries.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains("arrivals_sessions"));
+    no_session_left(&stub);
+}

@@ -348,7 +348,12 @@ fn a_starved_node_makes_the_run_not_a_finding_and_shows_both_figures() {
         row("5").contains(",starved,page lag; node http://10.0.0.12:5555 saturated,9,"),
         "{csv}"
     );
-    assert!(row("0").ends_with(",stopped,,headroom,,1,0,6"), "{csv}");
+    // …then when it was due, asked for, had its session and played (the fixture has no
+    // arrival times or session events).
+    assert!(
+        row("0").ends_with(",stopped,,headroom,,1,0,6,,0,,1"),
+        "{csv}"
+    );
     assert!(row("11").contains(",unknown,"), "{csv}");
     assert!(dir.join("nodes.csv").exists());
     let statuses: Vec<ViewerHeadroomStatus> = v.listed.iter().map(|v| v.status).collect();

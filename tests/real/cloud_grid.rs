@@ -1,4 +1,4 @@
-//! The Grid configuration in `grid/` with the real Selenium 4.20 server: a hub from
+//! The Grid configuration in `grid/` with the real Selenium server of `grid/package.json`: a hub from
 //! `hub.toml` and a node from `node.toml` (placeholders filled as node-bootstrap.sh does),
 //! talking over IPv6 loopback like IPv6-only cloud nodes, serve a real Chromium session.
 //!
@@ -34,7 +34,7 @@ async fn grid_configs_register_a_node_over_ipv6_and_serve_a_chromium_session() {
         format!(
             "{}/grid/{}",
             env!("CARGO_MANIFEST_DIR"),
-            viewerfleet::grid::local::JAR_IN_GRID
+            viewerfleet::grid::local::jar_in_grid()
         )
     });
     assert!(

@@ -153,7 +153,7 @@ async fn grid_vs_direct_chromedriver() {
     println!("|---|---|---|---|---|");
     for (name, f) in [
         ("direct chromedriver", &direct),
-        ("Selenium Grid 4.20 (hub + 1 node)", &through_grid),
+        ("Selenium Grid 4 (hub + 1 node)", &through_grid),
     ] {
         println!(
             "| {name} | {:.2} | {:.2} | {:.0} MB | {:.0} MB |",

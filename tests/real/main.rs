@@ -14,6 +14,7 @@ mod grid_bench;
 mod grid_local;
 mod grid_node_loss;
 mod grid_refsite;
+mod grid_scale;
 mod grid_tls;
 mod headroom;
 mod ladder_local;

@@ -1,5 +1,9 @@
 //! The fleet's Selenium Grid 4 hub, simulated under `/hub/`: what a real hub built from
-//! `grid/` would answer once the fake's node servers have booted.
+//! `grid/` would answer once the fake's node servers have booted. A fleet split over several
+//! hubs is simulated under `/hubs/<hub server name>/`: each hub sees only the node servers
+//! whose user data names its address (`HUB_ADDR=[<its /64>::1]`), has its own distributor
+//! and places sessions on its own nodes, as separate real hubs would. `/hub/` sees every
+//! node server (one hub).
 //!
 //! - `GET /hub/status`: Grid 4's shape: every booted node server (label
 //!   `viewerfleet-role=node`) as a node at `http://[<its /64>::1]:5555`, `UP`, with
@@ -34,11 +38,48 @@ pub(super) struct HubSession {
 
 pub(super) fn routes() -> Router<FakeState> {
     Router::new()
-        .route("/hub/status", get(status))
-        .route("/hub/session", post(new_session))
+        .route("/hub/status", get(|s| status(s, None)))
+        .route("/hub/session", post(|s, b| new_session(s, None, b)))
         .route("/hub/session/{id}", delete(delete_session))
         .route("/hub/session/{id}/{*rest}", any(session_command))
         .route("/hub/se/grid/newsessionqueue/queue", get(queue))
+        .route(
+            "/hubs/{hub}/status",
+            get(|s, Path(hub): Path<String>| status(s, Some(hub))),
+        )
+        .route(
+            "/hubs/{hub}/session",
+            post(|s, Path(hub): Path<String>, b| new_session(s, Some(hub), b)),
+        )
+        .route(
+            "/hubs/{hub}/session/{id}",
+            delete(|s, Path((_, id)): Path<(String, String)>| delete_session(s, Path(id))),
+        )
+        .route(
+            "/hubs/{hub}/session/{id}/{*rest}",
+            any(
+                |s, Path((_, id, rest)): Path<(String, String, String)>, m, b| {
+                    session_command(s, Path((id, rest)), m, b)
+                },
+            ),
+        )
+        .route("/hubs/{hub}/se/grid/newsessionqueue/queue", get(queue))
+}
+
+/// `[<the /64>::1]` of a server: its address as `HUB_ADDR` names it.
+fn bracketed_host(s: &Stored) -> Option<String> {
+    let net = s.json["public_net"]["ipv6"]["ip"].as_str()?;
+    Some(format!("[{}1]", net.trim_end_matches("/64")))
+}
+
+/// The hub server named `name` (not being deleted), as its nodes name it: `[addr]`.
+fn hub_addr(inner: &Inner, name: &str) -> Option<String> {
+    inner
+        .servers
+        .values()
+        .filter(|s| s.json["labels"]["viewerfleet-role"] == "hub" && s.delete_action.is_none())
+        .find(|s| s.json["name"] == name)
+        .and_then(bracketed_host)
 }
 
 /// A node as the hub sees it.
@@ -90,8 +131,8 @@ fn stereotype(user_data: &str, host: &str) -> Value {
     value
 }
 
-/// Booted node servers, in id order.
-fn nodes(state: &FakeState, inner: &Inner) -> Vec<Node> {
+/// Booted node servers registered with `hub` (`[addr]`; `None`: any hub), in id order.
+fn nodes(state: &FakeState, inner: &Inner, hub: Option<&str>) -> Vec<Node> {
     let Some(boot) = state.config().node_boot else {
         return Vec::new();
     };
@@ -100,16 +141,32 @@ fn nodes(state: &FakeState, inner: &Inner) -> Vec<Node> {
         .values()
         .filter(|s| s.json["labels"]["viewerfleet-role"] == "node")
         .filter(|s| s.delete_action.is_none() && s.created.elapsed() >= boot)
+        .filter(|s| hub.is_none_or(|h| env_value(&s.user_data, "HUB_ADDR").as_deref() == Some(h)))
         .filter_map(node)
         .collect()
 }
 
+/// The hub a request reached: `None` for `/hub/` (every node), the named hub's address for
+/// `/hubs/<name>/`, or the answer of a host that does not exist.
+fn which_hub(inner: &Inner, name: Option<String>) -> Result<Option<String>, Box<Response>> {
+    match name {
+        None => Ok(None),
+        Some(name) => hub_addr(inner, &name).map(Some).ok_or_else(|| {
+            Box::new(webdriver_error(
+                StatusCode::BAD_GATEWAY,
+                "unknown error",
+                &format!("no hub server {name} (deleted, or never created)"),
+            ))
+        }),
+    }
+}
+
 fn node(s: &Stored) -> Option<Node> {
-    let net = s.json["public_net"]["ipv6"]["ip"].as_str()?;
-    let host = net.trim_end_matches("/64").to_string() + "1";
+    let bracketed = bracketed_host(s)?;
+    let host = bracketed.trim_matches(['[', ']']).to_string();
     Some(Node {
         server: s.json["id"].as_i64()?,
-        uri: format!("http://[{host}]:5555"),
+        uri: format!("http://{bracketed}:5555"),
         max_sessions: env_value(&s.user_data, "MAX_SESSIONS")
             .and_then(|v| v.parse().ok())
             .unwrap_or(1),
@@ -117,10 +174,14 @@ fn node(s: &Stored) -> Option<Node> {
     })
 }
 
-async fn status(State(state): State<FakeState>) -> Response {
+async fn status(State(state): State<FakeState>, hub: Option<String>) -> Response {
     let mut inner = state.lock();
     inner.reap();
-    let nodes = nodes(&state, &inner);
+    let hub = match which_hub(&inner, hub) {
+        Ok(hub) => hub,
+        Err(resp) => return *resp,
+    };
+    let nodes = nodes(&state, &inner, hub.as_deref());
     let json_nodes: Vec<Value> = nodes
         .iter()
         .map(|n| {
@@ -138,7 +199,7 @@ async fn status(State(state): State<FakeState>) -> Response {
                 })
                 .collect();
             json!({"id": node_id, "uri": n.uri, "availability": "UP", "maxSessions": n.max_sessions,
-                   "heartbeatPeriod": 60000, "version": "4.20.0 (simulated by viewerfleet-kit)",
+                   "heartbeatPeriod": 60000, "version": "4.48.0 (simulated by viewerfleet-kit)",
                    "osInfo": {"arch": "amd64", "name": "Linux", "version": "6.1"}, "slots": slots})
         })
         .collect();
@@ -191,13 +252,27 @@ async fn forward(state: &FakeState, method: Method, path: &str, body: Bytes) -> 
         .map(IntoResponse::into_response)
 }
 
-async fn new_session(State(state): State<FakeState>, body: Bytes) -> Response {
-    // The distributor takes one request at a time.
-    let _distributor = state.distributor.lock().await;
+async fn new_session(State(state): State<FakeState>, hub: Option<String>, body: Bytes) -> Response {
+    // Each hub's distributor takes one request at a time.
+    let distributor = match &hub {
+        None => state.distributor.clone(),
+        Some(name) => state
+            .hub_distributors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name.clone())
+            .or_default()
+            .clone(),
+    };
+    let _distributor = distributor.lock().await;
     let node = {
         let mut inner = state.lock();
         inner.reap();
-        let nodes = nodes(&state, &inner);
+        let hub = match which_hub(&inner, hub) {
+            Ok(hub) => hub,
+            Err(resp) => return *resp,
+        };
+        let nodes = nodes(&state, &inner, hub.as_deref());
         nodes
             .iter()
             .map(|n| {

@@ -41,6 +41,8 @@ pub enum GridHubs {
     Url(String),
     /// A file written by Terraform or `viewerfleet up`, read when the fleet starts.
     Inventory(PathBuf),
+    /// Several hubs, each URL checked and ending in `/` (a cloud fleet split over hubs).
+    Urls(Vec<String>),
 }
 
 /// `fleet: kind: grid`, validated.
@@ -62,6 +64,19 @@ impl GridFleetPlan {
         }
         .plan()
         .map_err(|(_, message)| message)
+    }
+
+    /// A Grid fleet over several hubs with the default policy.
+    pub fn with_urls(urls: &[String]) -> Result<Self, String> {
+        let mut plan = Self::with_url(urls.first().ok_or("no hub URL")?)?;
+        if urls.len() > 1 {
+            plan.hubs = GridHubs::Urls(
+                urls.iter()
+                    .map(|u| check_hub_url(u))
+                    .collect::<Result<_, _>>()?,
+            );
+        }
+        Ok(plan)
     }
 }
 
