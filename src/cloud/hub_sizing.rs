@@ -57,10 +57,7 @@ pub const MEASURED: HubCosts = HubCosts {
 /// Chromium through ChromeDriver took 2–5 s on this kind of machine (FACTS.md).
 pub const BROWSER_START_S: f64 = 5.0;
 
-/// How long a start permit (`max_parallel_starts`) is held: from the request to the first
-/// frame — the session (≤ 5 s) and the player's time to first frame (≈ 11 s measured by
-/// `calibrate` under the 2023 conditions).
-pub const START_HOLD_S: f64 = 16.0;
+pub use crate::model::scenario::fleet::grid::START_HOLD_S;
 
 /// Share of a hub's cores its measured work may use (bursts, garbage collection).
 pub const HUB_CPU_TARGET: f64 = 0.6;

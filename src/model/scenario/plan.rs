@@ -201,10 +201,18 @@ pub(super) fn build(
     let (p2p_off_share, alt_network) = viewer_mix(&check, &spec.viewers)?;
     let timeline = timeline(&check, &spec, overrides)?;
     let max_failed_viewers = failure_threshold(&check, spec.max_failed_viewers.as_ref(), viewers)?;
-    let fleet = spec
+    let mut fleet = spec
         .fleet
         .plan(viewers)
         .map_err(|(field, message)| check.err(&format!("fleet.{field}"), message))?;
+    if let (FleetPlan::Grid(grid), super::fleet::FleetSpec::Grid(written)) =
+        (&mut fleet, &spec.fleet)
+    {
+        if written.max_parallel_starts.is_none() {
+            grid.max_parallel_starts =
+                super::fleet::grid::parallel_starts_for(viewers, timeline.ramp);
+        }
+    }
     if auto.is_some() && !fleet.kind().browsers_on_this_host() {
         return Err(check.err(
             "viewers.count",

@@ -391,3 +391,31 @@ fn a_bad_threshold_names_its_line_the_metric_and_what_is_allowed() {
     ));
     assert!(err.to_string().contains("ttff_p95"), "{err}");
 }
+
+#[test]
+fn a_grid_fleet_keeps_enough_starts_in_flight_for_its_ramp() {
+    let grid = |extra: &str| {
+        let text = GOOD
+            .replace("count: 8", "count: 1000")
+            .replace("ramp: 30s", "ramp: 120s")
+            .replace(
+                "  kind: local\n",
+                &format!("  kind: grid\n  url: http://127.0.0.1:4444/\n{extra}"),
+            );
+        match parse(&text, "s.yaml", &Overrides::default()).unwrap().fleet {
+            fleet::FleetPlan::Grid(g) => g.max_parallel_starts,
+            other => panic!("{other:?}"),
+        }
+    };
+    // 1000 viewers in 120 s: 8.3 a second, each holding its permit 16 s.
+    assert_eq!(grid(""), 134);
+    assert_eq!(grid("  max_parallel_starts: 8\n"), 8);
+    assert_eq!(
+        fleet::grid::parallel_starts_for(3, std::time::Duration::from_secs(60)),
+        4
+    );
+    assert_eq!(
+        fleet::grid::parallel_starts_for(100_000, std::time::Duration::ZERO),
+        256
+    );
+}

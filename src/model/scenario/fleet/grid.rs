@@ -6,6 +6,20 @@ use std::time::Duration;
 
 /// Defaults of the retry policy.
 pub const DEFAULT_MAX_PARALLEL: u32 = 4;
+
+/// How long a viewer holds its start permit (`max_parallel_starts`): from its session
+/// request to its first frame — the session (≤ 5 s) and the player's time to first frame
+/// (≈ 11 s measured by `calibrate` under the 2023 conditions).
+pub const START_HOLD_S: f64 = 16.0;
+
+/// `max_parallel_starts` a Grid fleet gets unless the scenario sets it: enough requests in
+/// flight for the ramp's arrival rate (viewers per second × `START_HOLD_S`), from the
+/// default up to 256. With too few, the fleet — not the hub — falls behind the ramp: 4 in
+/// flight started 2.9 viewers/s where a 1000-viewer ramp of 120 s asks 8.3 (BENCHMARKS.md).
+pub fn parallel_starts_for(viewers: u32, ramp: std::time::Duration) -> usize {
+    let rate = f64::from(viewers) / ramp.as_secs_f64().max(1.0);
+    ((rate * START_HOLD_S).ceil() as u32).clamp(DEFAULT_MAX_PARALLEL, 256) as usize
+}
 pub const DEFAULT_RETRIES: u32 = 6;
 pub const DEFAULT_BACKOFF: &str = "2s";
 
@@ -18,8 +32,9 @@ pub struct GridFleetSpec {
     /// Instead of `url`: a JSON/YAML file listing hub URLs (Terraform's output).
     #[serde(default)]
     pub inventory: Option<PathBuf>,
-    /// Session requests in flight at once [default: 4]. The Grid queues the rest anyway;
-    /// this keeps the ramp from flooding a hub whose distributor takes one at a time.
+    /// Session requests in flight at once [default: what the ramp's arrival rate needs,
+    /// viewers per second × 16 s, at least 4 and at most 256]. Each is held until its
+    /// viewer's first frame; the Grid queues what its nodes cannot take yet.
     #[serde(default)]
     pub max_parallel_starts: Option<u32>,
     /// Attempts after a refused session (`SessionNotCreated`, queue timeout) [default: 6].
