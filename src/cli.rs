@@ -188,6 +188,10 @@ pub struct RunArgs {
     /// Cloud fleets: leave the servers running after the run (delete them with `viewerfleet down RUN`).
     #[arg(long)]
     pub keep: bool,
+    /// Cloud fleets: make and measure one canary node first, and size the rest of the
+    /// fleet from it (as `fleet.canary: true`).
+    #[arg(long)]
+    pub canary: bool,
     /// Print a JSON summary on stdout (schema: schemas/run-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]
@@ -340,6 +344,10 @@ pub struct UpArgs {
     /// Override the scenario's viewer count (sizes the fleet).
     #[arg(long)]
     pub viewers: Option<u32>,
+    /// Make and measure one canary node first, and size the rest of the fleet from it (as
+    /// `fleet.canary: true`).
+    #[arg(long)]
+    pub canary: bool,
 }
 
 #[derive(Debug, Args)]

@@ -27,7 +27,10 @@
 
 mod catalogue;
 mod hub;
+mod load;
 mod selector;
+
+pub use load::NodeLoadModel;
 
 pub use selector::LabelSelector;
 
@@ -134,6 +137,10 @@ pub struct FakeConfig {
     pub faults: Vec<Fault>,
     /// The WebDriver endpoint behind the simulated hub (e.g. `webdriver_stub::app`).
     pub webdriver: Option<Router>,
+    /// The simulated nodes' load (their load endpoints at `/load/{server}/metrics`, named
+    /// in their stereotypes); `None`: nodes name a load endpoint nothing serves, as a node
+    /// behind a closed firewall does.
+    pub node_load: Option<NodeLoadModel>,
 }
 
 impl Default for FakeConfig {
@@ -147,6 +154,7 @@ impl Default for FakeConfig {
             token: None,
             faults: Vec::new(),
             webdriver: None,
+            node_load: None,
         }
     }
 }
@@ -208,6 +216,7 @@ struct Inner {
     bucket: Option<Bucket>,
     fault_hits: HashMap<usize, u32>,
     sessions: BTreeMap<String, hub::HubSession>,
+    node_load: HashMap<i64, load::NodeCounters>,
 }
 
 /// Shared state of one fake; clone freely.
@@ -316,6 +325,7 @@ impl FakeState {
                 bucket,
                 fault_hits: HashMap::new(),
                 sessions: BTreeMap::new(),
+                node_load: HashMap::new(),
             })),
             distributor: Arc::new(tokio::sync::Mutex::new(())),
             hub_distributors: Arc::default(),
@@ -612,6 +622,7 @@ pub fn app(state: FakeState) -> Router {
     Router::new()
         .nest("/v1", api)
         .merge(hub::routes())
+        .merge(load::routes())
         .with_state(state)
 }
 

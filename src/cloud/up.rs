@@ -4,6 +4,7 @@
 //! it to its TTL. `viewerfleet up` and the `hcloud` fleet both use it.
 
 use super::api::HcloudApi;
+use super::canary::{self, CanaryCost, CanaryProbe};
 use super::cloudinit::SlotShaping;
 use super::heartbeat::Heartbeat;
 use super::provision::{self, Base, Inventory, Named, ProvisionRequest, ServerInfo};
@@ -25,6 +26,40 @@ pub struct UpOptions {
     /// Reach the hub here instead of its public address (`VIEWERFLEET_HCLOUD_HUB_URL`: an SSH
     /// tunnel, or the fake's simulated hub in a dry run).
     pub hub_url: Option<String>,
+    /// Measure a canary node before the rest of the fleet is made (`fleet.canary`).
+    pub canary: Option<Canary>,
+}
+
+/// What a canary node needs: the probe that plays viewers on it, and what the rest of the
+/// fleet is sized for.
+#[derive(Clone)]
+pub struct Canary {
+    pub probe: std::sync::Arc<dyn CanaryProbe>,
+    /// Viewers of the whole run and per browser.
+    pub viewers: u32,
+    pub per_browser: u32,
+}
+
+impl std::fmt::Debug for Canary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Canary")
+            .field("viewers", &self.viewers)
+            .field("per_browser", &self.per_browser)
+            .finish()
+    }
+}
+
+/// What the canary node measured and what the fleet made of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanaryOutcome {
+    pub cost: CanaryCost,
+    /// The measured cost against the plan's budget, in one sentence.
+    pub verdict: String,
+    /// Outside `CANARY_MARGIN`.
+    pub outside_margin: bool,
+    /// Viewers per node and nodes as planned from the budget, and as made from the canary.
+    pub planned: (u32, u32),
+    pub made: (u32, u32),
 }
 
 /// A provisioned, registered fleet.
@@ -45,6 +80,8 @@ pub struct CloudFleet {
     pub viewers_per_node: u32,
     /// Why fewer nodes than planned run, if so.
     pub shortfall: Option<String>,
+    /// What the canary node measured, when the fleet was sized from one.
+    pub canary: Option<CanaryOutcome>,
     /// API requests the `up` sent (retries included).
     pub up_requests: u64,
     keep: bool,
@@ -222,7 +259,15 @@ impl CloudFleet {
             "run {run_id}: creating {} hub(s) ({}) and {} × {} IPv6-only nodes in {} ({} viewers per node, ≈{:.2} {}/h)",
             req.hubs, req.hub_type, req.nodes, req.node_type, spec.location, req.viewers_per_node, sized.hourly_net, sized.currency
         );
-        let work = provision(api.clone(), req, spec.clone(), opts.clone(), cancel.clone());
+        let offer = sized.chosen.offer.clone();
+        let work = provision(
+            api.clone(),
+            req,
+            spec.clone(),
+            opts.clone(),
+            offer,
+            cancel.clone(),
+        );
         let done = guard::teardown_unless_ok(api, &run_id, cancel, work).await?;
         let up_requests = api.requests() - before;
         tracing::info!(
@@ -239,8 +284,9 @@ impl CloudFleet {
             max_parallel_starts: sized.hubs.max_parallel_starts,
             nodes: done.nodes,
             node_type: sized.chosen.offer.name.clone(),
-            viewers_per_node: sized.chosen.viewers_per_node,
+            viewers_per_node: done.viewers_per_node,
             shortfall: done.shortfall,
+            canary: done.canary,
             up_requests,
             keep: opts.keep,
             heartbeat: tokio::sync::Mutex::new(Some(done.heartbeat)),
@@ -251,10 +297,12 @@ impl CloudFleet {
     /// For the run engine: the fleet of a `kind: hcloud` plan, with the API from
     /// `HCLOUD_ENDPOINT`/`HCLOUD_TOKEN` (or `fleet.token_file`) and the hub override from
     /// `VIEWERFLEET_HCLOUD_HUB_URL`. `keep` is `run --keep`. Tears down before returning an error.
+    /// `canary`: the probe that measures a canary node, when `fleet.canary` asks for one.
     pub async fn open(
         plan: &Plan,
         keep: bool,
         viewer_slots_script: Option<String>,
+        canary: Option<std::sync::Arc<dyn CanaryProbe>>,
         cancel: &CancellationToken,
     ) -> Result<CloudFleet, CloudError> {
         let FleetPlan::Hcloud(spec) = &plan.fleet else {
@@ -272,6 +320,11 @@ impl CloudFleet {
             viewer_slots_script,
             hub_poll: hub_url.as_ref().map(|_| Duration::from_millis(500)),
             hub_url,
+            canary: canary.map(|probe| Canary {
+                probe,
+                viewers: plan.viewers,
+                per_browser: plan.per_browser,
+            }),
         };
         CloudFleet::up(&api, plan, spec, opts, cancel).await
     }
@@ -293,6 +346,13 @@ impl CloudFleet {
             "node_type": self.node_type,
             "viewers_per_node": self.viewers_per_node,
             "capacity": self.capacity(),
+            "canary": self.canary.as_ref().map(|c| serde_json::json!({
+                "verdict": c.verdict,
+                "outside_margin": c.outside_margin,
+                "cost": c.cost,
+                "planned": {"viewers_per_node": c.planned.0, "nodes": c.planned.1},
+                "made": {"viewers_per_node": c.made.0, "nodes": c.made.1},
+            })),
         })
     }
 
@@ -361,16 +421,20 @@ struct Provisioned {
     hubs: Vec<ServerInfo>,
     hub_urls: Vec<String>,
     nodes: Vec<ServerInfo>,
+    viewers_per_node: u32,
     shortfall: Option<String>,
+    canary: Option<CanaryOutcome>,
     heartbeat: Heartbeat,
 }
 
-/// The work `guard` runs: base (key, firewalls, hub), nodes, registration.
+/// The work `guard` runs: base (key, firewalls, hubs), nodes (with a canary node: that one
+/// first, measured, then the rest sized from it), registration.
 async fn provision(
     api: HcloudApi,
-    req: ProvisionRequest,
+    mut req: ProvisionRequest,
     spec: HcloudFleetSpec,
     opts: UpOptions,
+    offer: pricing::Offer,
     cancel: CancellationToken,
 ) -> Result<Provisioned, CloudError> {
     let base = provision::create_base(&api, &req, &cancel).await?;
@@ -378,10 +442,37 @@ async fn provision(
     for hub in &base.hubs {
         tracing::info!("hub {} created", hub.name);
     }
-    let (nodes, limit_note) = create_nodes(&api, &req, &spec, &base, &cancel).await?;
     let urls = hub::hub_urls(&base.hubs, opts.hub_url.as_deref());
-    let (nodes, missing_note) =
-        register(&api, &req, &spec, &opts, &base, &urls, nodes, &cancel).await?;
+    let (mut first, canary) = match &opts.canary {
+        None => (Vec::new(), None),
+        Some(c) => {
+            let (node, outcome) = canary_node(
+                &api, &mut req, &spec, &opts, &base, &urls, &offer, c, &cancel,
+            )
+            .await?;
+            (node, Some(outcome))
+        }
+    };
+    // Node numbers go on after the canary's (a deleted canary's name stays taken until it
+    // is gone), and replacements after the last.
+    let (from, count) = match &canary {
+        None => (0, req.nodes),
+        Some(_) => (1, req.nodes - first.len() as u32),
+    };
+    let (nodes, limit_note) = create_nodes(&api, &req, &spec, &base, from, count, &cancel).await?;
+    first.extend(nodes);
+    let (nodes, missing_note) = register(
+        &api,
+        &req,
+        &spec,
+        &opts,
+        &base,
+        &urls,
+        first,
+        from + count,
+        &cancel,
+    )
+    .await?;
     let shortfall = match (limit_note, missing_note) {
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
         (a, b) => a.or(b),
@@ -390,22 +481,101 @@ async fn provision(
         hubs: base.hubs,
         hub_urls: urls,
         nodes,
+        viewers_per_node: req.viewers_per_node,
         shortfall,
+        canary,
         heartbeat,
     })
 }
 
-/// Creates the planned nodes and waits (with the hub's and firewalls' actions) until they
-/// run; applies `on_limit` when Hetzner refuses servers part-way.
+/// The canary: one node, registered, measured with viewers through the first hub; then
+/// `req` is sized again from what it measured (the same server type). A canary whose node
+/// now holds more browsers than a node should is deleted, and the rest made in its place.
+#[allow(clippy::too_many_arguments)]
+async fn canary_node(
+    api: &HcloudApi,
+    req: &mut ProvisionRequest,
+    spec: &HcloudFleetSpec,
+    opts: &UpOptions,
+    base: &Base,
+    urls: &[String],
+    offer: &pricing::Offer,
+    c: &Canary,
+    cancel: &CancellationToken,
+) -> Result<(Vec<ServerInfo>, CanaryOutcome), CloudError> {
+    let progress = |_: u32, _: u32| tracing::info!("canary node created");
+    let created = provision::create_nodes(api, req, base, 0, 1, cancel, &progress).await?;
+    let mut actions = base.actions.clone();
+    actions.extend(created.actions);
+    provision::wait(api, &actions).await?;
+    if let Some(message) = created.limit {
+        return Err(CloudError::LimitExceeded {
+            what: "the canary node".into(),
+            message,
+        });
+    }
+    let mut one = req.clone();
+    one.nodes = 1;
+    let (canary_nodes, _) =
+        register(api, &one, spec, opts, base, urls, created.nodes, 1, cancel).await?;
+    let viewers = canary::canary_viewers(req.viewers_per_node, c.per_browser);
+    tracing::info!(
+        "canary: measuring {viewers} viewers on {} ({}) before the other nodes are made",
+        canary_nodes[0].name,
+        req.node_type
+    );
+    let cost = tokio::select! {
+        r = c.probe.measure(&urls[0], &req.node_type, viewers) => r,
+        _ = cancel.cancelled() => return Err(CloudError::Cancelled),
+    }
+    .map_err(|e| CloudError::Invalid {
+        field: "canary".into(),
+        message: format!("the canary node could not be measured: {e:#}"),
+    })?;
+    let planned_cost = sizing::cost_per_viewer(&spec.budget, c.per_browser);
+    let (verdict, outside_margin) = canary::judge(planned_cost, &cost);
+    if outside_margin {
+        tracing::warn!("{verdict}");
+    } else {
+        tracing::info!("{verdict}");
+    }
+    let budget = canary::measured_budget(&spec.budget, &cost);
+    let (per_node, _) =
+        sizing::viewers_per_node(offer, &budget, c.per_browser, spec.viewers_per_node);
+    let per_node = per_node.max(1);
+    let planned = (req.viewers_per_node, req.nodes);
+    let made = (per_node, c.viewers.div_ceil(per_node));
+    req.viewers_per_node = per_node;
+    req.browsers_per_node = per_node.div_ceil(c.per_browser.max(1));
+    req.nodes = made.1;
+    let keep = req.viewers_per_node >= planned.0;
+    if !keep {
+        // Its Grid offers more slots than a node of this fleet should carry.
+        delete_nodes(api, &req.run_id, &canary_nodes).await?;
+    }
+    let outcome = CanaryOutcome {
+        cost,
+        verdict,
+        outside_margin,
+        planned,
+        made,
+    };
+    Ok((if keep { canary_nodes } else { Vec::new() }, outcome))
+}
+
+/// Creates `count` nodes numbered from `first` and waits (with the hub's and firewalls'
+/// actions) until they run; applies `on_limit` when Hetzner refuses servers part-way.
 async fn create_nodes(
     api: &HcloudApi,
     req: &ProvisionRequest,
     spec: &HcloudFleetSpec,
     base: &Base,
+    first: u32,
+    count: u32,
     cancel: &CancellationToken,
 ) -> Result<(Vec<ServerInfo>, Option<String>), CloudError> {
     let progress = |done: u32, total: u32| tracing::info!("nodes created: {done}/{total}");
-    let created = provision::create_nodes(api, req, base, 0, req.nodes, cancel, &progress).await?;
+    let created = provision::create_nodes(api, req, base, first, count, cancel, &progress).await?;
     let mut actions = base.actions.clone();
     actions.extend(created.actions);
     provision::wait(api, &actions).await?;
@@ -479,8 +649,9 @@ async fn delete_nodes(
         .map(|_| ())
 }
 
-/// Waits for the nodes to register; replaces stragglers once (`on_node_failure: replace`),
-/// then drops those still missing. Returns the registered nodes and a note if any went.
+/// Waits for the nodes to register; replaces stragglers once (`on_node_failure: replace`,
+/// numbered from `next_number`), then drops those still missing. Returns the registered
+/// nodes and a note if any went.
 #[allow(clippy::too_many_arguments)]
 async fn register(
     api: &HcloudApi,
@@ -490,6 +661,7 @@ async fn register(
     base: &Base,
     urls: &[String],
     mut nodes: Vec<ServerInfo>,
+    next_number: u32,
     cancel: &CancellationToken,
 ) -> Result<(Vec<ServerInfo>, Option<String>), CloudError> {
     let mut missing = register_round(api, req, spec, opts, base, urls, &nodes, cancel).await?;
@@ -506,7 +678,7 @@ async fn register(
             api,
             req,
             base,
-            req.nodes,
+            next_number,
             missing.len() as u32,
             cancel,
             &progress,

@@ -130,6 +130,21 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
         // Through `print!`, so `--json` moves the text to stderr.
         let mut text = Vec::new();
         sizing::render(&mut text, &label, &fleet, &spec.budget)?;
+        if let Some((warmup, window)) = spec.canary() {
+            use std::io::Write;
+            let canary = crate::cloud::canary::canary_viewers(
+                fleet.chosen.viewers_per_node,
+                plan.per_browser,
+            );
+            writeln!(
+                text,
+                "  canary: first 1 × {} with {canary} viewers, measured over {} after {} of warm-up; the other nodes are then sized from what a viewer cost there (a cost more than {:.0}% off this budget is reported)",
+                fleet.chosen.offer.name,
+                humantime::format_duration(window),
+                humantime::format_duration(warmup),
+                crate::cloud::canary::CANARY_MARGIN * 100.0,
+            )?;
+        }
         print!("{}", String::from_utf8_lossy(&text));
         println!();
         plans.push(super::json::fleet_plan(

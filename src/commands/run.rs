@@ -13,6 +13,7 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
         viewers: args.viewers.and_then(|v| v.count()),
         auto_viewers: args.viewers.is_some_and(|v| v.is_auto()),
         auto_max: args.max_viewers,
+        canary: args.canary,
         duration: args.duration.clone(),
         fleet: args.fleet,
         apply: args.apply,

@@ -12,6 +12,7 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
         viewers: args.viewers.and_then(|v| v.count()),
         auto_viewers: args.viewers.is_some_and(|v| v.is_auto()),
         auto_max: args.max_viewers,
+        canary: false,
         duration: args.duration.clone(),
         fleet: args.fleet,
         apply: None,

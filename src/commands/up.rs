@@ -37,6 +37,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
         &args.scenario,
         &Overrides {
             viewers: args.viewers,
+            canary: args.canary,
             ..Default::default()
         },
     )?;
@@ -54,6 +55,21 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
     check_up(&spec)?;
     let api = HcloudApi::from_env(spec.token_file.as_deref())?;
     let hub_url = std::env::var(hub::HUB_URL_ENV).ok();
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals()?;
+    // The canary's run goes next to the other runs (`up` has no run folder of its own).
+    let canary_dir = std::path::PathBuf::from("runs").join(format!(
+        "{}-canary-{}",
+        plan.name,
+        chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+    ));
+    let canary = crate::engine::canary::for_plan(&plan, &canary_dir, &shutdown).map(|probe| {
+        crate::cloud::up::Canary {
+            probe,
+            viewers: plan.viewers,
+            per_browser: plan.per_browser,
+        }
+    });
     let opts = UpOptions {
         keep: true,
         viewer_slots_script: viewer_slots,
@@ -62,9 +78,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
             .as_ref()
             .map(|_| std::time::Duration::from_millis(500)),
         hub_url,
+        canary,
     };
-    let shutdown = Shutdown::new();
-    shutdown.listen_for_signals()?;
     // A target that does not answer costs no server.
     tokio::select! {
         r = start::check_before_fleet(&plan) => r.with_context(|| format!("{}: the target", args.scenario.display()))?,
@@ -87,6 +102,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
                 Some(path) => std::fs::write(path, inventory + "\n")
                     .with_context(|| format!("--inventory {}", path.display()))?,
                 None => println!("{inventory}"),
+            }
+            if let Some(c) = &fleet.canary {
+                eprintln!("{}", c.verdict);
             }
             eprintln!(
                 "run {} is up: hub {} with {} nodes ({} viewers), {} Hetzner API requests. It bills until you run `viewerfleet down {}` (or `viewerfleet gc` once its TTL passed).",

@@ -70,6 +70,25 @@ pub fn canary_plan(base: &Plan, grid: GridFleetPlan, viewers: u32, timing: Canar
     plan
 }
 
+/// The probe a plan's cloud fleet measures its canary with, when `fleet.canary` asks for
+/// one: the run lands in `dir`.
+pub fn for_plan(
+    plan: &Plan,
+    dir: &std::path::Path,
+    shutdown: &Shutdown,
+) -> Option<std::sync::Arc<dyn CanaryProbe>> {
+    let FleetPlan::Hcloud(spec) = &plan.fleet else {
+        return None;
+    };
+    let (warmup, window) = spec.canary()?;
+    Some(std::sync::Arc::new(EngineCanary {
+        plan: plan.clone(),
+        dir: dir.to_path_buf(),
+        timing: CanaryTiming { warmup, window },
+        shutdown: shutdown.clone(),
+    }))
+}
+
 #[async_trait::async_trait]
 impl CanaryProbe for EngineCanary {
     async fn measure(

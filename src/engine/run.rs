@@ -228,6 +228,7 @@ async fn open_fleet(
     let options = fleet::OpenOptions {
         keep: ctx.keep,
         cancel: ctx.shutdown.token(),
+        canary: super::canary::for_plan(plan, &ctx.out.join("canary"), &ctx.shutdown),
     };
     fleet::open(plan, &options)
         .await

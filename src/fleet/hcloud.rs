@@ -67,6 +67,7 @@ impl HcloudFleet {
             plan,
             options.keep,
             Some(VIEWER_SLOTS_SCRIPT.to_string()),
+            options.canary.clone(),
             &options.cancel,
         )
         .await?;
@@ -91,6 +92,12 @@ impl Fleet for HcloudFleet {
             self.cloud.run_id,
             self.cloud.max_parallel_starts
         )];
+        if let Some(c) = &self.cloud.canary {
+            notes.push(format!(
+                "The fleet was sized from a canary node: {}. Planned {} viewers per node on {} nodes, made {} on {} (the canary's run: {}).",
+                c.verdict, c.planned.0, c.planned.1, c.made.0, c.made.1, c.cost.run_dir
+            ));
+        }
         notes.extend(grid.notes);
         if let Some(s) = &self.cloud.shortfall {
             notes.push(s.clone());

@@ -141,12 +141,14 @@ pub fn with_packing(mut description: FleetDescription, plan: &Plan) -> FleetDesc
 }
 
 /// What opening a fleet needs besides its plan.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct OpenOptions {
     /// Cloud fleets: leave the servers running after the run (`run --keep`).
     pub keep: bool,
     /// Cancels a slow start (cloud provisioning) on Ctrl-C/SIGTERM.
     pub cancel: CancellationToken,
+    /// Cloud fleets with `fleet.canary`: what measures the canary node.
+    pub canary: Option<Arc<dyn crate::cloud::canary::CanaryProbe>>,
 }
 
 /// Opens the fleet a plan asks for: the one place that maps a fleet kind to its provider.

@@ -68,6 +68,7 @@ fn opts(fake: &FakeHcloud) -> UpOptions {
         viewer_slots_script: Some("#!/bin/sh\necho viewer slots \"$@\"\n".into()),
         hub_poll: Some(Duration::from_millis(50)),
         hub_url: Some(fake.hub_url()),
+        canary: None,
     }
 }
 

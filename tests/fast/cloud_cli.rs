@@ -1087,3 +1087,114 @@ async fn a_ramp_one_hub_cannot_follow_splits_the_fleet_over_two_hubs() {
     );
     assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
 }
+
+/// `fleet.canary`: one node is made first and measured with viewers; a viewer there costs
+/// 80% more than the plan's budget (the fake's node model), so the fleet says so and is
+/// sized from the canary: half the viewers per node, twice the nodes — the canary itself,
+/// built for the plan's larger share, replaced. Every viewer plays and nothing is left.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_canary_node_measured_well_above_the_budget_doubles_the_fleet() {
+    use viewerfleet_kit::fake_hcloud::NodeLoadModel;
+    let sessions = Arc::new(StubCounters::default());
+    let fake = fake(FakeConfig {
+        node_boot: Some(Duration::from_millis(100)),
+        webdriver: Some(webdriver_stub::app(StubConfig::default(), sessions.clone())),
+        // 4 cores; a session (one viewer) uses 0.9 cores where the budget says 0.5.
+        node_load: Some(NodeLoadModel {
+            cores: 4.0,
+            idle_cores: 0.2,
+            cores_per_session: 0.9,
+            steal: 0.0,
+            pss_mb_per_session: 100.0,
+        }),
+        ..FakeConfig::default()
+    })
+    .await;
+    let target = target().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Budget: 0.5 cores a viewer on 4 × 0.8 − 0.2 = 3 cores: 6 viewers per node, 2 nodes.
+    let path = scenario(
+        dir.path(),
+        &target_url(&target),
+        12,
+        "  budget: {cpu_per_viewer: 0.5, memory_mb_per_viewer: 100, cpu_per_browser: 0, memory_mb_per_browser: 0, cpu_target: 0.8, node_reserve_cpu: 0.2}\n  canary: {warmup: 1s, window: 10s}\n",
+    );
+    let yaml = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("  viewers_per_node: 4\n", "")
+        .replace(
+            "duration: 1m\n",
+            "duration: 6s\nsampling_interval: 1s\nmeasure_at: 5s\nsteady_window: 2s\n",
+        );
+    std::fs::write(&path, yaml).unwrap();
+    let out_dir = dir.path().join("run");
+    let out = tokio::time::timeout(
+        Duration::from_secs(240),
+        command(&fake, dir.path())
+            .args(["run", "--no-report"])
+            .arg(&path)
+            .arg("--out")
+            .arg(&out_dir)
+            .output(),
+    )
+    .await
+    .expect("the run ends")
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+
+    // The canary: three viewers (half a planned node) on one node, its run kept.
+    let canary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("canary/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(canary["plan"]["viewers"], 3, "{canary}");
+    assert!(
+        stderr.contains("canary cx33 with 3 viewers (1 per browser): 0.900 cores")
+            && stderr.contains("+80%")
+            && stderr.contains("outside the ±25% margin"),
+        "{stderr}"
+    );
+    // Sized from it: 3 viewers per node (3 cores at 0.9), 4 nodes; the canary (6 slots)
+    // deleted, 4 made.
+    let created: Vec<serde_json::Value> = fake
+        .state
+        .recorded()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/v1/servers" && r.status < 300)
+        .map(|r| r.body)
+        .filter(|s| s["labels"]["viewerfleet-role"] == "node")
+        .collect();
+    let sessions_of = |s: &serde_json::Value| {
+        s["user_data"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("MAX_SESSIONS="))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        created.iter().map(sessions_of).collect::<Vec<_>>(),
+        ["6", "3", "3", "3", "3"],
+        "the canary, then the fleet sized from it: {stderr}"
+    );
+    let manifest = std::fs::read_to_string(out_dir.join("manifest.json")).unwrap();
+    assert!(
+        manifest.contains("The fleet was sized from a canary node")
+            && manifest.contains("Planned 6 viewers per node on 2 nodes, made 3 on 4"),
+        "{manifest}"
+    );
+    // Every viewer of the run played; nothing left.
+    let events = std::fs::read_to_string(out_dir.join("raw/viewer_events.jsonl")).unwrap();
+    assert_eq!(
+        events.matches("\"event\":\"playing\"").count(),
+        12,
+        "{stderr}"
+    );
+    assert_eq!(
+        sessions.sessions_created.load(Relaxed),
+        sessions.sessions_deleted.load(Relaxed)
+    );
+    assert!(fake.state.servers_matching("viewerfleet-run").is_empty());
+}

@@ -38,14 +38,14 @@ pub(super) struct HubSession {
 
 pub(super) fn routes() -> Router<FakeState> {
     Router::new()
-        .route("/hub/status", get(|s| status(s, None)))
+        .route("/hub/status", get(|s, h| status(s, h, None)))
         .route("/hub/session", post(|s, b| new_session(s, None, b)))
         .route("/hub/session/{id}", delete(delete_session))
         .route("/hub/session/{id}/{*rest}", any(session_command))
         .route("/hub/se/grid/newsessionqueue/queue", get(queue))
         .route(
             "/hubs/{hub}/status",
-            get(|s, Path(hub): Path<String>| status(s, Some(hub))),
+            get(|s, h, Path(hub): Path<String>| status(s, h, Some(hub))),
         )
         .route(
             "/hubs/{hub}/session",
@@ -174,14 +174,33 @@ fn node(s: &Stored) -> Option<Node> {
     })
 }
 
-async fn status(State(state): State<FakeState>, hub: Option<String>) -> Response {
+async fn status(
+    State(state): State<FakeState>,
+    headers: axum::http::HeaderMap,
+    hub: Option<String>,
+) -> Response {
+    let simulated_load = state.config().node_load.is_some();
     let mut inner = state.lock();
     inner.reap();
     let hub = match which_hub(&inner, hub) {
         Ok(hub) => hub,
         Err(resp) => return *resp,
     };
-    let nodes = nodes(&state, &inner, hub.as_deref());
+    let mut nodes = nodes(&state, &inner, hub.as_deref());
+    // Simulated nodes serve their load here, at the fake's own address.
+    if let (true, Some(host)) = (
+        simulated_load,
+        headers.get("host").and_then(|h| h.to_str().ok()),
+    ) {
+        for n in &mut nodes {
+            if let Some(map) = n.stereotype.as_object_mut() {
+                map.insert(
+                    "viewerfleet:load".into(),
+                    json!(super::load::url(host, n.server)),
+                );
+            }
+        }
+    }
     let json_nodes: Vec<Value> = nodes
         .iter()
         .map(|n| {

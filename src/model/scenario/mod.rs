@@ -57,6 +57,8 @@ pub struct Overrides {
     pub apply: Option<Throttling>,
     /// Viewers per browser instead of `viewers.per_browser`.
     pub per_browser: Option<u32>,
+    /// `--canary`: a cloud fleet starts with a canary node (`fleet.canary: true`).
+    pub canary: bool,
 }
 
 impl Overrides {
@@ -83,6 +85,9 @@ impl Overrides {
         if let Some(n) = self.per_browser {
             out.extend(["--per-browser".to_string(), n.to_string()]);
         }
+        if self.canary {
+            out.push("--canary".to_string());
+        }
         out
     }
 
@@ -103,6 +108,26 @@ impl Overrides {
                          or `netns`"
                     ),
                 })
+            }
+        }
+        if self.canary {
+            match &mut spec.fleet {
+                FleetSpec::Hcloud(hcloud) => {
+                    if hcloud.canary.is_none() {
+                        hcloud.canary = Some(fleet::CanarySetting::On(true));
+                    }
+                }
+                other => {
+                    return Err(ScenarioError {
+                        file: file.to_string(),
+                        line: None,
+                        field: "--canary".into(),
+                        message: format!(
+                            "measures a cloud node before the fleet is made: it needs `fleet: kind: hcloud` (this scenario's fleet is `{}`)",
+                            other.kind()
+                        ),
+                    })
+                }
             }
         }
         if let Some(apply) = self.apply {

@@ -419,3 +419,18 @@ fn a_grid_fleet_keeps_enough_starts_in_flight_for_its_ramp() {
         256
     );
 }
+
+#[test]
+fn canary_applies_to_cloud_fleets_only() {
+    let err = parse(
+        GOOD,
+        "s.yaml",
+        &Overrides {
+            canary: true,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err.field, "--canary", "{err}");
+    assert!(err.message.contains("fleet: kind: hcloud"), "{err}");
+}

@@ -73,7 +73,35 @@ pub struct HcloudFleetSpec {
     /// request each); `gc` deletes runs whose heartbeat stopped [default: 1m].
     #[serde(default = "default_heartbeat")]
     pub heartbeat_interval: String,
+    /// Make and measure one node first, then size the rest of the fleet from what a viewer
+    /// costs there: `true`, or `{warmup: 30s, window: 60s}` [default: off; `--canary`].
+    #[serde(default)]
+    pub canary: Option<CanarySetting>,
 }
+
+/// `fleet.canary`: on or off, or on with its own timing.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum CanarySetting {
+    On(bool),
+    Timed(CanaryTimingSpec),
+}
+
+/// `fleet.canary: {warmup, window}`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CanaryTimingSpec {
+    /// After the canary's last viewer played, before the window [default: 30s].
+    #[serde(default)]
+    pub warmup: Option<String>,
+    /// What the cost is measured over [default: 60s].
+    #[serde(default)]
+    pub window: Option<String>,
+}
+
+/// Defaults of `fleet.canary`.
+pub const CANARY_WARMUP: Duration = Duration::from_secs(30);
+pub const CANARY_WINDOW: Duration = Duration::from_secs(60);
 
 /// What one viewer costs and what a node keeps for the OS, the JVM and the Selenium node.
 /// With `viewers.per_browser: N`, a viewer costs `*_per_viewer + *_per_browser / N`: its
@@ -267,7 +295,8 @@ impl HcloudFleetSpec {
         self.budget.check()?;
         self.check_counts()?;
         self.check_controller_ips()?;
-        self.check_durations()
+        self.check_durations()?;
+        self.check_canary()
     }
 
     /// Location, image and server types look like Hetzner names.
@@ -386,11 +415,79 @@ impl HcloudFleetSpec {
     pub fn ttl(&self) -> Duration {
         humantime::parse_duration(&self.ttl).unwrap_or(Duration::from_secs(4 * 3600))
     }
+
+    /// The canary's warm-up and window, when the fleet starts with one.
+    pub fn canary(&self) -> Option<(Duration, Duration)> {
+        let parse = |v: &Option<String>, d: Duration| {
+            v.as_deref()
+                .and_then(|v| humantime::parse_duration(v).ok())
+                .unwrap_or(d)
+        };
+        match &self.canary {
+            None | Some(CanarySetting::On(false)) => None,
+            Some(CanarySetting::On(true)) => Some((CANARY_WARMUP, CANARY_WINDOW)),
+            Some(CanarySetting::Timed(t)) => Some((
+                parse(&t.warmup, CANARY_WARMUP),
+                parse(&t.window, CANARY_WINDOW),
+            )),
+        }
+    }
+
+    fn check_canary(&self) -> Result<(), FieldError> {
+        let Some(CanarySetting::Timed(t)) = &self.canary else {
+            return Ok(());
+        };
+        for (field, value, least) in [
+            ("canary.warmup", &t.warmup, Duration::ZERO),
+            ("canary.window", &t.window, Duration::from_secs(10)),
+        ] {
+            if let Some(value) = value {
+                let parsed = humantime::parse_duration(value).map_err(|_| {
+                    (
+                        field.to_string(),
+                        format!("`{value}` is not a duration; write e.g. 30s or 2m"),
+                    )
+                })?;
+                ensure(
+                    parsed >= least && parsed <= Duration::from_secs(3600),
+                    field,
+                    || {
+                        format!(
+                            "`{value}` must be from {} to 1h",
+                            humantime::format_duration(least)
+                        )
+                    },
+                )?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_canary_is_off_by_default_and_checked_when_timed() {
+        let spec = |yaml: &str| -> HcloudFleetSpec { yaml_serde::from_str(yaml).unwrap() };
+        assert_eq!(HcloudFleetSpec::default().canary(), None);
+        assert_eq!(spec("canary: false").canary(), None);
+        assert_eq!(
+            spec("canary: true").canary(),
+            Some((CANARY_WARMUP, CANARY_WINDOW))
+        );
+        let timed = spec("canary: {window: 2m}");
+        assert_eq!(
+            timed.canary(),
+            Some((CANARY_WARMUP, Duration::from_secs(120)))
+        );
+        assert_eq!(timed.validate(10), Ok(()));
+        let (field, message) = spec("canary: {window: 5s}").validate(10).unwrap_err();
+        assert_eq!(field, "canary.window");
+        assert!(message.contains("from 10s to 1h"), "{message}");
+        assert!(yaml_serde::from_str::<HcloudFleetSpec>("canary: {windows: 1m}").is_err());
+    }
 
     #[test]
     fn defaults_are_valid_and_measured() {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 pub use grid::{GridFleetPlan, GridFleetSpec, GridHubs};
-pub use hcloud::{HcloudFleetSpec, OnLimit, OnNodeFailure, ViewerBudget};
+pub use hcloud::{CanarySetting, HcloudFleetSpec, OnLimit, OnNodeFailure, ViewerBudget};
 pub use local::{LocalFleetPlan, LocalFleetSpec};
 pub use netns::{NetnsFleetPlan, NetnsFleetSpec};
 
