@@ -192,6 +192,9 @@ pub struct RunArgs {
     /// fleet from it (as `fleet.canary: true`).
     #[arg(long)]
     pub canary: bool,
+    /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
+    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
+    pub yes: bool,
     /// Print a JSON summary on stdout (schema: schemas/run-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]
@@ -280,6 +283,9 @@ pub struct SuiteArgs {
     /// human-readable text then goes to stderr.
     #[arg(long)]
     pub json: bool,
+    /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
+    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -348,6 +354,9 @@ pub struct UpArgs {
     /// `fleet.canary: true`).
     #[arg(long)]
     pub canary: bool,
+    /// Create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
+    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -397,6 +406,9 @@ pub struct LadderArgs {
     /// Projection: share of each resource to use, the rest being headroom.
     #[arg(long, default_value_t = 0.6)]
     pub usable_share: f64,
+    /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
+    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
+    pub yes: bool,
 }
 
 /// `--viewers N` or `--viewers auto`.

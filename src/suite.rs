@@ -23,6 +23,8 @@ pub trait ScenarioRunner: Send + Sync {
 pub struct EngineRunner {
     pub shutdown: Shutdown,
     pub progress: bool,
+    /// Cloud fleets: asked before servers are bought (`None`: go ahead).
+    pub confirm_paid: Option<crate::cloud::up::Confirm>,
 }
 
 #[async_trait::async_trait]
@@ -35,6 +37,7 @@ impl ScenarioRunner for EngineRunner {
             self.shutdown.clone(),
             crate::engine::RunOptions {
                 progress: self.progress,
+                confirm_paid: self.confirm_paid.clone(),
                 ..crate::engine::RunOptions::default()
             },
         )

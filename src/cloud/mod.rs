@@ -69,6 +69,8 @@ pub enum CloudError {
     Invalid { field: String, message: String },
     #[error("interrupted (Ctrl-C or SIGTERM)")]
     Cancelled,
+    #[error("not confirmed: {what} was not created. Answer `y` at the prompt, or pass --yes (or set VIEWERFLEET_YES=1) where nobody can answer, as in scripts and CI")]
+    NotConfirmed { what: String },
     #[error("teardown of run {run} is incomplete: deleted {}; left: {}. Run `viewerfleet down {run}` to try again, or delete what carries the label viewerfleet-run={run} in the Hetzner Console (servers first)", deleted.summary(), left.join("; "))]
     TeardownIncomplete {
         run: String,

@@ -28,6 +28,27 @@ pub struct UpOptions {
     pub hub_url: Option<String>,
     /// Measure a canary node before the rest of the fleet is made (`fleet.canary`).
     pub canary: Option<Canary>,
+    /// Asked, with what is about to be bought, before the first server is created (and
+    /// again if a canary grows the fleet); `None`: go ahead (`--yes`).
+    pub confirm: Option<Confirm>,
+}
+
+/// Asks whether to create what the sentence describes; `false` stops before it is created.
+#[derive(Clone)]
+pub struct Confirm(pub std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Confirm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Confirm")
+    }
+}
+
+/// Asks `confirm` (if any) about `what`; refuses with `NotConfirmed` when it says no.
+fn confirmed(confirm: &Option<Confirm>, what: String) -> Result<(), CloudError> {
+    match confirm {
+        Some(ask) if !(ask.0)(&what) => Err(CloudError::NotConfirmed { what }),
+        _ => Ok(()),
+    }
 }
 
 /// What a canary node needs: the probe that plays viewers on it, and what the rest of the
@@ -253,6 +274,27 @@ impl CloudFleet {
         let before = api.requests();
         let limited_before = api.rate_limited();
         let sized = size(api, plan, spec).await?;
+        // Nothing that costs money has been asked of the API before this.
+        confirmed(
+            &opts.confirm,
+            format!(
+                "{} hub(s) ({}) and {} × {} nodes in {} for about {:.2} {} per hour ({:.2} {} for the planned run, billed per started hour{})",
+                sized.hubs.count,
+                sized.hub.name,
+                sized.chosen.nodes,
+                sized.chosen.offer.name,
+                spec.location,
+                sized.hourly_net,
+                sized.currency,
+                sized.run_net,
+                sized.currency,
+                if opts.canary.is_some() {
+                    "; a canary node may change the number of nodes"
+                } else {
+                    ""
+                }
+            ),
+        )?;
         let req = request(plan, spec, &sized, ssh_public_key, &opts);
         let run_id = req.run_id.clone();
         tracing::info!(
@@ -303,6 +345,7 @@ impl CloudFleet {
         keep: bool,
         viewer_slots_script: Option<String>,
         canary: Option<std::sync::Arc<dyn CanaryProbe>>,
+        confirm: Option<Confirm>,
         cancel: &CancellationToken,
     ) -> Result<CloudFleet, CloudError> {
         let FleetPlan::Hcloud(spec) = &plan.fleet else {
@@ -325,6 +368,7 @@ impl CloudFleet {
                 viewers: plan.viewers,
                 per_browser: plan.per_browser,
             }),
+            confirm,
         };
         CloudFleet::up(&api, plan, spec, opts, cancel).await
     }
@@ -545,6 +589,18 @@ async fn canary_node(
     let per_node = per_node.max(1);
     let planned = (req.viewers_per_node, req.nodes);
     let made = (per_node, c.viewers.div_ceil(per_node));
+    if made.1 > planned.1 {
+        confirmed(
+            &opts.confirm,
+            format!(
+                "{} more × {} nodes than planned ({} instead of {}: {verdict})",
+                made.1 - planned.1,
+                req.node_type,
+                made.1,
+                planned.1
+            ),
+        )?;
+    }
     req.viewers_per_node = per_node;
     req.browsers_per_node = per_node.div_ceil(c.per_browser.max(1));
     req.nodes = made.1;

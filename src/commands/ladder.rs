@@ -10,6 +10,7 @@ use crate::model::scenario::{self, Overrides};
 use anyhow::Context;
 
 pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Exit> {
+    let confirm_paid = super::confirm_paid(args.yes);
     let mut steps = args.steps.clone();
     steps.sort_unstable();
     steps.dedup();
@@ -49,6 +50,7 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Exit> {
                 shutdown.clone(),
                 RunOptions {
                     progress: !quiet,
+                    confirm_paid: confirm_paid.clone(),
                     ..RunOptions::default()
                 },
             )

@@ -106,6 +106,32 @@ pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<Exit> {
     result.map(|done| done.exit)
 }
 
+/// What asks before a cloud fleet's servers are bought: nothing with `--yes`; else a prompt
+/// on a terminal, and a refusal where nobody can answer (stdin not a terminal).
+pub fn confirm_paid(yes: bool) -> Option<crate::cloud::up::Confirm> {
+    if yes {
+        return None;
+    }
+    Some(crate::cloud::up::Confirm(std::sync::Arc::new(
+        |what: &str| {
+            use std::io::{BufRead, IsTerminal, Write};
+            if !std::io::stdin().is_terminal() {
+                output::err(format_args!(
+                "viewerfleet is about to create {what}; nobody can confirm it here (stdin is not a terminal)\n"
+            ));
+                return false;
+            }
+            output::err(format_args!(
+                "viewerfleet is about to create {what}.\nCreate them? [y/N] "
+            ));
+            let _ = std::io::stderr().flush();
+            let mut answer = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut answer);
+            matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+        },
+    )))
+}
+
 /// The exit category of an error that reached the top: the first marker found from the
 /// outermost cause inwards (see `model::exit`); `Internal` when none says otherwise.
 pub fn exit_for(err: &anyhow::Error) -> Exit {
@@ -128,7 +154,8 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
                 CloudError::NoToken
                 | CloudError::TokenFile { .. }
                 | CloudError::Unauthorized
-                | CloudError::Invalid { .. } => Exit::BadInput,
+                | CloudError::Invalid { .. }
+                | CloudError::NotConfirmed { .. } => Exit::BadInput,
                 // The API refused what was asked (a location or type it does not know, a
                 // quota): the request is the input; 408/409/423/429 are the service's state.
                 CloudError::Api { status, .. }

@@ -38,6 +38,7 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
         &out,
         shutdown,
         RunOptions {
+            confirm_paid: super::confirm_paid(args.yes),
             progress: !quiet,
             metrics_listen: args.metrics_listen,
             write_report: !args.no_report,

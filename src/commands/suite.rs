@@ -30,6 +30,7 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let runner = EngineRunner {
         shutdown: shutdown.clone(),
         progress: !quiet,
+        confirm_paid: super::confirm_paid(args.yes),
     };
     let mut err = std::io::stderr();
     let result = run_suite(&plan, &runner, &shutdown, &mut err).await?;

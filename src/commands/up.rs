@@ -79,6 +79,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
             .map(|_| std::time::Duration::from_millis(500)),
         hub_url,
         canary,
+        confirm: super::confirm_paid(args.yes),
     };
     // A target that does not answer costs no server.
     tokio::select! {

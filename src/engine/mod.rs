@@ -38,7 +38,7 @@ pub struct RunOutcome {
 }
 
 /// How a run is carried out, beyond its scenario.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// Show progress on stderr.
     pub progress: bool,
@@ -48,6 +48,8 @@ pub struct RunOptions {
     pub write_report: bool,
     /// Cloud fleets: leave the servers running (delete them later with `viewerfleet down`).
     pub keep: bool,
+    /// Cloud fleets: asked before servers are bought (`None`: go ahead, as `--yes`).
+    pub confirm_paid: Option<crate::cloud::up::Confirm>,
 }
 
 impl Default for RunOptions {
@@ -57,6 +59,7 @@ impl Default for RunOptions {
             metrics_listen: None,
             write_report: true,
             keep: false,
+            confirm_paid: None,
         }
     }
 }
@@ -123,6 +126,7 @@ pub async fn run_scenario(
         ),
         keep: options.keep,
         write_report: options.write_report,
+        confirm_paid: options.confirm_paid,
     };
     tracing::info!("run {}: {}", plan.name, plan.summary_line());
     run::execute(plan, ctx).await

@@ -41,6 +41,8 @@ pub struct RunContext {
     pub keep: bool,
     /// Build the report from raw data at the end.
     pub write_report: bool,
+    /// Cloud fleets: asked before servers are bought.
+    pub confirm_paid: Option<crate::cloud::up::Confirm>,
 }
 
 pub async fn execute(plan: Plan, ctx: RunContext) -> anyhow::Result<RunOutcome> {
@@ -229,6 +231,7 @@ async fn open_fleet(
         keep: ctx.keep,
         cancel: ctx.shutdown.token(),
         canary: super::canary::for_plan(plan, &ctx.out.join("canary"), &ctx.shutdown),
+        confirm: ctx.confirm_paid.clone(),
     };
     fleet::open(plan, &options)
         .await

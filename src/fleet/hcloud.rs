@@ -68,6 +68,7 @@ impl HcloudFleet {
             options.keep,
             Some(VIEWER_SLOTS_SCRIPT.to_string()),
             options.canary.clone(),
+            options.confirm.clone(),
             &options.cancel,
         )
         .await?;

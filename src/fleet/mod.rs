@@ -149,6 +149,8 @@ pub struct OpenOptions {
     pub cancel: CancellationToken,
     /// Cloud fleets with `fleet.canary`: what measures the canary node.
     pub canary: Option<Arc<dyn crate::cloud::canary::CanaryProbe>>,
+    /// Cloud fleets: asked before servers are bought (`None`: go ahead).
+    pub confirm: Option<crate::cloud::up::Confirm>,
 }
 
 /// Opens the fleet a plan asks for: the one place that maps a fleet kind to its provider.

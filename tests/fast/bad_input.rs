@@ -458,6 +458,7 @@ async fn down_into_a_closed_pipe_finishes_the_teardown() {
             .env("HCLOUD_ENDPOINT", fake.endpoint())
             .env("HCLOUD_TOKEN", TOKEN)
             .env("VIEWERFLEET_HCLOUD_HUB_URL", fake.hub_url())
+            .env("VIEWERFLEET_YES", "1")
             .env_remove("RUST_LOG")
             .stdout(stdout)
             .stderr(Stdio::piped())

@@ -69,6 +69,7 @@ fn opts(fake: &FakeHcloud) -> UpOptions {
         hub_poll: Some(Duration::from_millis(50)),
         hub_url: Some(fake.hub_url()),
         canary: None,
+        confirm: None,
     }
 }
 

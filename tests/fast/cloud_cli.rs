@@ -70,6 +70,8 @@ fn command(fake: &FakeHcloud, dir: &std::path::Path) -> Command {
         .env("HCLOUD_ENDPOINT", fake.endpoint())
         .env("HCLOUD_TOKEN", TOKEN)
         .env("VIEWERFLEET_HCLOUD_HUB_URL", fake.hub_url())
+        // Nobody answers a prompt in a test: the servers are created without one.
+        .env("VIEWERFLEET_YES", "1")
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1197,4 +1199,46 @@ async fn a_canary_node_measured_well_above_the_budget_doubles_the_fleet() {
         sessions.sessions_deleted.load(Relaxed)
     );
     assert!(fake.state.servers_matching("viewerfleet-run").is_empty());
+}
+
+/// Paid servers are confirmed first: `up` (and `run` on a cloud fleet) without `--yes`, with
+/// nobody to answer (stdin not a terminal), says what it would have bought and refuses
+/// before any request that creates something — only the free reads (types, prices) were
+/// sent. With `--yes` (or VIEWERFLEET_YES) it goes ahead, as the other tests do.
+#[tokio::test(flavor = "multi_thread")]
+async fn up_without_yes_and_nobody_to_ask_refuses_before_anything_is_bought() {
+    let fake = fake(FakeConfig::default()).await;
+    let target = target().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), &target_url(&target), 12, "");
+    for args in [vec!["up"], vec!["run", "--no-report"]] {
+        let out = command(&fake, dir.path())
+            .env_remove("VIEWERFLEET_YES")
+            .args(&args)
+            .arg(&path)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("viewerfleet is about to create 1 hub(s) (")
+                && stderr.contains("× cx33 nodes in fsn1 for about")
+                && stderr.contains("pass --yes"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let sent: Vec<String> = fake
+        .state
+        .recorded()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(!sent.is_empty(), "it read the prices first");
+    assert!(
+        sent.iter().all(|r| r.starts_with("GET ")),
+        "nothing but reads: {sent:?}"
+    );
+    assert!(fake.state.servers().is_empty() && fake.state.ssh_keys().is_empty());
 }

@@ -183,7 +183,10 @@ fn a_host_loaded_mid_run_is_flagged_and_its_viewers_have_no_headroom() {
     );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("NOT A FINDING"), "{md}");
-    // The pages felt it too: each viewer's page lag is worse under the hog than before it.
+    // The pages' own lag is measured before and under the hog. It is printed, not asserted
+    // to rise: the kernel shares the cores fairly between the hog and the browsers, so the
+    // pages may keep their timers while the host has no room left, which is why the host's
+    // CPU, not the page probe alone, judges local viewers.
     let samples: Vec<rawdata::ViewerSample> =
         rawdata::read_jsonl(&out.join(rawdata::VIEWER_SAMPLES))
             .unwrap()
@@ -195,11 +198,14 @@ fn a_host_loaded_mid_run_is_flagged_and_its_viewers_have_no_headroom() {
                 .filter(|s| s.viewer == viewer && s.t >= from && s.t <= to)
                 .filter_map(|s| s.lag)
                 .collect();
+            assert!(
+                in_window.len() >= 2,
+                "viewer {viewer}: no page-lag readings between {from:.0} s and {to:.0} s"
+            );
             let (a, b) = (in_window.first().unwrap(), in_window.last().unwrap());
             (b.late_ms - a.late_ms) / (b.ticks - a.ticks).max(1) as f64
         };
         let (before, during) = (lag(hog_t - 10.0, hog_t), lag(hog_t + 10.0, 80.0));
         println!("viewer {viewer}: page lag {before:.1} ms before the hog, {during:.1} ms with it");
-        assert!(during > before, "viewer {viewer}: {before} → {during}");
     }
 }
