@@ -12,7 +12,8 @@ APT_NO_SERVICE := prometheus
 BIN := target/debug/viewerfleet
 DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 
-.PHONY: demo test test-fast test-real bench bench-hub deps system-deps web-deps grid-deps build lint clean
+.PHONY: demo test test-fast test-real bench bench-hub deps system-deps web-deps grid-deps build lint clean \
+	release install uninstall
 
 DEMO_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/live-high.yaml \
 	scenarios/local/live-high-half-p2p-off.yaml scenarios/local/vod.yaml
@@ -89,6 +90,35 @@ bench-hub: grid-deps
 
 build:
 	$(CARGO) build
+
+# Where `make install` puts things: $(DESTDIR)$(PREFIX)/bin/viewerfleet and
+# $(DESTDIR)$(PREFIX)/share/viewerfleet/ (the Selenium server jar, the example scenarios).
+PREFIX ?= /usr/local
+BINDIR := $(DESTDIR)$(PREFIX)/bin
+SHAREDIR := $(DESTDIR)$(PREFIX)/share/viewerfleet
+RELEASE_BIN := $(or $(CARGO_TARGET_DIR),target)/release/viewerfleet
+# The jar grid/package.json names (its one dependency, and viewerfleet.seleniumJar inside it).
+SELENIUM_JAR = grid/node_modules/$(shell node -p "const p = require('./grid/package.json'); Object.keys(p.dependencies)[0] + '/' + p.viewerfleet.seleniumJar")
+
+## release: a release binary with the reference site's front-end built in (web-deps first).
+release: web-deps
+	$(CARGO) build --release --locked
+
+## install: the release binary, the Selenium server jar and the shipped scenarios, so that
+## `viewerfleet` runs its demo and a local Grid from any folder (README, "Install outside
+## the source tree"). PREFIX=/usr/local by default; DESTDIR for staging.
+install: release grid-deps
+	install -d $(BINDIR) $(SHAREDIR)
+	install -m 0755 $(RELEASE_BIN) $(BINDIR)/viewerfleet
+	install -m 0644 $(SELENIUM_JAR) $(SHAREDIR)/
+	for dir in scenarios/*/; do \
+		install -d $(SHAREDIR)/$$dir && install -m 0644 $$dir*.yaml $(SHAREDIR)/$$dir || exit 1; \
+	done
+
+## uninstall: removes what `make install` put there (same PREFIX and DESTDIR).
+uninstall:
+	rm -f $(BINDIR)/viewerfleet
+	rm -rf $(SHAREDIR)
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -106,6 +106,19 @@ pub enum GridAction {
     Up(GridUpArgs),
     /// Stop the local Grid and release its processes, namespaces and files.
     Down(GridDownArgs),
+    /// Say where `grid up --local` takes its files from: the Selenium server jar (and which
+    /// rule found it) and the hub's and nodes' configuration. Exits 70 without a jar.
+    Files(GridFilesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GridFilesArgs {
+    /// As `grid up --jar`.
+    #[arg(long)]
+    pub jar: Option<PathBuf>,
+    /// As `grid up --config-dir`.
+    #[arg(long)]
+    pub config_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -122,10 +135,13 @@ pub struct GridUpArgs {
     /// State file [default: /run/viewerfleet/grid/local.json].
     #[arg(long)]
     pub state: Option<PathBuf>,
-    /// Selenium server jar [default: grid/node_modules/@nightwatch/selenium-server/lib/selenium-server-4.20.0.jar].
-    #[arg(long, env = "VIEWERFLEET_SELENIUM_JAR")]
+    /// Selenium server jar [default, in order: VIEWERFLEET_SELENIUM_JAR; the source tree's
+    /// grid/node_modules/… when this binary runs from it; <prefix>/share/viewerfleet/ next
+    /// to the binary's bin/ (`make install`)]. `grid files` says which one.
+    #[arg(long)]
     pub jar: Option<PathBuf>,
-    /// Folder holding hub.toml and node.toml [default: grid/].
+    /// Folder holding hub.toml and node.toml to use instead of the copies built into this
+    /// binary (the source tree's grid/ files as of the build).
     #[arg(long)]
     pub config_dir: Option<PathBuf>,
     /// tc download limit of every slot in kbit/s (0: none).

@@ -1,7 +1,9 @@
 //! `viewerfleet grid`: a local Selenium Grid 4 (hub and nodes) on this machine.
 
 use crate::cli::{GridAction, GridArgs};
-use crate::grid::local::{default_state_file, down, slot_address, up, LocalGridOptions, NodeCpus};
+use crate::grid::local::{
+    default_state_file, down, find_jar, slot_address, up, GridConfig, LocalGridOptions, NodeCpus,
+};
 use crate::model::exit::Exit;
 use crate::netns::Shaping;
 use tokio_util::sync::CancellationToken;
@@ -75,6 +77,17 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
                 st.target_origin()
             );
             println!("use it with `fleet: {{kind: grid, url: {}}}`; stop it with `viewerfleet grid down`", st.hub_url);
+            Ok(Exit::Ok)
+        }
+        GridAction::Files(a) => {
+            let mut opts = LocalGridOptions::new(1, 1, default_state_file());
+            opts.jar = a.jar;
+            opts.config_dir = a.config_dir;
+            let config = GridConfig::of(&opts);
+            println!("config: {}", config.describe());
+            println!("slot wrapper, load endpoint, viewer-slot script: built into this binary");
+            let (jar, origin) = find_jar(&opts)?;
+            println!("jar: {} ({})", jar.display(), origin.as_str());
             Ok(Exit::Ok)
         }
         GridAction::Down(a) => {

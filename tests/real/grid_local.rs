@@ -2,7 +2,8 @@
 //! in its node's viewer slot) and viewers created through the hub URL only: they play, they
 //! are spread over both nodes according to the Grid's own `/status`, each reached the page
 //! from its own address in its node's range, and everything is gone afterwards.
-//! Needs root (namespaces), java, `cd grid && npm ci --ignore-scripts`.
+//! Needs root (namespaces), java and the Selenium jar (`make grid-deps`); runs the hub and
+//! node configuration built into viewerfleet (or `VIEWERFLEET_GRID_CONFIG`'s).
 
 use crate::support::grid as grid_support;
 
@@ -23,6 +24,15 @@ use viewerfleet::viewer::{Viewer, ViewerTimeouts};
 async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_released() {
     let grid = GridGuard::up("spread", 2, 3, true).await;
     let st = grid.state.clone();
+    if grid_support::config_dir().is_none() {
+        // The configuration built into viewerfleet, written into the Grid's own folder.
+        assert_eq!(
+            std::fs::read_to_string(st.dir.join("hub.toml")).unwrap(),
+            viewerfleet::grid::local::HUB_TOML
+        );
+        let node = std::fs::read_to_string(st.dir.join("node-1/node.toml")).unwrap();
+        assert!(node.contains("\"viewerfleet:slots\""), "{node}");
+    }
 
     // The page is served inside the target's namespace, where every slot reaches it.
     let dir = tempfile::tempdir().unwrap();

@@ -8,11 +8,11 @@ use std::time::Duration;
 use viewerfleet::grid::local::{self, LocalGridOptions};
 use viewerfleet::grid::local_state::{self, LocalGridState};
 
-/// The folder with hub.toml/node.toml: `VIEWERFLEET_GRID_CONFIG`, else the repository's grid/.
-pub fn config_dir() -> PathBuf {
-    std::env::var_os("VIEWERFLEET_GRID_CONFIG")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("grid"))
+/// A folder with hub.toml/node.toml to use instead of the copies built into viewerfleet:
+/// `VIEWERFLEET_GRID_CONFIG`, else none (the tests run the built-in copies, as an installed
+/// binary does).
+pub fn config_dir() -> Option<PathBuf> {
+    std::env::var_os("VIEWERFLEET_GRID_CONFIG").map(PathBuf::from)
 }
 
 /// A local Grid for one test; `Drop` runs `grid down` if the test did not.
@@ -39,12 +39,12 @@ impl GridGuard {
         let state_file = Path::new(local_state::DEFAULT_STATE_DIR)
             .join(format!("test-{name}-{}.json", std::process::id()));
         let mut opts = LocalGridOptions::new(nodes, slots, state_file.clone());
-        opts.config_dir = Some(config_dir());
+        opts.config_dir = config_dir();
         adjust(&mut opts);
         let cancel = tokio_util::sync::CancellationToken::new();
         let state = local::up(&opts, &cancel)
             .await
-            .expect("local Grid comes up (needs root, java, grid/node_modules and grid/*.toml)");
+            .expect("local Grid comes up (needs root, java and the Selenium jar: make grid-deps)");
         Self { state_file, state }
     }
 
