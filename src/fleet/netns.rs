@@ -119,9 +119,14 @@ impl NetnsFleet {
         })
     }
 
+    /// The target namespace's IPv6 address (it always has one).
+    fn server_address(&self) -> std::net::Ipv6Addr {
+        self.server.address.unwrap_or_else(|| self.net.address(0))
+    }
+
     /// `http://[addr]:port`, the origin viewers treat as secure.
     pub fn target_origin(&self) -> String {
-        format!("http://[{}]:{}", self.server.address, self.target_port)
+        format!("http://[{}]:{}", self.server_address(), self.target_port)
     }
 
     /// The slot prefix (e.g. `fd76:6600:1a2b::/64`) and name prefix (e.g. `vf1a2b-`).
@@ -182,7 +187,7 @@ impl Fleet for NetnsFleet {
         };
         let mut notes = vec![format!(
             "Each {who} runs in its own network namespace with its own IPv6 address from {}; the target runs in namespace {} at [{}]",
-            self.net.prefix(), self.server.name, self.server.address
+            self.net.prefix(), self.server.name, self.server_address()
         )];
         if tc && !self.netem && profiles.iter().any(|p| p.latency_ms.is_some()) {
             notes.push(
@@ -204,7 +209,7 @@ impl Fleet for NetnsFleet {
 
     fn target_placement(&self) -> TargetPlacement {
         TargetPlacement {
-            listen: SocketAddr::new(IpAddr::V6(self.server.address), self.target_port),
+            listen: SocketAddr::new(IpAddr::V6(self.server_address()), self.target_port),
             netns: Some(self.server.name.clone()),
         }
     }
@@ -253,7 +258,10 @@ impl Fleet for NetnsFleet {
             chrome_binary: Some(wrapper.to_string_lossy().into_owned()),
             extra_args: slot_chromium_args(&self.target_origin()),
             node: info.name.clone(),
-            address: Some(info.address.to_string()),
+            address: info
+                .address
+                .map(|a| a.to_string())
+                .or(info.ipv4.map(|a| a.to_string())),
             shaping: SlotShaping {
                 rates: info.rate_shaped(),
                 latency: info.delay_applied(),

@@ -275,7 +275,8 @@ pub fn slots_report(prefix: &str, applied: &[SlotInfo]) -> NodeSlots {
             down_kbit: kbit(&first.down),
             up_kbit: kbit(&first.up),
             delay: first.delay.clone(),
-            ipv4: false,
+            ipv4: first.ipv4.is_some(),
+            nat: first.nat.to_string(),
             reason: String::new(),
         },
     }
@@ -488,7 +489,7 @@ async fn make_slots(
         .context("making the target's namespace")?
         .remove(0);
     st.target_namespace = target.name.clone();
-    st.target_address = target.address.to_string();
+    st.target_address = target.address.map(|a| a.to_string()).unwrap_or_default();
     local_state::save(&opts.state_file, st)?;
     let mut reports = Vec::new();
     for n in 1..=opts.nodes {
@@ -994,11 +995,17 @@ mod tests {
         let slot = |i: u32, down: &str| SlotInfo {
             index: i,
             name: format!("vfg1-{i}"),
-            address: "fd00::2".parse().unwrap(),
+            address: Some("fd00::2".parse().unwrap()),
             host_veth: format!("vfg1-{i}h"),
             down: down.into(),
             up: "none".into(),
             delay: "not-applied(netem-missing)".into(),
+            ipv4: None,
+            public_ipv4: None,
+            nat: crate::model::kinds::NatKind::None,
+            stack: crate::model::kinds::IpStack::Ipv6,
+            alt_ipv4: None,
+            alt_address: None,
         };
         let r = slots_report(
             "fd00::/64",

@@ -6,4 +6,5 @@ pub mod clip;
 pub mod fixtures;
 pub mod grid;
 pub mod hog;
+pub mod internet;
 pub mod raw_run;
