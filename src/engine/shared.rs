@@ -54,6 +54,8 @@ pub(super) struct Shared {
     pub starts: Semaphore,
     /// The shared browsers, with several viewers per browser; `None`: one each.
     pub browsers: Option<Browsers>,
+    /// The plan's network classes (`viewers.networks`), for each viewer's network record.
+    pub networks: Vec<crate::model::scenario::networks::NetworkClass>,
 }
 
 impl Shared {
@@ -81,7 +83,17 @@ impl Shared {
             browser,
             starts: Semaphore::new(max_parallel_starts.max(1)),
             browsers,
+            networks: Vec::new(),
         }
+    }
+
+    /// The plan's network classes (`viewers.networks`).
+    pub fn with_networks(
+        mut self,
+        networks: Vec<crate::model::scenario::networks::NetworkClass>,
+    ) -> Self {
+        self.networks = networks;
+        self
     }
 
     pub fn live(&self) -> MutexGuard<'_, LiveState> {

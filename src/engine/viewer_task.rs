@@ -6,7 +6,10 @@
 use super::browsers::{self, Browsers};
 use super::recorder::Record;
 use super::shared::Shared;
-use crate::model::rawdata::{SegmentCounts, ViewerEvent, ViewerEventKind, ViewerSample};
+use crate::model::rawdata::{
+    SegmentCounts, ViewerEvent, ViewerEventKind, ViewerNetwork, ViewerSample,
+};
+use crate::model::scenario::networks::ViewerAccess;
 use crate::model::scenario::ViewerPlan;
 use crate::target::PlayerStats;
 use crate::viewer::ViewerSlot;
@@ -105,6 +108,7 @@ async fn viewer_life(
         shared.fleet.session_placed(&mut slot, id).await;
     }
     events.emit(ViewerEventKind::SessionCreated, None, Some(&slot));
+    events.network(&slot);
     let outcome = drive(&viewer, vp, &slot, shared, permit, events).await;
     let session_id = viewer.session_id.clone();
     viewer.close().await;
@@ -159,6 +163,7 @@ async fn shared_life(
         }
     };
     events.emit(ViewerEventKind::SessionCreated, None, Some(&slot));
+    events.network(&slot);
     let outcome = match drive(&viewer, vp, &slot, shared, None, events).await {
         Drive::BrowserLost(detail) => Drive::Lost(entry.mark_lost(&detail)),
         Drive::Failed(reason) if entry.browser.is_gone() => Drive::Failed(entry.mark_lost(&reason)),
@@ -268,6 +273,7 @@ async fn drive(
     }
     let mut failed_reads = 0;
     let mut previous: Option<ViewerSample> = None;
+    let mut last_ice = None;
     let mut ticker = tokio::time::interval(shared.sampling_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -278,7 +284,13 @@ async fn drive(
         match viewer.read(target).await {
             Ok(stats) => {
                 failed_reads = 0;
-                let sample = to_sample(shared.rec.now(), vp.index, &stats);
+                let mut sample = to_sample(shared.rec.now(), vp.index, &stats);
+                // The connection list is written when it changed: it only grows.
+                if sample.ice.is_some() && sample.ice == last_ice {
+                    sample.ice = None;
+                } else if sample.ice.is_some() {
+                    last_ice = sample.ice.clone();
+                }
                 account(shared, previous.as_ref(), &sample);
                 events.set_stalled(!sample.playing);
                 {
@@ -390,6 +402,7 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
             by_height: c.by_height.clone(),
         }),
         video_track_off: s.video_track_off,
+        ice: s.ice.clone(),
     }
 }
 
@@ -397,6 +410,7 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
 pub(super) struct ViewerEvents {
     viewer: u32,
     p2p: bool,
+    access: ViewerAccess,
     shared: Arc<Shared>,
     /// The state as exported (`viewerfleet_viewers{state}`), which also knows `stalled`.
     exported: std::sync::Mutex<Option<&'static str>>,
@@ -407,9 +421,29 @@ impl ViewerEvents {
         Self {
             viewer: vp.index,
             p2p: vp.p2p,
+            access: vp.access,
             shared,
             exported: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Where this life of the viewer sits (`raw/viewer_networks.jsonl`).
+    fn network(&self, slot: &ViewerSlot) {
+        let class = self
+            .access
+            .class
+            .and_then(|k| self.shared.networks.get(k as usize));
+        let rec = &self.shared.rec;
+        rec.send(Record::Network(ViewerNetwork {
+            t: rec.now(),
+            viewer: self.viewer,
+            class: class.map(|c| c.name.clone()),
+            profile: class.and_then(|c| c.profile_name.clone()),
+            nat: self.access.nat,
+            stack: self.access.stack,
+            node: Some(slot.node.clone()),
+            addresses: slot.public_addresses.clone(),
+        }));
     }
 
     fn playing(&self, slot: &ViewerSlot, ttff_ms: f64) {

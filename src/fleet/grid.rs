@@ -230,10 +230,12 @@ impl Fleet for GridFleet {
                     .parse()
                     .unwrap_or_else(|_| "127.0.0.1:0".parse().expect("valid address")),
                 netns: Some(local.target_namespace.clone()),
+                internet: None,
             },
             _ => TargetPlacement {
                 listen: "127.0.0.1:0".parse().expect("valid address"),
                 netns: None,
+                internet: None,
             },
         }
     }
@@ -266,6 +268,7 @@ impl Fleet for GridFleet {
             extra_args,
             node: "grid".into(),
             address: None,
+            public_addresses: Vec::new(),
             // Wherever the Grid puts it, tc gives it this profile (then the browser only
             // adds what tc could not: latency without netem).
             shaping: SlotShaping {

@@ -60,6 +60,7 @@ impl Fleet for LocalFleet {
         TargetPlacement {
             listen: "127.0.0.1:0".parse().expect("valid address"),
             netns: None,
+            internet: None,
         }
     }
 
@@ -70,6 +71,7 @@ impl Fleet for LocalFleet {
             extra_args: vec!["--remote-debugging-pipe".into()],
             node: "local".into(),
             address: None,
+            public_addresses: Vec::new(),
             shaping: SlotShaping::NONE,
             viewers: 1,
         })

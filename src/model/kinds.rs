@@ -198,8 +198,10 @@ named_enum! {
 named_enum! {
     /// What stands between a viewer and the internet (README, "NAT types"): the slot's router
     /// (`grid/viewer-slots.sh --nat`), as RFC 4787 classifies its mapping and filtering.
+    #[derive(Default)]
     pub enum NatKind {
         /// A public address, reachable by anyone: the lab's upper bound.
+        #[default]
         None = "none",
         /// A home router: NAT44 with endpoint-independent mapping and address- and
         /// port-dependent filtering; an IPv6 firewall that drops unsolicited inbound traffic.

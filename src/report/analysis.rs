@@ -99,6 +99,7 @@ pub fn build(run: &RunData) -> RunReport {
         honesty,
     );
     summary.headroom = Some(headroom.headroom);
+    summary.connectivity = super::connectivity::analyse(run);
     RunReport {
         summary,
         name: run_name(run),
@@ -510,6 +511,7 @@ fn summary(
         qoe,
         headroom: None,
         honesty,
+        connectivity: None,
     }
 }
 

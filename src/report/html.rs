@@ -508,6 +508,9 @@ impl Renderer for HtmlRenderer {
         if let Some(h) = &s.headroom {
             headroom_section(&mut b, r, h);
         }
+        if let Some(c) = &s.connectivity {
+            super::connectivity::html_section(&mut b, c);
+        }
         per_viewer_section(&mut b, r);
         qoe_section(&mut b, r);
         b.push_str("<h2>Honesty</h2>\n");

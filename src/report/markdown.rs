@@ -80,6 +80,9 @@ impl Renderer for MarkdownRenderer {
         if let Some(h) = &s.headroom {
             headroom_section(&mut out, h);
         }
+        if let Some(c) = &s.connectivity {
+            super::connectivity::markdown_section(&mut out, c);
+        }
         out.push_str("## Quality of experience\n\n");
         bullets(&mut out, &prose::qoe_lines(s));
         if !s.qoe.failed.is_empty() {

@@ -9,6 +9,7 @@
 
 mod analysis;
 pub mod compare;
+pub mod connectivity;
 mod csv;
 pub mod headroom;
 pub mod honesty;

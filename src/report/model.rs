@@ -70,6 +70,10 @@ pub struct ReportSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom: Option<Headroom>,
     pub honesty: Honesty,
+    /// Who reached whom over P2P, by network class (runs that recorded their viewers'
+    /// networks or peer connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connectivity: Option<super::connectivity::Connectivity>,
 }
 
 impl ReportSummary {

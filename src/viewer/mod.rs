@@ -69,6 +69,9 @@ pub struct ViewerSlot {
     pub node: String,
     /// The viewer's own address, where it has one.
     pub address: Option<String>,
+    /// The addresses other viewers see it at (its IPv6, its NAT's public IPv4), where the
+    /// fleet knows them: how the report tells which class a peer belongs to.
+    pub public_addresses: Vec<String>,
     /// What the slot's kernel queues (tc) already apply below the browser.
     pub shaping: SlotShaping,
     /// Viewers whose browser runs in this slot (`viewers.per_browser`): they share its
@@ -542,6 +545,7 @@ mod tests {
             extra_args: vec!["--remote-debugging-pipe".into()],
             node: "local".into(),
             address: None,
+            public_addresses: Vec::new(),
             shaping: SlotShaping::NONE,
             viewers: 1,
         }

@@ -15,6 +15,7 @@ mod grid_node_loss;
 mod grid_refsite;
 mod headroom;
 mod ladder_local;
+mod nat_pairs;
 mod nat_types;
 mod netns_gc;
 mod netns_run;

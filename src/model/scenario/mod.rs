@@ -10,6 +10,7 @@
 mod browser;
 pub mod fleet;
 mod limits;
+pub mod networks;
 pub mod packing;
 mod plan;
 mod spec;
@@ -111,6 +112,9 @@ impl Overrides {
                 .chain(spec.viewers.alt_network.iter_mut().map(|a| &mut a.profile));
             for profile in profiles {
                 profile.apply = Some(apply);
+            }
+            for share in spec.viewers.networks.iter_mut().flatten() {
+                share.apply = Some(apply);
             }
         }
         Ok(())

@@ -78,6 +78,12 @@ pub struct ViewersSpec {
     /// Chromium (one WebDriver session); they share its address and link [default: 1].
     #[serde(default)]
     pub per_browser: Option<u32>,
+
+    // --- Internet swarms (README, "Internet swarms"): the mix of networks. ---
+    /// The viewers' networks, each a share of the swarm with its link profile, NAT and
+    /// address families; instead of `network` + `alt_network`.
+    #[serde(default)]
+    pub networks: Option<Vec<super::networks::NetworkShare>>,
 }
 
 /// `viewers.auto`: how far a headroom-governed ramp may go.
