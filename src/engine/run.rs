@@ -223,7 +223,8 @@ async fn run_with_fleet(
             fleet.start_policy().max_parallel,
             (plan.per_browser > 1).then(|| super::browsers::Browsers::new(plan)),
         )
-        .with_networks(plan.networks.clone()),
+        .with_networks(plan.networks.clone())
+        .with_churn(plan.churn.clone(), plan.viewers),
     );
     shared.metrics.viewers_requested.set(plan.viewers as i64);
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);

@@ -28,21 +28,55 @@ pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
         _ = tokio::time::sleep(vp.start_after) => {}
         _ = shared.run_end.cancelled() => return,
     }
-    let events = ViewerEvents::new(&vp, shared.clone());
+    let mut vp = vp;
+    let mut replaces = None;
+    // With churn, a viewer that leaves hands its place to a new one, in this same task.
+    while let Some(left) = one_viewer(&vp, replaces, &shared).await {
+        if shared.run_end.is_cancelled() || !shared.churn.as_ref().is_some_and(|c| c.replace) {
+            return;
+        }
+        replaces = Some(left.index);
+        vp = replacement(&left, &shared);
+    }
+}
+
+/// The viewer who arrives in place of `left`: a new index, at once, the same network class
+/// and P2P setting (so the mix stays as planned).
+fn replacement(left: &ViewerPlan, shared: &Shared) -> ViewerPlan {
+    let index = shared
+        .next_viewer
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ViewerPlan {
+        index,
+        start_after: Duration::ZERO,
+        browser: index,
+        ..left.clone()
+    }
+}
+
+/// One viewer, all its lives; `Some(itself)` when it left on its own (churn).
+async fn one_viewer(
+    vp: &ViewerPlan,
+    replaces: Option<u32>,
+    shared: &Arc<Shared>,
+) -> Option<ViewerPlan> {
+    let events = ViewerEvents::new(vp, shared.clone());
+    events.replaces(replaces);
     let policy = shared.fleet.start_policy();
     // One pass per life of the viewer: a viewer lost mid-run (its node died) is created
     // again when the fleet asks for it, as long as the run goes on.
     loop {
         let life = match &shared.browsers {
-            Some(browsers) => shared_life(&vp, &shared, &events, browsers).await,
-            None => viewer_life(&vp, &shared, &events, &policy).await,
+            Some(browsers) => shared_life(vp, shared, &events, browsers).await,
+            None => viewer_life(vp, shared, &events, &policy).await,
         };
         match life {
-            Life::Over => return,
+            Life::Over => return None,
+            Life::Left => return Some(vp.clone()),
             Life::Lost(reason, slot) => {
                 events.emit(ViewerEventKind::Lost, Some(reason), Some(&slot));
                 if !policy.recreate_lost || shared.run_end.is_cancelled() {
-                    return;
+                    return None;
                 }
             }
         }
@@ -52,6 +86,8 @@ pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
 enum Life {
     /// Ended for good (stopped, failed, or the run ended); already recorded.
     Over,
+    /// Left on its own before the end (churn); already recorded.
+    Left,
     /// Lost mid-run; the caller records it and may start a new life.
     Lost(String, ViewerSlot),
 }
@@ -67,7 +103,7 @@ async fn viewer_life(
         p = shared.starts.acquire() => p.ok(),
         _ = shared.run_end.cancelled() => return Life::Over,
     };
-    events.emit(ViewerEventKind::Creating, None, None);
+    events.creating();
     let mut slot = match shared.fleet.open_viewer(vp).await {
         Ok(slot) => slot,
         Err(err) => {
@@ -123,6 +159,8 @@ async fn viewer_life(
 fn ended(outcome: Drive, slot: ViewerSlot, events: &ViewerEvents) -> Life {
     match outcome {
         Drive::Finished => events.emit(ViewerEventKind::Stopped, None, Some(&slot)),
+        // Recorded when it left, before its session was closed.
+        Drive::Left => return Life::Left,
         Drive::Failed(reason) => events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot)),
         // `drive` turns a browser's loss into the browser's words before this.
         Drive::Lost(reason) | Drive::BrowserLost(reason) => return Life::Lost(reason, slot),
@@ -139,7 +177,7 @@ async fn shared_life(
     events: &ViewerEvents,
     browsers: &Browsers,
 ) -> Life {
-    events.emit(ViewerEventKind::Creating, None, None);
+    events.creating();
     let entry = match browsers.join(vp, shared, events).await {
         Ok(entry) => entry,
         Err(err) => {
@@ -233,6 +271,8 @@ where
 
 enum Drive {
     Finished,
+    /// Left on its own (churn); already recorded.
+    Left,
     Failed(String),
     Lost(String),
     /// The viewer's shared browser is gone (with every viewer in it).
@@ -276,10 +316,32 @@ async fn drive(
     let mut last_ice = None;
     let mut ticker = tokio::time::interval(shared.sampling_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // With churn, the viewer leaves once it has watched its drawn time.
+    let watch = shared.churn.as_ref().and_then(|c| c.watch_for(vp.index));
+    let leave_at = watch.map(|w| tokio::time::Instant::now() + w);
+    let leave = async {
+        match leave_at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(leave);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = shared.run_end.cancelled() => return Drive::Finished,
+            _ = &mut leave => {
+                let watched = watch.unwrap_or_default();
+                events.emit(
+                    ViewerEventKind::Left,
+                    Some(format!(
+                        "left after watching {:.1} s, as drawn (viewers.churn)",
+                        watched.as_secs_f64()
+                    )),
+                    Some(slot),
+                );
+                return Drive::Left;
+            }
         }
         match viewer.read(target).await {
             Ok(stats) => {
@@ -411,6 +473,8 @@ pub(super) struct ViewerEvents {
     viewer: u32,
     p2p: bool,
     access: ViewerAccess,
+    /// The viewer this one replaces (churn): named in its first `creating` event.
+    replaces: std::sync::Mutex<Option<u32>>,
     shared: Arc<Shared>,
     /// The state as exported (`viewerfleet_viewers{state}`), which also knows `stalled`.
     exported: std::sync::Mutex<Option<&'static str>>,
@@ -422,9 +486,25 @@ impl ViewerEvents {
             viewer: vp.index,
             p2p: vp.p2p,
             access: vp.access,
+            replaces: std::sync::Mutex::new(None),
             shared,
             exported: std::sync::Mutex::new(None),
         }
+    }
+
+    fn replaces(&self, viewer: Option<u32>) {
+        *self.replaces.lock().unwrap_or_else(|e| e.into_inner()) = viewer;
+    }
+
+    /// `creating`; a replacement's first says whom it replaces.
+    fn creating(&self) {
+        let replaces = self
+            .replaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let reason = replaces.map(|v| format!("replaces viewer {v}, who left (viewers.churn)"));
+        self.emit(ViewerEventKind::Creating, reason, None);
     }
 
     /// Where this life of the viewer sits (`raw/viewer_networks.jsonl`).
@@ -496,7 +576,7 @@ impl ViewerEvents {
             ViewerEventKind::Playing => "playing",
             ViewerEventKind::Failed => "failed",
             ViewerEventKind::Lost => "lost",
-            ViewerEventKind::Stopped => "stopped",
+            ViewerEventKind::Stopped | ViewerEventKind::Left => "stopped",
         };
         let current = *self.exported.lock().unwrap_or_else(|e| e.into_inner());
         if current != Some(state) {

@@ -107,6 +107,9 @@ named_enum! {
         Lost = "lost",
         /// Stopped cleanly at the end of the run.
         Stopped = "stopped",
+        /// Left the video on its own before the end (`viewers.churn`) and closed its tab and
+        /// session cleanly; `reason` says after how long.
+        Left = "left",
     }
 }
 
@@ -570,6 +573,9 @@ pub struct PlanSummary {
     /// then its maximum and the `ramp_settled` run event says how many it released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_cpu_below: Option<f64>,
+    /// `viewers.churn`, in words (absent without churn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub churn: Option<String>,
 }
 
 impl RunEvent {

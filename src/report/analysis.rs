@@ -100,6 +100,7 @@ pub fn build(run: &RunData) -> RunReport {
     );
     summary.headroom = Some(headroom.headroom);
     summary.connectivity = super::connectivity::analyse(run);
+    summary.churn = super::churn::analyse(run);
     RunReport {
         summary,
         name: run_name(run),
@@ -512,6 +513,7 @@ fn summary(
         headroom: None,
         honesty,
         connectivity: None,
+        churn: None,
     }
 }
 

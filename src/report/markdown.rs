@@ -80,6 +80,10 @@ impl Renderer for MarkdownRenderer {
         if let Some(h) = &s.headroom {
             headroom_section(&mut out, h);
         }
+        if let Some(c) = &s.churn {
+            out.push_str("## Churn: viewers who left and came\n\n");
+            bullets(&mut out, &super::churn::lines(c));
+        }
         if let Some(c) = &s.connectivity {
             super::connectivity::markdown_section(&mut out, c);
         }

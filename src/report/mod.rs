@@ -8,6 +8,7 @@
 //! `suite` put several runs side by side.
 
 mod analysis;
+pub mod churn;
 pub mod compare;
 pub mod connectivity;
 mod csv;

@@ -74,6 +74,9 @@ pub struct ReportSummary {
     /// networks or peer connections).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connectivity: Option<super::connectivity::Connectivity>,
+    /// Who left, who replaced them, who came late (runs with `viewers.churn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub churn: Option<super::churn::Churn>,
 }
 
 impl ReportSummary {

@@ -7,6 +7,7 @@
 mod support;
 
 mod calibrate_local;
+mod churn_run;
 mod cloud_grid;
 mod cloud_slots;
 mod grid_bench;

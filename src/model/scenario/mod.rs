@@ -8,6 +8,7 @@
 //! most 32 levels), so no file can make validation slow or endless.
 
 mod browser;
+pub mod churn;
 pub mod fleet;
 mod limits;
 pub mod networks;

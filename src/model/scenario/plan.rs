@@ -45,6 +45,8 @@ pub struct Plan {
     pub networks: Vec<NetworkClass>,
     /// `networks` came from the shorthand: no emulated internet, the fleet's usual addresses.
     pub networks_from_shorthand: bool,
+    /// `viewers.churn`: who leaves (and is replaced) and who joins late.
+    pub churn: Option<super::churn::ChurnPlan>,
 }
 
 /// A headroom-governed ramp: one browser (its `per_browser` viewers) at a time, each once
@@ -109,12 +111,13 @@ impl Plan {
         let browsers =
             super::packing::browser_of(self.viewers.saturating_sub(1), self.per_browser) + 1;
         let classes = self.browser_classes(browsers);
+        let late = self.late_arrivals();
         (0..self.viewers)
             .map(|index| {
-                let start_after = if self.viewers <= 1 {
-                    Duration::ZERO
-                } else {
-                    self.ramp.mul_f64(index as f64 / (self.viewers - 1) as f64)
+                let start_after = match late.get(&index) {
+                    Some(at) => *at,
+                    None if self.viewers <= 1 => Duration::ZERO,
+                    None => self.ramp.mul_f64(index as f64 / (self.viewers - 1) as f64),
                 };
                 let alt = matches!(self.alt_network, Some((share, _)) if picked(index, share));
                 let network = match self.alt_network {
@@ -143,6 +146,20 @@ impl Plan {
                     access,
                 }
             })
+            .collect()
+    }
+
+    /// With `viewers.churn.late_share`: the late viewers and when they arrive, spread
+    /// evenly from the ramp's end to three quarters of the run.
+    pub fn late_arrivals(&self) -> std::collections::BTreeMap<u32, Duration> {
+        let share = self.churn.as_ref().map_or(0.0, |c| c.late_share);
+        let late: Vec<u32> = (0..self.viewers).filter(|&i| picked(i, share)).collect();
+        let from = self.ramp;
+        let to = self.duration.mul_f64(0.75).max(from);
+        let n = late.len() as f64;
+        late.iter()
+            .enumerate()
+            .map(|(k, &i)| (i, from + (to - from).mul_f64((k as f64 + 1.0) / (n + 1.0))))
             .collect()
     }
 
@@ -197,8 +214,13 @@ impl Plan {
             RunClock::FromStart => "",
             RunClock::FromEveryFirstFrame { .. } => " (timeline from every viewer's first frame)",
         };
+        let churn = self
+            .churn
+            .as_ref()
+            .map(|c| format!("; {}", c.describe()))
+            .unwrap_or_default();
         format!(
-            "{} viewers{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}{clock}, fleet {}",
+            "{} viewers{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}{clock}, fleet {}{churn}",
             self.viewers,
             (self.p2p_off_share * 100.0).round(),
             self.target.kind,
@@ -282,6 +304,7 @@ pub(super) fn build(
     if let Some((_, n)) = &alt_network {
         check_tc_fleet(n, "viewers.alt_network.profile", &fleet, &check)?;
     }
+    let churn = churn(&check, &spec, overrides, per_browser, auto.is_some())?;
     let mut networks = network_mix(&check, &spec.viewers, &fleet)?;
     let networks_from_shorthand =
         networks.is_empty() && (spec.viewers.network.is_some() || alt_network.is_some());
@@ -349,7 +372,39 @@ pub(super) fn build(
         yaml,
         networks,
         networks_from_shorthand,
+        churn,
     })
+}
+
+/// `viewers.churn`, its durations stretched like the run's clock.
+fn churn(
+    check: &Checker,
+    spec: &ScenarioSpec,
+    overrides: &Overrides,
+    per_browser: u32,
+    auto: bool,
+) -> Result<Option<super::churn::ChurnPlan>, ScenarioError> {
+    let Some(churn) = &spec.viewers.churn else {
+        return Ok(None);
+    };
+    if per_browser > 1 {
+        return Err(check.err(
+            "viewers.churn",
+            "needs one viewer per browser (`per_browser: 1`): a leaving viewer closes its own browser and session".into(),
+        ));
+    }
+    if auto {
+        return Err(check.err(
+            "viewers.churn",
+            "cannot be combined with `count: auto`: the governed ramp sizes a swarm that stays; give a number".into(),
+        ));
+    }
+    let clock = Clock::new(check, spec, overrides)?;
+    let scale =
+        |field: &str, value: &str| clock.scaled(field, value).map_err(|e| (e.field, e.message));
+    super::churn::plan(churn, scale)
+        .map(Some)
+        .map_err(|(field, message)| check.err(&field, message))
 }
 
 /// The mix `network` + `alt_network` stand for: public viewers in one or two classes.

@@ -84,6 +84,9 @@ pub struct ViewersSpec {
     /// address families; instead of `network` + `alt_network`.
     #[serde(default)]
     pub networks: Option<Vec<super::networks::NetworkShare>>,
+    /// Viewers who leave and are replaced, and who join late (README, "Churn").
+    #[serde(default)]
+    pub churn: Option<super::churn::ChurnSpec>,
 }
 
 /// `viewers.auto`: how far a headroom-governed ramp may go.
