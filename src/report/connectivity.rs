@@ -145,12 +145,13 @@ pub fn build(
                 IceState::Connected => {
                     row.established += 1;
                     connected_viewers.insert(*viewer);
-                    let via = format!(
-                        "{}↔{} {}",
-                        link.local_type.as_deref().unwrap_or("?"),
-                        link.remote_type.as_deref().unwrap_or("?"),
-                        link.family.as_deref().unwrap_or("?")
-                    );
+                    // The page could not read the selected pair (closed too soon).
+                    let via = match (&link.local_type, &link.remote_type) {
+                        (Some(local), Some(remote)) => {
+                            format!("{local}↔{remote} {}", link.family.as_deref().unwrap_or("?"))
+                        }
+                        _ => "pair not read".to_string(),
+                    };
                     *row.via.entry(via).or_default() += 1;
                 }
                 IceState::Failed => row.failed += 1,
@@ -207,10 +208,33 @@ fn notes(
     nat_of: &BTreeMap<String, String>,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    let mut noted: BTreeSet<(String, String)> = BTreeSet::new();
     for p in pairs {
         if p.attempted == 0 || p.established > 0 || p.to == "unknown" {
             continue;
         }
+        // One sentence per pair of classes, with what both sides saw.
+        let key = if p.from <= p.to {
+            (p.from.clone(), p.to.clone())
+        } else {
+            (p.to.clone(), p.from.clone())
+        };
+        if !noted.insert(key) {
+            continue;
+        }
+        let back = pairs
+            .iter()
+            .find(|q| q.from == p.to && q.to == p.from && p.from != p.to);
+        if back.is_some_and(|q| q.established > 0) {
+            continue;
+        }
+        let (attempted, failed, pending) = back.map_or((p.attempted, p.failed, p.pending), |q| {
+            (
+                p.attempted + q.attempted,
+                p.failed + q.failed,
+                p.pending + q.pending,
+            )
+        });
         let nat = |c: &str| nat_of.get(c).map(String::as_str).unwrap_or("");
         let why = match (nat(&p.from), nat(&p.to)) {
             ("symmetric", "symmetric" | "home" | "cgnat")
@@ -222,9 +246,13 @@ fn notes(
             }
             _ => "",
         };
+        let who = if p.from == p.to {
+            format!("{} viewers never connected to each other", p.from)
+        } else {
+            format!("{} and {} viewers never connected", p.from, p.to)
+        };
         out.push(format!(
-            "{} viewers never connected to {} viewers over P2P ({} answered connection(s), {} failed, {} still checking){why}.",
-            p.from, p.to, p.attempted, p.failed, p.pending
+            "{who} over P2P ({attempted} answered connection(s) seen from both sides, {failed} failed, {pending} still checking){why}."
         ));
     }
     let isolated: Vec<String> = classes

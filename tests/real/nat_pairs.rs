@@ -127,8 +127,7 @@ fn two_viewers_behind_symmetric_nats_never_connect_without_turn_and_the_report_s
         .collect();
     assert!(
         notes.iter().any(
-            |n| n.contains("symmetric viewers never connected to symmetric viewers")
-                && n.contains("TURN")
+            |n| n.contains("symmetric viewers never connected to each other") && n.contains("TURN")
         ),
         "{notes:?}"
     );
