@@ -18,6 +18,54 @@ fn probe(ns: &str, server: SocketAddr) -> NatBehaviour {
         .unwrap_or_else(|err| panic!("probe from {ns} to {server}: {err}"))
 }
 
+/// Two sockets, one in each namespace: each asks STUN for its reflexive address, then both
+/// send to the other's for 3 s. Returns the datagrams each received from the other.
+fn hole_punch(a: &str, b: &str, stun: SocketAddr) -> (u32, u32) {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    let (to_b, from_a) = mpsc::channel::<SocketAddr>();
+    let (to_a, from_b) = mpsc::channel::<SocketAddr>();
+    let side = |ns: &str, tell: mpsc::Sender<SocketAddr>, hear: mpsc::Receiver<SocketAddr>| {
+        let ns = ns.to_string();
+        std::thread::spawn(move || {
+            run_in_netns(&ns, move || {
+                let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+                let reply = viewerfleet::stun::probe::ask(
+                    &socket,
+                    stun,
+                    viewerfleet::stun::Message::binding_request(),
+                    ProbeTiming::default(),
+                )
+                .unwrap()
+                .expect("a STUN answer");
+                tell.send(reply.mapped_address().unwrap()).unwrap();
+                let peer = hear.recv_timeout(Duration::from_secs(20)).unwrap();
+                socket
+                    .set_read_timeout(Some(Duration::from_millis(100)))
+                    .unwrap();
+                let mut got = 0u32;
+                let end = Instant::now() + Duration::from_secs(3);
+                let mut buf = [0u8; 64];
+                while Instant::now() < end {
+                    // One every 20 ms, as ICE paces its checks (no flood on a shared host).
+                    std::thread::sleep(Duration::from_millis(20));
+                    let _ = socket.send_to(b"punch", peer);
+                    if let Ok((n, _)) = socket.recv_from(&mut buf) {
+                        if &buf[..n] == b"punch" {
+                            got += 1;
+                        }
+                    }
+                }
+                got
+            })
+            .unwrap()
+        })
+    };
+    let ta = side(a, to_b, from_b);
+    let tb = side(b, to_a, from_a);
+    (ta.join().unwrap(), tb.join().unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_nat_type_is_classified_by_a_stun_probe_from_inside_its_slot() {
     let tag = format!("vfn{:04x}", std::process::id() & 0xffff);
@@ -156,6 +204,31 @@ async fn each_nat_type_is_classified_by_a_stun_probe_from_inside_its_slot() {
         })
         .unwrap();
         assert!(no_v6.is_err(), "an IPv4-only slot reached IPv6: {no_v6:?}");
+
+        // What ICE does with it: both sides learn their reflexive address from STUN, then send
+        // to each other's at once (hole punching). Endpoint-independent NATs on both sides let
+        // it through; a symmetric NAT does not; one CGN does not hairpin its own viewers.
+        let punch = |a: &viewerfleet::netns::SlotInfo, b: &viewerfleet::netns::SlotInfo| {
+            hole_punch(&a.name, &b.name, net.stun_v4)
+        };
+        let home_cgnat = punch(&home, &cgnat_a);
+        let home_symmetric = punch(&home, &symmetric);
+        let cgnat_cgnat = punch(&cgnat_a, &cgnat_b);
+        let none_home = punch(&none, &home);
+        println!(
+            "hole punching over IPv4, datagrams received each way in 3 s: home↔cgnat {home_cgnat:?}, home↔symmetric {home_symmetric:?}, cgnat↔cgnat behind one CGN {cgnat_cgnat:?}, none↔home {none_home:?}"
+        );
+        assert!(
+            home_cgnat.0 > 0 && home_cgnat.1 > 0,
+            "home and cgnat viewers should reach each other: {home_cgnat:?}"
+        );
+        assert!(none_home.0 > 0 && none_home.1 > 0, "{none_home:?}");
+        assert_eq!(
+            home_symmetric,
+            (0, 0),
+            "a symmetric NAT let a punched hole through"
+        );
+        assert_eq!(cgnat_cgnat, (0, 0), "the CGN hairpinned its own viewers");
 
         println!(
             "| slot NAT | family | mapping | filtering | local → seen by A1P1 / A2P1 / A2P2 |"
