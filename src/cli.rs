@@ -137,6 +137,10 @@ pub struct GridUpArgs {
     /// be repeated. Default: no quota, a node may use the whole machine.
     #[arg(long, value_name = "CORES[@NODE]")]
     pub node_cpus: Vec<String>,
+    /// Every viewer slot behind this NAT: none, home, cgnat or symmetric (README, "NAT
+    /// types"); the slots are then dual-stack and refsite runs a STUN server.
+    #[arg(long, default_value = "none")]
+    pub nat: String,
 }
 
 #[derive(Debug, Args)]

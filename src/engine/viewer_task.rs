@@ -519,7 +519,7 @@ impl ViewerEvents {
             viewer: self.viewer,
             class: class.map(|c| c.name.clone()),
             profile: class.and_then(|c| c.profile_name.clone()),
-            nat: self.access.nat,
+            nat: slot.nat.unwrap_or(self.access.nat),
             stack: self.access.stack,
             node: Some(slot.node.clone()),
             addresses: slot.public_addresses.clone(),

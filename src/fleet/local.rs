@@ -72,6 +72,7 @@ impl Fleet for LocalFleet {
             node: "local".into(),
             address: None,
             public_addresses: Vec::new(),
+            nat: Some(crate::model::kinds::NatKind::None),
             shaping: SlotShaping::NONE,
             viewers: 1,
         })

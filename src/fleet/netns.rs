@@ -262,7 +262,7 @@ impl Fleet for NetnsFleet {
                     .flatten()
                     .map(|ip| SocketAddr::new(ip, crate::stun::DEFAULT_PORT))
                     .collect(),
-                viewer_host: TARGET_HOST.to_string(),
+                viewer_host: Some(TARGET_HOST.to_string()),
             }
         });
         TargetPlacement {
@@ -334,6 +334,7 @@ impl Fleet for NetnsFleet {
                 .into_iter()
                 .chain(info.public_ipv4.map(|a| a.to_string()))
                 .collect(),
+            nat: Some(info.nat),
             shaping: SlotShaping {
                 rates: info.rate_shaped(),
                 latency: info.delay_applied(),

@@ -34,9 +34,9 @@ pub struct TargetInternet {
     pub also_listen: Vec<SocketAddr>,
     /// Where refsite runs its STUN Binding server, on the public side of every NAT.
     pub stun: Vec<SocketAddr>,
-    /// The host name viewers open the site at; each viewer's browser resolves it to an
-    /// address of a family its slot has.
-    pub viewer_host: String,
+    /// The host name viewers open the site at (each viewer's browser resolves it to an
+    /// address of a family its slot has); `None`: its IPv6 address, as without.
+    pub viewer_host: Option<String>,
 }
 
 /// A video platform as seen by one viewer and by the scraper.

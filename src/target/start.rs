@@ -210,8 +210,12 @@ async fn start_refsite(plan: &Plan, placement: &TargetPlacement) -> anyhow::Resu
         .with_context(|| format!("refsite serves no {} video", plan.target.video))?;
     // On an emulated internet viewers open the site by name (each resolves it to a family
     // its slot has); the controller still scrapes it at its own address.
-    let embed_url = match &placement.internet {
-        Some(internet) => viewer_url_by_name(&video.embed_url, &internet.viewer_host)?,
+    let embed_url = match placement
+        .internet
+        .as_ref()
+        .and_then(|i| i.viewer_host.as_deref())
+    {
+        Some(host) => viewer_url_by_name(&video.embed_url, host)?,
         None => video.embed_url.clone(),
     };
     let mut adapter = PeerTubeTarget::from_video_url(&embed_url, Some(ready.metrics_url.clone()))?;

@@ -118,6 +118,7 @@ async fn grid_vs_direct_chromedriver() {
         node: "local".into(),
         address: None,
         public_addresses: Vec::new(),
+        nat: None,
         shaping: SlotShaping::NONE,
         viewers: 1,
     };
@@ -133,6 +134,7 @@ async fn grid_vs_direct_chromedriver() {
         node: "grid".into(),
         address: None,
         public_addresses: Vec::new(),
+        nat: None,
         shaping: SlotShaping::NONE,
         viewers: 1,
     };

@@ -12,6 +12,7 @@ mod cloud_grid;
 mod cloud_slots;
 mod grid_bench;
 mod grid_local;
+mod grid_nat;
 mod grid_node_loss;
 mod grid_refsite;
 mod headroom;
