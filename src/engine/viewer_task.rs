@@ -30,7 +30,7 @@ pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
     }
     let mut vp = vp;
     let mut replaces = None;
-    // With churn, a viewer that leaves hands its place to a new one, in this same task.
+    // With churn, a viewer that leaves hands its place to a new one, here in the same loop.
     while let Some(left) = one_viewer(&vp, replaces, &shared).await {
         if shared.run_end.is_cancelled() || !shared.churn.as_ref().is_some_and(|c| c.replace) {
             return;
