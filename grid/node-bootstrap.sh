@@ -17,6 +17,8 @@
 #                             its upstreams (/run/systemd/resolve/resolv.conf)
 #   SLOT_NDP_PROXY=on|off     on: answer NDP for the slots on the uplink (needed when the
 #                             provider treats the /64 as on-link; harmless when routed)
+#   SLOT_NAT=none|home|cgnat|symmetric  each slot behind an emulated router (viewer-slots.sh
+#                             --nat; default none); SLOT_STACK=dual|ipv4|ipv6 its families
 #   LOAD_ENDPOINT=on|off      on: node-load.py on [node]:LOAD_PORT (9465) for CONTROLLER_IPS
 #   LOAD_CGROUP=PATH|none     its cgroup (default: the Grid service's on cgroup v2)
 # With slots up the Grid runs $LIB/slot-chromium.sh, which runs CHROME_BINARY in a free slot,
@@ -111,6 +113,8 @@ slots_up() {
     [ -z "${SLOT_DOWN_KBIT:-}" ] || set -- "$@" --down-kbit "$SLOT_DOWN_KBIT"
     [ -z "${SLOT_UP_KBIT:-}" ] || set -- "$@" --up-kbit "$SLOT_UP_KBIT"
     [ -z "${SLOT_DELAY_MS:-}" ] || set -- "$@" --delay-ms "$SLOT_DELAY_MS"
+    [ -z "${SLOT_NAT:-}" ] || set -- "$@" --nat "$SLOT_NAT"
+    [ -z "${SLOT_STACK:-}" ] || set -- "$@" --stack "$SLOT_STACK"
     log "node address $addr on $dev; viewer slots: $*"
     mkdir -p "${STATE%/*}"
     rm -f "$REPORT"
@@ -131,8 +135,9 @@ slots_up() {
         }
         END {
             d = f["down"]; gsub(/[^0-9]/, "", d); u = f["up"]; gsub(/[^0-9]/, "", u)
-            printf "{\"count\": %d, \"prefix\": \"%s\", \"down_kbit\": %d, \"up_kbit\": %d, \"delay\": \"%s\", \"ipv4\": %s}\n",
-                n, prefix, d, u, f["delay"], ("ipv4" in f) ? "true" : "false"
+            nat = ("nat" in f) ? f["nat"] : "none"
+            printf "{\"count\": %d, \"prefix\": \"%s\", \"down_kbit\": %d, \"up_kbit\": %d, \"delay\": \"%s\", \"ipv4\": %s, \"nat\": \"%s\"}\n",
+                n, prefix, d, u, f["delay"], ("ipv4" in f) ? "true" : "false", nat
         }' "$RUN/slots.out" >"$REPORT.new"
     mv "$REPORT.new" "$REPORT"
     log "$(wc -l <"$RUN/slots.out") viewer slots up in $prefix: $(cat "$REPORT")"

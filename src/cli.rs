@@ -157,6 +157,10 @@ pub struct GridUpArgs {
     /// be repeated. Default: no quota, a node may use the whole machine.
     #[arg(long, value_name = "CORES[@NODE]")]
     pub node_cpus: Vec<String>,
+    /// Every viewer slot behind this NAT: none, home, cgnat or symmetric (README, "NAT
+    /// types"); the slots are then dual-stack and refsite runs a STUN server.
+    #[arg(long, default_value = "none")]
+    pub nat: String,
 }
 
 #[derive(Debug, Args)]
@@ -238,6 +242,16 @@ pub struct RefsiteArgs {
     /// Length of the generated VOD video (e.g. 2m).
     #[arg(long, default_value = "2m")]
     pub vod_length: String,
+    /// Serve the same site on this address too (repeatable), e.g. its IPv4 beside its IPv6.
+    #[arg(long = "also-listen", value_name = "ADDR")]
+    pub also_listen: Vec<SocketAddr>,
+    /// Run a STUN Binding server (RFC 5389) on this address (repeatable), e.g. [fd00::2]:3478.
+    #[arg(long, value_name = "ADDR")]
+    pub stun: Vec<SocketAddr>,
+    /// STUN servers players get as `iceServers` (PeerTube's `webrtc.stun_servers`), e.g.
+    /// stun:stun.example.org:3478 [default: the --stun addresses; `none` for none].
+    #[arg(long = "stun-servers", value_delimiter = ',', value_name = "URLS")]
+    pub stun_servers: Vec<String>,
 }
 
 #[derive(Debug, Args)]

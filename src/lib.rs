@@ -17,6 +17,7 @@ pub mod model;
 pub mod netns;
 pub mod refsite;
 pub mod report;
+pub mod stun;
 pub mod suite;
 pub mod sys;
 pub mod target;

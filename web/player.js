@@ -75,7 +75,8 @@ const hls = new HlsWithP2P({
   p2p: {
     core: {
       announceTrackers: [trackerUrl],
-      rtcConfig: { iceServers: [] },
+      // As PeerTube's player: the instance's webrtc.stun_servers, one iceServer each.
+      rtcConfig: { iceServers: (cfg.stunServers || []).map((s) => ({ urls: s })) },
       swarmId: "refsite-" + cfg.videoId,
       isP2PDisabled: !p2pEnabled,
       // PeerTube's settings: a short high-demand window for live, the default for VOD.

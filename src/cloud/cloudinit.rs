@@ -102,7 +102,7 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
             "0644",
             &(env.join("\n") + "\n"),
         ),
-        compressed_file(&lib("node-bootstrap.sh"), "0755", BOOTSTRAP)?,
+        compressed_file(&lib("node-bootstrap.sh"), "0755", &shipped_shell(BOOTSTRAP))?,
     ];
     match role {
         Role::Hub => files.push(compressed_file(&lib("hub.toml"), "0644", HUB_TOML)?),
@@ -110,11 +110,15 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
             files.push(compressed_file(&lib("node.toml"), "0644", NODE_TOML)?);
             files.push(compressed_file(&lib("node-load.py"), "0755", NODE_LOAD)?);
             if let Some(script) = viewer_slots_script {
-                files.push(compressed_file(&lib("viewer-slots.sh"), "0755", script)?);
+                files.push(compressed_file(
+                    &lib("viewer-slots.sh"),
+                    "0755",
+                    &shipped_shell(script),
+                )?);
                 files.push(compressed_file(
                     &lib("slot-chromium.sh"),
                     "0755",
-                    SLOT_WRAPPER,
+                    &shipped_shell(SLOT_WRAPPER),
                 )?);
                 files.push(compressed_file(
                     &lib("viewerfleet-slots.service"),
@@ -174,6 +178,19 @@ fn plain_file(path: &str, perm: &str, content: &str) -> serde_json::Value {
     json!({"path": path, "owner": "root:root", "permissions": perm, "content": content})
 }
 
+/// A shell script as nodes get it: without its comment lines (the shebang kept). They
+/// explain the script to its readers in the repository; on a node they only take user-data
+/// space (Hetzner's 32 KiB). None of the shipped scripts has a heredoc line starting
+/// with `#` (checked by a test).
+pub fn shipped_shell(script: &str) -> String {
+    script
+        .lines()
+        .enumerate()
+        .filter(|(i, line)| *i == 0 || !line.trim_start().starts_with('#'))
+        .map(|(_, line)| format!("{line}\n"))
+        .collect()
+}
+
 fn compressed_file(path: &str, perm: &str, content: &str) -> Result<serde_json::Value, CloudError> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     gz.write_all(content.as_bytes())
@@ -230,10 +247,10 @@ mod tests {
                 .map(|(_, c)| c.as_str())
                 .unwrap_or_else(|| panic!("{name} not delivered"))
         };
-        assert_eq!(get("viewer-slots.sh"), script);
-        assert_eq!(get("slot-chromium.sh"), SLOT_WRAPPER);
+        assert_eq!(get("viewer-slots.sh"), shipped_shell(script));
+        assert_eq!(get("slot-chromium.sh"), shipped_shell(SLOT_WRAPPER));
         assert_eq!(get("viewerfleet-slots.service"), SLOTS_UNIT);
-        assert_eq!(get("node-bootstrap.sh"), BOOTSTRAP);
+        assert_eq!(get("node-bootstrap.sh"), shipped_shell(BOOTSTRAP));
         assert_eq!(get("node.toml"), NODE_TOML);
         assert_eq!(get("node-load.py"), NODE_LOAD);
         let env = &files[0];
@@ -249,6 +266,44 @@ mod tests {
         // Without a slot script: none of the slot files, the bootstrap runs without slots.
         let bare = delivered_files(&user_data(&node(), None).unwrap()).unwrap();
         assert!(!bare.iter().any(|(p, _)| p.contains("slot")), "{bare:?}");
+    }
+
+    #[test]
+    fn shipped_scripts_lose_only_comments_and_stay_valid() {
+        for script in [
+            include_str!("../../grid/viewer-slots.sh"),
+            BOOTSTRAP,
+            SLOT_WRAPPER,
+        ] {
+            let shipped = shipped_shell(script);
+            assert!(shipped.starts_with("#!"), "shebang kept");
+            assert!(shipped.len() < script.len());
+            let status = std::process::Command::new("bash")
+                .args(["-n", "-c", &shipped])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            // No heredoc holds a line starting with `#` (it would be cut).
+            let mut in_heredoc: Option<String> = None;
+            for line in script.lines() {
+                match &in_heredoc {
+                    Some(end) if line.trim() == end => in_heredoc = None,
+                    Some(_) => assert!(!line.trim_start().starts_with('#'), "{line}"),
+                    None => {
+                        if let Some(pos) = line.find("<<") {
+                            let word: String = line[pos + 2..]
+                                .trim_start_matches(['-', '\'', '"', '<'])
+                                .chars()
+                                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                                .collect();
+                            if !word.is_empty() {
+                                in_heredoc = Some(word);
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
             };
             opts.target_port = a.target_port;
             opts.node_cpus = NodeCpus::parse(&a.node_cpus)?;
+            opts.nat = a.nat.parse().map_err(|e| anyhow::anyhow!("--nat: {e}"))?;
             let shutdown = crate::sys::shutdown::Shutdown::new();
             shutdown.listen_for_signals()?;
             let cancel = CancellationToken::new();
@@ -76,6 +77,12 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
                 st.target_namespace,
                 st.target_origin()
             );
+            if !st.nat.is_empty() && st.nat != "none" {
+                println!(
+                    "every viewer slot is behind a {} NAT; the target is also at {} on the emulated internet and runs a STUN server",
+                    st.nat, st.target_ipv4
+                );
+            }
             println!("use it with `fleet: {{kind: grid, url: {}}}`; stop it with `viewerfleet grid down`", st.hub_url);
             Ok(Exit::Ok)
         }

@@ -27,6 +27,23 @@ pub fn config_from_args(args: &RefsiteArgs) -> Result<RefsiteConfig, RefsiteErro
             reason: "must be at least 6s (three segments)".into(),
         });
     }
+    config.also_listen = args.also_listen.clone();
+    config.stun = args.stun.clone();
+    config.stun_servers = match args.stun_servers.as_slice() {
+        [] => None,
+        [none] if none == "none" => Some(Vec::new()),
+        urls => {
+            if let Some(bad) = urls.iter().find(|u| {
+                !(u.starts_with("stun:") || u.starts_with("turn:") || u.starts_with("turns:"))
+            }) {
+                return Err(RefsiteError::Range {
+                    flag: "stun-servers",
+                    reason: format!("`{bad}` is not a stun:, turn: or turns: URL (e.g. stun:stun.example.org:3478)"),
+                });
+            }
+            Some(urls.to_vec())
+        }
+    };
     config.vod = false;
     config.live = false;
     for kind in &args.videos {

@@ -64,6 +64,7 @@ pub(super) fn write_manifest(
             max_failed_viewers: plan.max_failed_viewers,
             auto_cpu_below: plan.auto.map(|a| a.cpu_below),
             thresholds: plan.thresholds.iter().map(|t| t.text()).collect(),
+            churn: plan.churn.as_ref().map(|c| c.describe()),
         },
     };
     let json = serde_json::to_vec_pretty(&manifest)?;

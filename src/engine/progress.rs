@@ -121,7 +121,12 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
     let mut notes = Vec::new();
     let p2p_viewers = plan.viewer_plans().iter().filter(|v| v.p2p).count();
     if p2p_viewers >= 2 && started >= 2 && live.max_peers == 0 {
-        notes.push("warning: no P2P peer ever connected, so this run's P2P share is not a finding (check ICE candidates, the tracker, the fleet's network)".to_string());
+        if !plan.emulates_internet() {
+            notes.push("warning: no P2P peer ever connected, so this run's P2P share is not a finding (check ICE candidates, the tracker, the fleet's network)".to_string());
+        } else {
+            // Behind emulated NATs, peers that cannot reach each other are what is measured.
+            notes.push("no P2P peer ever connected: the report's connectivity section says whether the viewers' NATs kept them apart (answered connections that failed ICE) or something else did (no answered connection: the tracker or the fleet)".to_string());
+        }
     }
     notes.extend(failure_notes(&live.failures));
     // A governed ramp asked for what it released.

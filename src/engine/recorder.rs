@@ -3,7 +3,7 @@
 
 use crate::model::rawdata::{
     self, ExporterSample, HostSample, JsonlWriter, NodeSample, RunEvent, RunEventKind, ViewerEvent,
-    ViewerSample,
+    ViewerNetwork, ViewerSample,
 };
 use std::path::Path;
 use std::time::Instant;
@@ -17,6 +17,7 @@ pub enum Record {
     Exporter(ExporterSample),
     Host(HostSample),
     Node(NodeSample),
+    Network(ViewerNetwork),
 }
 
 /// Cheap handle for producers: stamps times relative to the run's start.
@@ -63,6 +64,7 @@ impl Recorder {
         let mut exporter = JsonlWriter::append(&run_dir.join(rawdata::EXPORTER_SAMPLES))?;
         let mut host = JsonlWriter::append(&run_dir.join(rawdata::HOST_SAMPLES))?;
         let mut node = JsonlWriter::append(&run_dir.join(rawdata::NODE_SAMPLES))?;
+        let mut networks = JsonlWriter::append(&run_dir.join(rawdata::VIEWER_NETWORKS))?;
         let (tx, mut rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             while let Some(record) = rx.recv().await {
@@ -73,6 +75,7 @@ impl Recorder {
                     Record::Exporter(r) => exporter.write(r),
                     Record::Host(r) => host.write(r),
                     Record::Node(r) => node.write(r),
+                    Record::Network(r) => networks.write(r),
                 };
                 if let Err(err) = result {
                     tracing::error!("writing raw data: {err}");

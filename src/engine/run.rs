@@ -267,17 +267,21 @@ async fn run_with_fleet(
         &viewer_url,
         started_wall,
     )?;
-    let shared = Arc::new(Shared::new(
-        rec.clone(),
-        ctx.metrics.clone(),
-        fleet.clone(),
-        target.clone(),
-        plan.sampling_interval,
-        ViewerTimeouts::default(),
-        plan.browser.clone(),
-        fleet.start_policy().max_parallel,
-        (plan.per_browser > 1).then(|| super::browsers::Browsers::new(plan)),
-    ));
+    let shared = Arc::new(
+        Shared::new(
+            rec.clone(),
+            ctx.metrics.clone(),
+            fleet.clone(),
+            target.clone(),
+            plan.sampling_interval,
+            ViewerTimeouts::default(),
+            plan.browser.clone(),
+            fleet.start_policy().max_parallel,
+            (plan.per_browser > 1).then(|| super::browsers::Browsers::new(plan)),
+        )
+        .with_networks(plan.networks.clone())
+        .with_churn(plan.churn.clone(), plan.viewers),
+    );
     shared.metrics.viewers_requested.set(plan.viewers as i64);
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);
     let mut background =

@@ -67,6 +67,12 @@ pub(super) struct Shared {
     pub starts: Semaphore,
     /// The shared browsers, with several viewers per browser; `None`: one each.
     pub browsers: Option<Browsers>,
+    /// The plan's network classes (`viewers.networks`), for each viewer's network record.
+    pub networks: Vec<crate::model::scenario::networks::NetworkClass>,
+    /// `viewers.churn`: how long each viewer watches, whether leavers are replaced.
+    pub churn: Option<crate::model::scenario::churn::ChurnPlan>,
+    /// The index the next replacement viewer gets (after the plan's viewers).
+    pub next_viewer: std::sync::atomic::AtomicU32,
 }
 
 impl Shared {
@@ -94,7 +100,30 @@ impl Shared {
             browser,
             starts: Semaphore::new(max_parallel_starts.max(1)),
             browsers,
+            networks: Vec::new(),
+            churn: None,
+            next_viewer: std::sync::atomic::AtomicU32::new(0),
         }
+    }
+
+    /// `viewers.churn`; replacements are numbered from `viewers` on.
+    pub fn with_churn(
+        mut self,
+        churn: Option<crate::model::scenario::churn::ChurnPlan>,
+        viewers: u32,
+    ) -> Self {
+        self.churn = churn;
+        self.next_viewer = std::sync::atomic::AtomicU32::new(viewers);
+        self
+    }
+
+    /// The plan's network classes (`viewers.networks`).
+    pub fn with_networks(
+        mut self,
+        networks: Vec<crate::model::scenario::networks::NetworkClass>,
+    ) -> Self {
+        self.networks = networks;
+        self
     }
 
     pub fn live(&self) -> MutexGuard<'_, LiveState> {

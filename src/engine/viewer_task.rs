@@ -6,7 +6,10 @@
 use super::browsers::{self, Browsers};
 use super::recorder::Record;
 use super::shared::Shared;
-use crate::model::rawdata::{SegmentCounts, ViewerEvent, ViewerEventKind, ViewerSample};
+use crate::model::rawdata::{
+    SegmentCounts, ViewerEvent, ViewerEventKind, ViewerNetwork, ViewerSample,
+};
+use crate::model::scenario::networks::ViewerAccess;
 use crate::model::scenario::ViewerPlan;
 use crate::target::PlayerStats;
 use crate::viewer::ViewerSlot;
@@ -31,20 +34,54 @@ pub(super) async fn viewer_task(vp: ViewerPlan, shared: Arc<Shared>) {
             return;
         }
     }
+    let mut vp = vp;
+    let mut events = events;
+    // With churn, a viewer that leaves hands its place to a new one, here in the same loop.
+    while let Some(left) = one_viewer(&vp, &events, &shared).await {
+        if shared.run_end.is_cancelled() || !shared.churn.as_ref().is_some_and(|c| c.replace) {
+            return;
+        }
+        vp = replacement(&left, &shared);
+        events = ViewerEvents::new(&vp, shared.clone(), shared.rec.now());
+        events.replaces(Some(left.index));
+    }
+}
+
+/// The viewer who arrives in place of `left`: a new index, at once, the same network class
+/// and P2P setting (so the mix stays as planned).
+fn replacement(left: &ViewerPlan, shared: &Shared) -> ViewerPlan {
+    let index = shared
+        .next_viewer
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ViewerPlan {
+        index,
+        start_after: Duration::ZERO,
+        browser: index,
+        ..left.clone()
+    }
+}
+
+/// One viewer, all its lives; `Some(itself)` when it left on its own (churn).
+async fn one_viewer(
+    vp: &ViewerPlan,
+    events: &ViewerEvents,
+    shared: &Arc<Shared>,
+) -> Option<ViewerPlan> {
     let policy = shared.fleet.start_policy();
     // One pass per life of the viewer: a viewer lost mid-run (its node died) is created
     // again when the fleet asks for it, as long as the run goes on.
     loop {
         let life = match &shared.browsers {
-            Some(browsers) => shared_life(&vp, &shared, &events, browsers).await,
-            None => viewer_life(&vp, &shared, &events, &policy).await,
+            Some(browsers) => shared_life(vp, shared, events, browsers).await,
+            None => viewer_life(vp, shared, events, &policy).await,
         };
         match life {
-            Life::Over => return,
+            Life::Over => return None,
+            Life::Left => return Some(vp.clone()),
             Life::Lost(reason, slot) => {
                 events.emit(ViewerEventKind::Lost, Some(reason), Some(&slot));
                 if !policy.recreate_lost || shared.run_end.is_cancelled() {
-                    return;
+                    return None;
                 }
             }
         }
@@ -93,6 +130,8 @@ impl NotStarted {
 enum Life {
     /// Ended for good (stopped, failed, or the run ended); already recorded.
     Over,
+    /// Left on its own before the end (churn); already recorded.
+    Left,
     /// Lost mid-run; the caller records it and may start a new life.
     Lost(String, ViewerSlot),
 }
@@ -113,7 +152,7 @@ async fn viewer_life(
         }
         p = shared.starts.acquire() => p.ok(),
     };
-    events.emit(ViewerEventKind::Creating, None, None);
+    events.creating();
     let mut slot = match shared.fleet.open_viewer(vp).await {
         Ok(slot) => slot,
         Err(err) => {
@@ -156,6 +195,7 @@ async fn viewer_life(
         shared.fleet.session_placed(&mut slot, id).await;
     }
     events.emit(ViewerEventKind::SessionCreated, None, Some(&slot));
+    events.network(&slot);
     let outcome = drive(&viewer, vp, &slot, shared, permit, events).await;
     let session_id = viewer.session_id.clone();
     viewer.close().await;
@@ -170,6 +210,8 @@ async fn viewer_life(
 fn ended(outcome: Drive, slot: ViewerSlot, events: &ViewerEvents) -> Life {
     match outcome {
         Drive::Finished => events.emit(ViewerEventKind::Stopped, None, Some(&slot)),
+        // Recorded when it left, before its session was closed.
+        Drive::Left => return Life::Left,
         Drive::Failed(reason) => events.emit(ViewerEventKind::Failed, Some(reason), Some(&slot)),
         Drive::Unstarted(stage) => events.not_started(stage, Some(&slot)),
         // `drive` turns a browser's loss into the browser's words before this.
@@ -187,7 +229,7 @@ async fn shared_life(
     events: &ViewerEvents,
     browsers: &Browsers,
 ) -> Life {
-    events.emit(ViewerEventKind::Creating, None, None);
+    events.creating();
     let entry = match browsers.join(vp, shared, events).await {
         Ok(entry) => entry,
         Err(err) => {
@@ -211,6 +253,7 @@ async fn shared_life(
         }
     };
     events.emit(ViewerEventKind::SessionCreated, None, Some(&slot));
+    events.network(&slot);
     let outcome = match drive(&viewer, vp, &slot, shared, None, events).await {
         Drive::BrowserLost(detail) => Drive::Lost(entry.mark_lost(&detail)),
         Drive::Failed(reason) if entry.browser.is_gone() => Drive::Failed(entry.mark_lost(&reason)),
@@ -318,6 +361,8 @@ enum Drive {
     Finished,
     /// The run ended before its first frame.
     Unstarted(NotStarted),
+    /// Left on its own (churn); already recorded.
+    Left,
     Failed(String),
     Lost(String),
     /// The viewer's shared browser is gone (with every viewer in it).
@@ -358,17 +403,46 @@ async fn drive(
     }
     let mut failed_reads = 0;
     let mut previous: Option<ViewerSample> = None;
+    let mut last_ice = None;
     let mut ticker = tokio::time::interval(shared.sampling_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // With churn, the viewer leaves once it has watched its drawn time.
+    let watch = shared.churn.as_ref().and_then(|c| c.watch_for(vp.index));
+    let leave_at = watch.map(|w| tokio::time::Instant::now() + w);
+    let leave = async {
+        match leave_at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(leave);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = shared.run_end.cancelled() => return Drive::Finished,
+            _ = &mut leave => {
+                let watched = watch.unwrap_or_default();
+                events.emit(
+                    ViewerEventKind::Left,
+                    Some(format!(
+                        "left after watching {:.1} s, as drawn (viewers.churn)",
+                        watched.as_secs_f64()
+                    )),
+                    Some(slot),
+                );
+                return Drive::Left;
+            }
         }
         match viewer.read(target).await {
             Ok(stats) => {
                 failed_reads = 0;
-                let sample = to_sample(shared.rec.now(), vp.index, &stats);
+                let mut sample = to_sample(shared.rec.now(), vp.index, &stats);
+                // The connection list is written when it changed: it only grows.
+                if sample.ice.is_some() && sample.ice == last_ice {
+                    sample.ice = None;
+                } else if sample.ice.is_some() {
+                    last_ice = sample.ice.clone();
+                }
                 account(shared, previous.as_ref(), &sample);
                 events.set_stalled(!sample.playing);
                 {
@@ -480,6 +554,7 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
             by_height: c.by_height.clone(),
         }),
         video_track_off: s.video_track_off,
+        ice: s.ice.clone(),
     }
 }
 
@@ -487,6 +562,9 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
 pub(super) struct ViewerEvents {
     viewer: u32,
     p2p: bool,
+    access: ViewerAccess,
+    /// The viewer this one replaces (churn): named in its first `creating` event.
+    replaces: std::sync::Mutex<Option<u32>>,
     shared: Arc<Shared>,
     /// When the plan asked for it; written on its first event.
     due_s: f64,
@@ -502,12 +580,48 @@ impl ViewerEvents {
         Self {
             viewer: vp.index,
             p2p: vp.p2p,
+            access: vp.access,
+            replaces: std::sync::Mutex::new(None),
             shared,
             due_s,
             announced: Default::default(),
             played: Default::default(),
             exported: std::sync::Mutex::new(None),
         }
+    }
+
+    fn replaces(&self, viewer: Option<u32>) {
+        *self.replaces.lock().unwrap_or_else(|e| e.into_inner()) = viewer;
+    }
+
+    /// `creating`; a replacement's first says whom it replaces.
+    fn creating(&self) {
+        let replaces = self
+            .replaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let reason = replaces.map(|v| format!("replaces viewer {v}, who left (viewers.churn)"));
+        self.emit(ViewerEventKind::Creating, reason, None);
+    }
+
+    /// Where this life of the viewer sits (`raw/viewer_networks.jsonl`).
+    fn network(&self, slot: &ViewerSlot) {
+        let class = self
+            .access
+            .class
+            .and_then(|k| self.shared.networks.get(k as usize));
+        let rec = &self.shared.rec;
+        rec.send(Record::Network(ViewerNetwork {
+            t: rec.now(),
+            viewer: self.viewer,
+            class: class.map(|c| c.name.clone()),
+            profile: class.and_then(|c| c.profile_name.clone()),
+            nat: slot.nat.unwrap_or(self.access.nat),
+            stack: self.access.stack,
+            node: Some(slot.node.clone()),
+            addresses: slot.public_addresses.clone(),
+        }));
     }
 
     fn playing(&self, slot: &ViewerSlot, ttff_ms: f64) {
@@ -572,7 +686,7 @@ impl ViewerEvents {
             ViewerEventKind::Playing => "playing",
             ViewerEventKind::Failed => "failed",
             ViewerEventKind::Lost => "lost",
-            ViewerEventKind::Stopped => "stopped",
+            ViewerEventKind::Stopped | ViewerEventKind::Left => "stopped",
         };
         let current = *self.exported.lock().unwrap_or_else(|e| e.into_inner());
         if current != Some(state) {

@@ -260,10 +260,12 @@ impl Fleet for GridFleet {
                     .parse()
                     .unwrap_or_else(|_| "127.0.0.1:0".parse().expect("valid address")),
                 netns: Some(local.target_namespace.clone()),
+                internet: local_internet(local),
             },
             _ => TargetPlacement {
                 listen: "127.0.0.1:0".parse().expect("valid address"),
                 netns: None,
+                internet: None,
             },
         }
     }
@@ -301,6 +303,8 @@ impl Fleet for GridFleet {
             extra_args,
             node: "grid".into(),
             address: None,
+            public_addresses: Vec::new(),
+            nat: None,
             // Wherever the Grid puts it, tc gives it this profile (then the browser only
             // adds what tc could not: latency without netem).
             shaping: SlotShaping {
@@ -332,14 +336,15 @@ impl Fleet for GridFleet {
         {
             // A node that joined after the start and does not shape its slots: a `tc`
             // profile cannot be applied there (the viewer says so and fails).
-            if self
-                .placement
-                .slots_of(&hub, &node)
-                .await
+            let slots = self.placement.slots_of(&hub, &node).await;
+            if slots
+                .as_ref()
                 .is_some_and(|r| !r.as_ref().is_some_and(NodeSlots::rate_shaped))
             {
                 slot.shaping = SlotShaping::NONE;
             }
+            // The NAT its node's slots are behind, as the node says (`viewerfleet:slots`).
+            slot.nat = slots.flatten().map(|r| r.nat.parse().unwrap_or_default());
             slot.node = node;
         }
     }
@@ -642,6 +647,32 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
         }
     }
     lines
+}
+
+/// A local Grid whose slots sit behind NATs (`grid up --local --nat`): refsite also serves
+/// its IPv4 address and runs a STUN server on both, so viewers gather server-reflexive
+/// candidates; they open it at its IPv6 address as ever (the slots are dual-stack).
+fn local_internet(
+    local: &crate::grid::local_state::LocalGridState,
+) -> Option<crate::target::TargetInternet> {
+    if local.nat.is_empty() || local.nat == "none" {
+        return None;
+    }
+    let port = local.target_port;
+    let v6: Option<std::net::IpAddr> = local.target_address.parse().ok();
+    let v4: Option<std::net::IpAddr> = local.target_ipv4.parse().ok();
+    Some(crate::target::TargetInternet {
+        also_listen: v4
+            .map(|ip| std::net::SocketAddr::new(ip, port))
+            .into_iter()
+            .collect(),
+        stun: [v6, v4]
+            .into_iter()
+            .flatten()
+            .map(|ip| std::net::SocketAddr::new(ip, crate::stun::DEFAULT_PORT))
+            .collect(),
+        viewer_host: None,
+    })
 }
 
 #[cfg(test)]

@@ -115,6 +115,7 @@ impl Fleet for HcloudFleet {
         TargetPlacement {
             listen: std::net::SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
             netns: None,
+            internet: None,
         }
     }
 

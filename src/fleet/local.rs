@@ -60,6 +60,7 @@ impl Fleet for LocalFleet {
         TargetPlacement {
             listen: "127.0.0.1:0".parse().expect("valid address"),
             netns: None,
+            internet: None,
         }
     }
 
@@ -70,6 +71,8 @@ impl Fleet for LocalFleet {
             extra_args: vec!["--remote-debugging-pipe".into()],
             node: "local".into(),
             address: None,
+            public_addresses: Vec::new(),
+            nat: Some(crate::model::kinds::NatKind::None),
             shaping: SlotShaping::NONE,
             viewers: 1,
         })

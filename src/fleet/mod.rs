@@ -34,10 +34,9 @@ pub struct ThrottlingSummary {
 
 /// `tc_text`: how this fleet's slots apply tc (None when it has no slots).
 pub fn throttling(plan: &Plan, tc_text: Option<&str>) -> ThrottlingSummary {
-    let profiles: Vec<&NetworkProfile> = plan
-        .network
+    let all = plan.all_profiles();
+    let profiles: Vec<&NetworkProfile> = all
         .iter()
-        .chain(plan.alt_network.iter().map(|(_, p)| p))
         .filter(|p| p.download_kbps.is_some() || p.upload_kbps.is_some() || p.latency_ms.is_some())
         .collect();
     // Unset on a fleet whose slots shape (a Grid's fleet-best): tc; else the 2023 conditions.
@@ -75,7 +74,7 @@ pub fn throttling(plan: &Plan, tc_text: Option<&str>) -> ThrottlingSummary {
         ),
     };
     let text = if mixed {
-        format!("{text} (the alternative network profile uses another mode)")
+        format!("{text} (another network profile of the plan uses another mode)")
     } else {
         text
     };
@@ -96,6 +95,9 @@ pub fn link_plan(plan: &Plan) -> Plan {
     links.alt_network = plan
         .alt_network
         .map(|(share, p)| (share, link_profile(&p, plan.per_browser)));
+    for class in &mut links.networks {
+        class.profile = class.profile.map(|p| link_profile(&p, plan.per_browser));
+    }
     links
 }
 

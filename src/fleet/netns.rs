@@ -14,7 +14,9 @@ use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
 use crate::netns::gc::OWNER_DIR;
 use crate::netns::preflight::HostTools;
 use crate::netns::wrapper::{slot_chromium_args, write_chromium_wrapper};
-use crate::netns::{check_host, Shaping, SlotInfo, SlotNetwork, SystemHostEnv};
+use crate::netns::{
+    check_host, Shaping, SlotAccess, SlotInfo, SlotNetwork, SystemHostEnv, EMULATED_PUBLIC_IPV4,
+};
 use anyhow::Context;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -24,7 +26,13 @@ use std::sync::Mutex;
 
 use super::chromedriver::{self, ChromeDriver};
 use super::{Fleet, TargetPlacement};
+use crate::model::kinds::IpStack;
+use crate::target::TargetInternet;
 use crate::viewer::{SlotShaping, ViewerSlot};
+
+/// The name viewers open the target at on the emulated internet (`.test`: reserved, RFC
+/// 2606); each browser maps it to an address with `--host-resolver-rules`.
+pub const TARGET_HOST: &str = "target.viewerfleet.test";
 
 /// The tc shaping a viewer gets: none when the profile asks for browser throttling only.
 pub fn tc_shaping(profile: Option<&NetworkProfile>) -> Shaping {
@@ -59,6 +67,8 @@ pub struct NetnsFleet {
     chromium: PathBuf,
     server: SlotInfo,
     target_port: u16,
+    /// The emulated internet (`viewers.networks`): see `NetnsFleetPlan::internet`.
+    internet: bool,
     netem: bool,
     dir: tempfile::TempDir,
     chromedriver: std::sync::Arc<ChromeDriver>,
@@ -80,14 +90,19 @@ impl NetnsFleet {
             .prefix
             .clone()
             .unwrap_or_else(|| format!("fd76:6600:{tag:x}::/64"));
-        let net = SlotNetwork::new(
+        let mut net = SlotNetwork::new(
             &prefix,
             &name_prefix,
             tools.bash.clone(),
             Some(std::process::id()),
         )?;
+        let mut server_access = SlotAccess::default();
+        if spec.internet {
+            net = net.with_ipv4(EMULATED_PUBLIC_IPV4);
+            server_access.stack = Some(IpStack::Dual);
+        }
         let server = net
-            .up(0, 1, Shaping::default())
+            .up_with(0, 1, Shaping::default(), server_access)
             .await
             .context("cannot make the target's namespace")?
             .remove(0);
@@ -113,15 +128,46 @@ impl NetnsFleet {
             chromium,
             server,
             target_port: spec.target_port,
+            internet: spec.internet,
             chromedriver: std::sync::Arc::new(chromedriver),
             open: Mutex::new(BTreeMap::new()),
             shut: AtomicBool::new(false),
         })
     }
 
-    /// `http://[addr]:port`, the origin viewers treat as secure.
+    /// The target namespace's IPv6 address (it always has one).
+    fn server_address(&self) -> std::net::Ipv6Addr {
+        self.server.address.unwrap_or_else(|| self.net.address(0))
+    }
+
+    /// `http://[addr]:port` (on the emulated internet `http://<TARGET_HOST>:port`), the
+    /// origin viewers treat as secure.
     pub fn target_origin(&self) -> String {
-        format!("http://[{}]:{}", self.server.address, self.target_port)
+        if self.internet {
+            format!("http://{TARGET_HOST}:{}", self.target_port)
+        } else {
+            format!("http://[{}]:{}", self.server_address(), self.target_port)
+        }
+    }
+
+    /// Chromium arguments for a browser in `slot`: the target's origin treated as secure
+    /// and, on the emulated internet, the target's name resolved to an address of a family
+    /// the slot has (as a dual-stack resolver would prefer IPv6).
+    fn browser_args(&self, slot: &SlotInfo) -> anyhow::Result<Vec<String>> {
+        let mut args = slot_chromium_args(&self.target_origin());
+        if self.internet {
+            let reach = slot
+                .reaches(self.server.address, self.server.ipv4)
+                .with_context(|| {
+                    format!("slot {} has no address family the target has", slot.name)
+                })?;
+            let host = match reach {
+                IpAddr::V6(v6) => format!("[{v6}]"),
+                IpAddr::V4(v4) => v4.to_string(),
+            };
+            args.push(format!("--host-resolver-rules=MAP {TARGET_HOST} {host}"));
+        }
+        Ok(args)
     }
 
     /// The slot prefix (e.g. `fd76:6600:1a2b::/64`) and name prefix (e.g. `vf1a2b-`).
@@ -170,20 +216,20 @@ impl Fleet for NetnsFleet {
     fn description(&self, plan: &Plan) -> FleetDescription {
         let t = super::throttling(plan, Some(&self.describe_tc()));
         let tc = t.mode == Some(Throttling::Tc);
-        let profiles: Vec<&NetworkProfile> = plan
-            .network
-            .iter()
-            .chain(plan.alt_network.iter().map(|(_, p)| p))
-            .collect();
+        let profiles = plan.all_profiles();
         let who = if plan.per_browser > 1 {
             "browser (with its viewers)"
         } else {
             "viewer"
         };
-        let mut notes = vec![format!(
-            "Each {who} runs in its own network namespace with its own IPv6 address from {}; the target runs in namespace {} at [{}]",
-            self.net.prefix(), self.server.name, self.server.address
-        )];
+        let mut notes = if self.internet {
+            internet_notes(plan, who, &self.net, &self.server)
+        } else {
+            vec![format!(
+                "Each {who} runs in its own network namespace with its own IPv6 address from {}; the target runs in namespace {} at [{}]",
+                self.net.prefix(), self.server.name, self.server_address()
+            )]
+        };
         if tc && !self.netem && profiles.iter().any(|p| p.latency_ms.is_some()) {
             notes.push(
                 "latency_ms was not applied by tc (this kernel has no netem qdisc): it was applied to HTTP and WebSocket requests in the browser instead, so WebRTC ran without it".to_string(),
@@ -203,9 +249,26 @@ impl Fleet for NetnsFleet {
     }
 
     fn target_placement(&self) -> TargetPlacement {
+        let v6 = IpAddr::V6(self.server_address());
+        let internet = self.internet.then(|| {
+            let v4 = self.server.ipv4.map(IpAddr::V4);
+            TargetInternet {
+                also_listen: v4
+                    .map(|ip| SocketAddr::new(ip, self.target_port))
+                    .into_iter()
+                    .collect(),
+                stun: [Some(v6), v4]
+                    .into_iter()
+                    .flatten()
+                    .map(|ip| SocketAddr::new(ip, crate::stun::DEFAULT_PORT))
+                    .collect(),
+                viewer_host: Some(TARGET_HOST.to_string()),
+            }
+        });
         TargetPlacement {
-            listen: SocketAddr::new(IpAddr::V6(self.server.address), self.target_port),
+            listen: SocketAddr::new(v6, self.target_port),
             netns: Some(self.server.name.clone()),
+            internet,
         }
     }
 
@@ -231,9 +294,17 @@ impl Fleet for NetnsFleet {
         }
         let index = browser.index + 1;
         let shaping = browser_shaping(&browser.viewers);
+        let access = match (self.internet, browser.viewers.first()) {
+            (true, Some(first)) => SlotAccess {
+                nat: first.access.nat,
+                stack: Some(first.access.stack.unwrap_or(IpStack::Dual)),
+                alternate: false,
+            },
+            _ => SlotAccess::default(),
+        };
         let info = self
             .net
-            .up(index, 1, shaping)
+            .up_with(index, 1, shaping, access)
             .await
             .with_context(|| format!("{who}: cannot make its slot"))?
             .remove(0);
@@ -251,9 +322,19 @@ impl Fleet for NetnsFleet {
         Ok(ViewerSlot {
             webdriver_url: self.chromedriver.url(),
             chrome_binary: Some(wrapper.to_string_lossy().into_owned()),
-            extra_args: slot_chromium_args(&self.target_origin()),
+            extra_args: self.browser_args(&info)?,
             node: info.name.clone(),
-            address: Some(info.address.to_string()),
+            address: info
+                .address
+                .map(|a| a.to_string())
+                .or(info.ipv4.map(|a| a.to_string())),
+            public_addresses: info
+                .address
+                .map(|a| a.to_string())
+                .into_iter()
+                .chain(info.public_ipv4.map(|a| a.to_string()))
+                .collect(),
+            nat: Some(info.nat),
             shaping: SlotShaping {
                 rates: info.rate_shaped(),
                 latency: info.delay_applied(),
@@ -301,6 +382,40 @@ impl Fleet for NetnsFleet {
             None => Ok(()),
         }
     }
+}
+
+/// What the emulated internet was: its address space, where the target and its STUN server
+/// were, each class's NAT and families, and what is not emulated.
+fn internet_notes(plan: &Plan, who: &str, net: &SlotNetwork, server: &SlotInfo) -> Vec<String> {
+    let mut notes = vec![format!(
+        "Emulated internet: each {who} runs in its own network namespace; the bridge carries IPv6 {} and the public IPv4 {}; the target (and its STUN server, port {}) runs in namespace {} at [{}] and {}, and viewers open it as {TARGET_HOST}, each over IPv6 where its slot has it, else IPv4. No TURN relay was offered.",
+        net.prefix(),
+        net.ipv4().unwrap_or("-"),
+        crate::stun::DEFAULT_PORT,
+        server.name,
+        server.address.map(|a| a.to_string()).unwrap_or_default(),
+        server.ipv4.map(|a| a.to_string()).unwrap_or_default(),
+    )];
+    for class in plan.networks.iter().filter(|_| plan.emulates_internet()) {
+        let nat = match class.nat {
+            crate::model::kinds::NatKind::None => "public addresses".to_string(),
+            crate::model::kinds::NatKind::Home => "each behind its own home router (NAT44: endpoint-independent mapping, address- and port-dependent filtering; IPv6 stateful firewall)".to_string(),
+            crate::model::kinds::NatKind::Symmetric => "each behind a symmetric NAT (a new port per destination; address- and port-dependent filtering; IPv6 stateful firewall)".to_string(),
+            crate::model::kinds::NatKind::Cgnat => "each behind a home router whose WAN sits behind one carrier-grade NAT shared by the class's viewers (no hairpinning)".to_string(),
+        };
+        notes.push(format!(
+            "Class {} ({:.0}% of the browsers): {nat}, {}",
+            class.name,
+            class.share * 100.0,
+            match class.stack {
+                IpStack::Dual => "IPv4 and IPv6",
+                IpStack::Ipv4 => "IPv4 only",
+                IpStack::Ipv6 => "IPv6 only",
+            }
+        ));
+    }
+    notes.push("Not emulated: jitter and packet loss (this kernel has no netem; tbf drops only when its queue is full).".to_string());
+    notes
 }
 
 /// Tries a netem qdisc on the target namespace's loopback.
@@ -364,6 +479,7 @@ mod tests {
                 apply: Some(apply),
             }),
             browser: 0,
+            access: Default::default(),
         };
         let four: Vec<ViewerPlan> = (0..4).map(|i| viewer(i, Throttling::Tc)).collect();
         assert_eq!(

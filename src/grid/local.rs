@@ -32,7 +32,7 @@ use super::load::NODE_LOAD_SCRIPT;
 use super::local_state::{self, LocalGridState, NodeState};
 use super::selenium::{JarError, JarLookup, JarOrigin};
 use super::NodeSlots;
-use crate::netns::{check_host, Shaping, SlotInfo, SlotNetwork, SystemHostEnv};
+use crate::netns::{check_host, Shaping, SlotAccess, SlotInfo, SlotNetwork, SystemHostEnv};
 use crate::sys::cgroup::{self, CpuCgroup};
 use crate::sys::process;
 use anyhow::Context;
@@ -76,6 +76,10 @@ pub struct LocalGridOptions {
     pub slots_as_namespaces: bool,
     /// CPU quota of the nodes, in cores (`--node-cpus`); none: a node may use the machine.
     pub node_cpus: NodeCpus,
+    /// Every viewer slot behind this NAT type (`--nat`; README, "NAT types"); with one, the
+    /// bridge also carries the emulated public IPv4 range, the slots are dual-stack, and
+    /// refsite runs a STUN server beside the site.
+    pub nat: crate::model::kinds::NatKind,
 }
 
 /// CPU quotas of a local Grid's nodes, in cores: one for every node, and overrides for
@@ -143,6 +147,7 @@ impl LocalGridOptions {
             ready_timeout: Duration::from_secs(300),
             slots_as_namespaces: true,
             node_cpus: NodeCpus::default(),
+            nat: crate::model::kinds::NatKind::None,
         }
     }
 }
@@ -291,7 +296,8 @@ pub fn slots_report(prefix: &str, applied: &[SlotInfo]) -> NodeSlots {
             down_kbit: kbit(&first.down),
             up_kbit: kbit(&first.up),
             delay: first.delay.clone(),
-            ipv4: false,
+            ipv4: first.ipv4.is_some(),
+            nat: first.nat.to_string(),
             reason: String::new(),
         },
     }
@@ -453,12 +459,15 @@ async fn bring_up(
     st.hub_pgid = Some(hub);
     local_state::save(&opts.state_file, st)?;
     // The hub's PID owns the slots: once it is gone, `gc --local` may remove them.
-    let net = SlotNetwork::new(
+    let mut net = SlotNetwork::new(
         &st.prefix,
         &st.name_prefix,
         files.tools.bash.clone(),
         Some(hub),
     )?;
+    if opts.nat != crate::model::kinds::NatKind::None {
+        net = net.with_ipv4(crate::netns::EMULATED_PUBLIC_IPV4);
+    }
     let reports = if opts.slots_as_namespaces {
         make_slots(opts, &net, st, cancel).await?
     } else {
@@ -524,13 +533,31 @@ async fn make_slots(
     st: &mut LocalGridState,
     cancel: &CancellationToken,
 ) -> anyhow::Result<Vec<NodeSlots>> {
+    // Behind NATs the target and the slots are dual-stack: browsers reach the target over
+    // IPv6, and each other over either family.
+    let (target_access, slot_access) = match opts.nat {
+        crate::model::kinds::NatKind::None => (SlotAccess::default(), SlotAccess::default()),
+        nat => (
+            SlotAccess {
+                stack: Some(crate::model::kinds::IpStack::Dual),
+                ..SlotAccess::default()
+            },
+            SlotAccess {
+                nat,
+                stack: Some(crate::model::kinds::IpStack::Dual),
+                alternate: false,
+            },
+        ),
+    };
     let target = net
-        .up(0, 1, Shaping::default())
+        .up_with(0, 1, Shaping::default(), target_access)
         .await
         .context("making the target's namespace")?
         .remove(0);
     st.target_namespace = target.name.clone();
-    st.target_address = target.address.to_string();
+    st.target_address = target.address.map(|a| a.to_string()).unwrap_or_default();
+    st.target_ipv4 = target.ipv4.map(|a| a.to_string()).unwrap_or_default();
+    st.nat = opts.nat.to_string();
     local_state::save(&opts.state_file, st)?;
     let mut reports = Vec::new();
     for n in 1..=opts.nodes {
@@ -543,7 +570,7 @@ async fn make_slots(
         });
         local_state::save(&opts.state_file, st)?;
         let applied = tokio::select! {
-            r = net.up(first, opts.slots, opts.shaping) => {
+            r = net.up_with(first, opts.slots, opts.shaping, slot_access) => {
                 r.with_context(|| format!("making the viewer slots of node {n}"))?
             }
             _ = cancel.cancelled() => anyhow::bail!("interrupted"),
@@ -1035,11 +1062,17 @@ mod tests {
         let slot = |i: u32, down: &str| SlotInfo {
             index: i,
             name: format!("vfg1-{i}"),
-            address: "fd00::2".parse().unwrap(),
+            address: Some("fd00::2".parse().unwrap()),
             host_veth: format!("vfg1-{i}h"),
             down: down.into(),
             up: "none".into(),
             delay: "not-applied(netem-missing)".into(),
+            ipv4: None,
+            public_ipv4: None,
+            nat: crate::model::kinds::NatKind::None,
+            stack: crate::model::kinds::IpStack::Ipv6,
+            alt_ipv4: None,
+            alt_address: None,
         };
         let r = slots_report(
             "fd00::/64",

@@ -23,6 +23,12 @@ pub struct LocalGridState {
     /// Namespace of the target (refsite), slot index 0, and its address.
     pub target_namespace: String,
     pub target_address: String,
+    /// The target's IPv4 address on the emulated internet (with `--nat`), else empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target_ipv4: String,
+    /// The viewer slots' NAT type (`--nat`), empty for public slots.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub nat: String,
     /// Port the target listens on inside its namespace.
     pub target_port: u16,
     pub nodes: Vec<NodeState>,

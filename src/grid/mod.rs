@@ -74,6 +74,10 @@ pub struct NodeSlots {
     /// The slots have IPv4 too (NAT44 through the node).
     #[serde(default)]
     pub ipv4: bool,
+    /// The NAT type each slot is behind (`none`, `home`, `cgnat`, `symmetric`; empty from
+    /// nodes of earlier versions: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub nat: String,
     /// Why there are no slots.
     #[serde(default)]
     pub reason: String,
@@ -109,8 +113,12 @@ impl NodeSlots {
                 k.to_string()
             }
         };
+        let nat = match self.nat.as_str() {
+            "" | "none" => String::new(),
+            nat => format!(", each behind a {nat} NAT"),
+        };
         format!(
-            "{} viewer slots in {}, tc {}/{} kbit/s down/up, delay {}{}",
+            "{} viewer slots in {}, tc {}/{} kbit/s down/up, delay {}{}{nat}",
             self.count,
             self.prefix,
             rate(self.down_kbit),

@@ -195,6 +195,46 @@ named_enum! {
     }
 }
 
+named_enum! {
+    /// What stands between a viewer and the internet (README, "NAT types"): the slot's router
+    /// (`grid/viewer-slots.sh --nat`), as RFC 4787 classifies its mapping and filtering.
+    #[derive(Default)]
+    pub enum NatKind {
+        /// A public address, reachable by anyone: the lab's upper bound.
+        #[default]
+        None = "none",
+        /// A home router: NAT44 with endpoint-independent mapping and address- and
+        /// port-dependent filtering; an IPv6 firewall that drops unsolicited inbound traffic.
+        Home = "home",
+        /// A home router behind a carrier-grade NAT shared by many viewers.
+        Cgnat = "cgnat",
+        /// Endpoint-dependent mapping: a new external port for every destination.
+        Symmetric = "symmetric",
+    }
+}
+
+named_enum! {
+    /// The address families a viewer has.
+    pub enum IpStack {
+        /// IPv4 and IPv6.
+        Dual = "dual",
+        /// IPv4 only.
+        Ipv4 = "ipv4",
+        /// IPv6 only.
+        Ipv6 = "ipv6",
+    }
+}
+
+impl IpStack {
+    pub fn has_ipv4(self) -> bool {
+        matches!(self, IpStack::Dual | IpStack::Ipv4)
+    }
+
+    pub fn has_ipv6(self) -> bool {
+        matches!(self, IpStack::Dual | IpStack::Ipv6)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,8 @@ pub const VIEWER_SAMPLES: &str = "raw/viewer_samples.jsonl";
 pub const EXPORTER_SAMPLES: &str = "raw/exporter_samples.jsonl";
 pub const HOST_SAMPLES: &str = "raw/host_samples.jsonl";
 pub const NODE_SAMPLES: &str = "raw/node_samples.jsonl";
+/// Where each viewer sits on the (emulated) internet: its class, NAT and addresses.
+pub const VIEWER_NETWORKS: &str = "raw/viewer_networks.jsonl";
 pub const MANIFEST: &str = "manifest.json";
 pub const SCENARIO_COPY: &str = "scenario.yaml";
 
@@ -110,6 +112,9 @@ named_enum! {
         Lost = "lost",
         /// Stopped cleanly at the end of the run.
         Stopped = "stopped",
+        /// Left the video on its own before the end (`viewers.churn`) and closed its tab and
+        /// session cleanly; `reason` says after how long.
+        Left = "left",
     }
 }
 
@@ -153,6 +158,78 @@ pub struct ViewerSample {
     /// where the browser does not expose video tracks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub video_track_off: Option<bool>,
+    /// The page's P2P connections and how ICE fared with each (the connectivity table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ice: Option<IceLinks>,
+}
+
+/// The page's WebRTC peer connections that got an answer (so their peer is known), as the
+/// probe followed them since the page opened (the latest few hundred).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IceLinks {
+    pub links: Vec<IceLink>,
+}
+
+named_enum! {
+    /// How far ICE got on one peer connection.
+    pub enum IceState {
+        /// Checking, not connected yet.
+        Pending = "pending",
+        /// Connected (a candidate pair was selected).
+        Connected = "connected",
+        /// Failed, or closed before it ever connected.
+        Failed = "failed",
+    }
+}
+
+/// One peer connection, from the page that made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IceLink {
+    /// When it got its remote description, seconds after the page opened.
+    pub at_s: f64,
+    pub state: IceState,
+    /// The remote's candidate addresses, from its description or trickled.
+    #[serde(default)]
+    pub remote: Vec<String>,
+    /// The selected pair, once connected: candidate types (`host`, `srflx`, `prflx`,
+    /// `relay`), address family (`ipv4`, `ipv6`), transport and the remote's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_address: Option<String>,
+    /// Seconds from the answer to the connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connected_after_s: Option<f64>,
+}
+
+/// Where one viewer (one life of it) sits: written when its session exists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewerNetwork {
+    pub t: f64,
+    pub viewer: u32,
+    /// Its class of `viewers.networks` (absent without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// The link profile's library name, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub nat: crate::model::kinds::NatKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<crate::model::kinds::IpStack>,
+    /// Its slot, node or browser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The addresses other viewers see it at (IPv6, its NAT's public IPv4).
+    #[serde(default)]
+    pub addresses: Vec<String>,
 }
 
 /// A player's media-segment requests, cumulative since the page opened.
@@ -505,6 +582,9 @@ pub struct PlanSummary {
     /// manifests of older versions and of scenarios without thresholds).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<crate::model::scenario::ThresholdText>,
+    /// `viewers.churn`, in words (absent without churn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub churn: Option<String>,
 }
 
 impl RunEvent {

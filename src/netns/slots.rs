@@ -3,7 +3,8 @@
 //! prefix and a count into namespaces, veths, addresses, routes and qdiscs.
 
 use super::NetnsError;
-use std::net::Ipv6Addr;
+use crate::model::kinds::{IpStack, NatKind};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 /// The slot script, as shipped in `grid/`.
@@ -24,13 +25,34 @@ impl Shaping {
     }
 }
 
+/// How a slot reaches the emulated internet (`viewer-slots.sh --nat --stack --alternate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotAccess {
+    pub nat: NatKind,
+    /// `None`: the script's default (dual with an IPv4 segment, else IPv6 only).
+    pub stack: Option<IpStack>,
+    /// A second address on a public slot, for a STUN server's changed address.
+    pub alternate: bool,
+}
+
+impl Default for SlotAccess {
+    fn default() -> Self {
+        Self {
+            nat: NatKind::None,
+            stack: None,
+            alternate: false,
+        }
+    }
+}
+
 /// What the script set up for one slot, as it reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotInfo {
     pub index: u32,
     /// Namespace name.
     pub name: String,
-    pub address: Ipv6Addr,
+    /// The slot's IPv6 address; `None` for an IPv4-only slot.
+    pub address: Option<Ipv6Addr>,
     /// The bridge-side veth (download qdisc).
     pub host_veth: String,
     /// Download shaping, e.g. `tbf:2000kbit` or `none`.
@@ -39,6 +61,15 @@ pub struct SlotInfo {
     pub up: String,
     /// Delay, e.g. `netem:250ms`, `none` or `not-applied(netem-missing)`.
     pub delay: String,
+    /// The slot's own IPv4 address (behind a NAT: its LAN address).
+    pub ipv4: Option<Ipv4Addr>,
+    /// The IPv4 address the internet sees it as (its router's, or the CGN's).
+    pub public_ipv4: Option<Ipv4Addr>,
+    pub nat: NatKind,
+    pub stack: IpStack,
+    /// A public slot's second addresses (`--alternate`).
+    pub alt_ipv4: Option<Ipv4Addr>,
+    pub alt_address: Option<Ipv6Addr>,
 }
 
 impl SlotInfo {
@@ -54,10 +85,30 @@ impl SlotInfo {
 
     /// One line for logs and the report.
     pub fn describe(&self) -> String {
+        let address = match (self.address, self.ipv4) {
+            (Some(v6), Some(v4)) => format!("{v6}, {v4}"),
+            (Some(v6), None) => v6.to_string(),
+            (None, Some(v4)) => v4.to_string(),
+            (None, None) => "no address".into(),
+        };
+        let nat = match (self.nat, self.public_ipv4) {
+            (NatKind::None, _) => String::new(),
+            (nat, Some(public)) => format!(" nat={nat} (as {public})"),
+            (nat, None) => format!(" nat={nat}"),
+        };
         format!(
-            "{} [{}] down={} up={} delay={}",
-            self.name, self.address, self.down, self.up, self.delay
+            "{} [{address}] down={} up={} delay={}{nat}",
+            self.name, self.down, self.up, self.delay
         )
+    }
+
+    /// Where a browser in this slot reaches a server at `v6`/`v4`: IPv6 when the slot has it.
+    pub fn reaches(&self, v6: Option<Ipv6Addr>, v4: Option<Ipv4Addr>) -> Option<std::net::IpAddr> {
+        match (self.stack.has_ipv6(), v6, self.stack.has_ipv4(), v4) {
+            (true, Some(v6), _, _) => Some(v6.into()),
+            (_, _, true, Some(v4)) => Some(v4.into()),
+            _ => None,
+        }
     }
 }
 
@@ -69,7 +120,13 @@ pub struct SlotNetwork {
     name_prefix: String,
     bash: PathBuf,
     owner: Option<u32>,
+    /// The bridge's IPv4 segment (`--ipv4`), if the slots have IPv4.
+    ipv4: Option<String>,
 }
+
+/// The emulated internet's public IPv4 segment: RFC 2544's benchmarking range, which no
+/// real network routes. Slot i is 198.18.0.(i+2); the CGN is 198.19.255.254.
+pub const EMULATED_PUBLIC_IPV4: &str = "198.18.0.0/15";
 
 impl SlotNetwork {
     /// `prefix` like `fd00:5f::/64` (ends in `::`, /48../112); `name_prefix` like `vf1a2b-`.
@@ -97,7 +154,18 @@ impl SlotNetwork {
             name_prefix: name_prefix.to_string(),
             bash,
             owner,
+            ipv4: None,
         })
+    }
+
+    /// Gives the slots IPv4 on `cidr` (the bridge's segment, e.g. [`EMULATED_PUBLIC_IPV4`]).
+    pub fn with_ipv4(mut self, cidr: &str) -> Self {
+        self.ipv4 = Some(cidr.to_string());
+        self
+    }
+
+    pub fn ipv4(&self) -> Option<&str> {
+        self.ipv4.as_deref()
     }
 
     pub fn name_prefix(&self) -> &str {
@@ -125,7 +193,29 @@ impl SlotNetwork {
         count: u32,
         shaping: Shaping,
     ) -> Result<Vec<SlotInfo>, NetnsError> {
+        self.up_with(first, count, shaping, SlotAccess::default())
+            .await
+    }
+
+    /// `up`, behind the NAT and with the address families `access` names.
+    pub async fn up_with(
+        &self,
+        first: u32,
+        count: u32,
+        shaping: Shaping,
+        access: SlotAccess,
+    ) -> Result<Vec<SlotInfo>, NetnsError> {
         let mut args = self.range_args("up", first, count);
+        if let Some(cidr) = &self.ipv4 {
+            args.extend(["--ipv4".to_string(), cidr.clone()]);
+        }
+        args.extend(["--nat".to_string(), access.nat.to_string()]);
+        if let Some(stack) = access.stack {
+            args.extend(["--stack".to_string(), stack.to_string()]);
+        }
+        if access.alternate {
+            args.push("--alternate".into());
+        }
         for (flag, value) in [
             ("--down-kbit", shaping.down_kbit),
             ("--up-kbit", shaping.up_kbit),
@@ -210,7 +300,8 @@ fn check_output(action: &str, output: std::process::Output) -> Result<String, Ne
     })
 }
 
-/// Parses one `SLOT name=.. index=.. address=.. host_veth=.. down=.. up=.. delay=..` line.
+/// Parses one `SLOT name=.. index=.. address=.. host_veth=.. down=.. up=.. delay=..
+/// [ipv4=..] [nat=.. stack=..] [public_ipv4=..] [alt_ipv4=..] [alt_address=..]` line.
 fn parse_slot_line(line: &str) -> Option<SlotInfo> {
     let rest = line.strip_prefix("SLOT ")?;
     let field = |key: &str| {
@@ -218,14 +309,33 @@ fn parse_slot_line(line: &str) -> Option<SlotInfo> {
             .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
             .map(str::to_string)
     };
+    fn parsed<T: std::str::FromStr>(value: Option<String>) -> Option<T> {
+        value.and_then(|v| v.parse().ok())
+    }
+    let address = match field("address")?.as_str() {
+        "none" => None,
+        text => Some(text.parse().ok()?),
+    };
+    let ipv4: Option<Ipv4Addr> = parsed(field("ipv4"));
+    let default_stack = match (address.is_some(), ipv4.is_some()) {
+        (true, true) => IpStack::Dual,
+        (false, true) => IpStack::Ipv4,
+        _ => IpStack::Ipv6,
+    };
     Some(SlotInfo {
         index: field("index")?.parse().ok()?,
         name: field("name")?,
-        address: field("address")?.parse().ok()?,
+        address,
         host_veth: field("host_veth")?,
         down: field("down")?,
         up: field("up")?,
         delay: field("delay")?,
+        ipv4,
+        public_ipv4: parsed(field("public_ipv4")).or(ipv4),
+        nat: parsed(field("nat")).unwrap_or(NatKind::None),
+        stack: parsed(field("stack")).unwrap_or(default_stack),
+        alt_ipv4: parsed(field("alt_ipv4")),
+        alt_address: parsed(field("alt_address")),
     })
 }
 
@@ -249,7 +359,20 @@ mod tests {
         assert_eq!(slot.name, "vf-1");
         assert_eq!(slot.up, "tbf:300kbit");
         assert!(slot.rate_shaped());
+        assert_eq!((slot.nat, slot.stack), (NatKind::None, IpStack::Ipv6));
         assert_eq!(parse_slot_line("something else"), None);
+        let line = "SLOT name=vf-2 index=2 address=none host_veth=vf-2h down=none up=none delay=none ipv4=192.168.1.2 nat=symmetric stack=ipv4 public_ipv4=198.18.0.4";
+        let slot = parse_slot_line(line).unwrap();
+        assert_eq!(slot.address, None);
+        assert_eq!(slot.nat, NatKind::Symmetric);
+        assert_eq!(slot.public_ipv4, Some("198.18.0.4".parse().unwrap()));
+        assert_eq!(
+            slot.reaches(
+                Some("fd00::2".parse().unwrap()),
+                Some("198.18.0.2".parse().unwrap())
+            ),
+            Some("198.18.0.2".parse().unwrap())
+        );
     }
 
     #[test]

@@ -59,6 +59,13 @@ pub struct RefsiteConfig {
     pub vod_length: Duration,
     /// Tracker tuning.
     pub tracker: tracker::TrackerConfig,
+    /// Further addresses to serve the same site on (e.g. its IPv4 beside its IPv6).
+    pub also_listen: Vec<SocketAddr>,
+    /// Where to run a STUN Binding server (RFC 5389), as on a PeerTube instance's public side.
+    pub stun: Vec<SocketAddr>,
+    /// The STUN servers handed to players, as PeerTube's `webrtc.stun_servers`
+    /// (`stun:host:port`) [default: one per `stun` address; none without].
+    pub stun_servers: Option<Vec<String>>,
 }
 
 impl RefsiteConfig {
@@ -79,6 +86,9 @@ impl RefsiteConfig {
             live: true,
             vod_length: Duration::from_secs(120),
             tracker: tracker::TrackerConfig::default(),
+            also_listen: Vec::new(),
+            stun: Vec::new(),
+            stun_servers: None,
         }
     }
 }
@@ -100,6 +110,11 @@ pub enum RefsiteError {
     Range { flag: &'static str, reason: String },
     #[error("front-end files missing: {0} not found; run `make web-deps` (cd web && npm ci --ignore-scripts) or point --web / VIEWERFLEET_WEB at the web/ folder")]
     WebDeps(PathBuf),
+    #[error("cannot run the STUN server on {addr} (choose another with --stun): {source}")]
+    Stun {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot listen on {addr} (choose another with --listen): {source}")]
     Bind {
         addr: SocketAddr,
@@ -226,6 +241,29 @@ pub async fn start(
     let cancel = cancel.child_token();
     // Listening first: a taken port fails before any media is made.
     let (listener, addr) = bind(config.listen).await?;
+    let mut more_listeners = Vec::new();
+    for extra in &config.also_listen {
+        more_listeners.push(bind(*extra).await?.0);
+    }
+    let mut stun_sockets = Vec::new();
+    for addr in &config.stun {
+        let bound = crate::stun::server::bind(crate::stun::server::StunAddresses {
+            primary: *addr,
+            alternate: None,
+        })
+        .map_err(|source| RefsiteError::Stun {
+            addr: *addr,
+            source,
+        })?;
+        stun_sockets.push(bound);
+    }
+    let stun_servers = config.stun_servers.clone().unwrap_or_else(|| {
+        stun_sockets
+            .iter()
+            .flat_map(|b| b.local_addrs())
+            .map(|a| format!("stun:{a}"))
+            .collect()
+    });
 
     let mut videos = Vec::new();
     let mut tasks = Vec::new();
@@ -250,6 +288,13 @@ pub async fn start(
     }
 
     let stats = Arc::new(stats::SiteStats::default());
+    for bound in stun_sockets {
+        tasks.push(tokio::spawn(crate::stun::server::serve(
+            bound,
+            stats.stun.clone(),
+            cancel.clone(),
+        )));
+    }
     let tracker = Arc::new(tracker::Tracker::new(config.tracker.clone(), stats.clone()));
     tasks.push(spawn_expiry(
         tracker.clone(),
@@ -272,8 +317,16 @@ pub async fn start(
         web: config.web.clone(),
         metrics_interval: config.metrics_interval,
         cancel: cancel.clone(),
+        stun_servers: Arc::new(stun_servers),
     };
     let app = routes::app(state);
+    for extra in more_listeners {
+        tasks.push(tokio::spawn(serve::serve(
+            extra,
+            app.clone(),
+            cancel.clone(),
+        )));
+    }
     tasks.push(tokio::spawn(serve::serve(listener, app, cancel.clone())));
 
     Ok(RefsiteHandle {

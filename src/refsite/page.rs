@@ -34,7 +34,11 @@ pub fn servable_web_path(path: &str) -> Option<&'static str> {
 }
 
 /// The settings the page's script reads from `<script id="refsite-config">`.
-fn page_config(video: &Video, metrics_interval: Duration) -> serde_json::Value {
+fn page_config(
+    video: &Video,
+    metrics_interval: Duration,
+    stun_servers: &[String],
+) -> serde_json::Value {
     serde_json::json!({
         "videoId": video.id,
         "isLive": video.kind == VideoKind::Live,
@@ -44,6 +48,8 @@ fn page_config(video: &Video, metrics_interval: Duration) -> serde_json::Value {
         "metricsIntervalMs": metrics_interval.as_millis() as u64,
         // PeerTube's player does not know a live stream's frame rate.
         "fps": if video.kind == VideoKind::Vod { Some(FPS) } else { None },
+        // PeerTube's player: rtcConfig.iceServers = stunServers.map(s => ({ urls: s })).
+        "stunServers": stun_servers,
     })
 }
 
@@ -52,11 +58,12 @@ pub async fn embed_html(
     web: &super::web::WebFiles,
     video: &Video,
     metrics_interval: Duration,
+    stun_servers: &[String],
 ) -> std::io::Result<String> {
     let template = String::from_utf8(web.read("embed.html").await?.into_owned())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     // `<` escaped so the JSON cannot close the script element.
-    let config = page_config(video, metrics_interval)
+    let config = page_config(video, metrics_interval, stun_servers)
         .to_string()
         .replace('<', "\\u003c");
     Ok(template.replace("{{CONFIG}}", &config).replace(

@@ -1,6 +1,7 @@
 //! HTTP routes of refsite, PeerTube's paths where PeerTube has one:
 //! `/videos/embed/<uuid>` (player page), `/static/streaming-playlists/hls/<uuid>/…` (HLS),
-//! `/api/v1/metrics/playback` (players' reports), `/metrics` (Prometheus), `/tracker/socket`
+//! `/api/v1/metrics/playback` (players' reports), `/api/v1/config` (the STUN servers players
+//! get, as PeerTube's `webrtc.stunServers`), `/metrics` (Prometheus), `/tracker/socket`
 //! (WebTorrent tracker), plus `/` (index), `/api/v1/videos` (JSON list) and `/web/…` (the
 //! player's JavaScript from `web/`). `app` builds the router without a socket, for tests.
 
@@ -33,6 +34,8 @@ pub struct AppState {
     pub web: super::web::WebFiles,
     pub metrics_interval: Duration,
     pub cancel: CancellationToken,
+    /// PeerTube's `webrtc.stun_servers`: what players get as `iceServers`.
+    pub stun_servers: Arc<Vec<String>>,
 }
 
 impl AppState {
@@ -51,6 +54,7 @@ pub fn app(state: AppState) -> Router {
         .route("/static/streaming-playlists/hls/{id}/{*path}", get(media))
         .route("/api/v1/metrics/playback", post(playback))
         .route("/api/v1/videos", get(video_list))
+        .route("/api/v1/config", get(server_config))
         .route("/metrics", get(metrics))
         .route("/tracker/socket", get(tracker_socket))
         .layer(axum::middleware::from_fn_with_state(
@@ -139,7 +143,14 @@ async fn embed(State(state): State<AppState>, Path(id): Path<String>) -> Respons
     let Some(video) = state.video(&id) else {
         return not_found(format!("no video {id}; see / for the list"));
     };
-    match page::embed_html(&state.web, video, state.metrics_interval).await {
+    match page::embed_html(
+        &state.web,
+        video,
+        state.metrics_interval,
+        &state.stun_servers,
+    )
+    .await
+    {
         Ok(html) => counted(
             &state,
             Bytes::from(html),
@@ -150,6 +161,14 @@ async fn embed(State(state): State<AppState>, Path(id): Path<String>) -> Respons
         ),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
+}
+
+/// PeerTube's server configuration, the part a player reads: `webrtc.stunServers`.
+async fn server_config(State(state): State<AppState>) -> Response {
+    axum::Json(serde_json::json!({
+        "webrtc": { "stunServers": *state.stun_servers },
+    }))
+    .into_response()
 }
 
 async fn web_file(State(state): State<AppState>, Path(path): Path<String>) -> Response {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What an HTTP response carried, for `refsite_origin_sent_bytes_total{kind}` and
 /// `refsite_http_requests_total{kind}`.
@@ -103,6 +103,8 @@ pub struct SiteStats {
     pub tracker_swarms: AtomicU64,
     playback_reports: AtomicU64,
     playback_rejected: AtomicU64,
+    /// The STUN Binding server's figures (when refsite runs one).
+    pub stun: Arc<crate::stun::server::StunStats>,
 }
 
 /// Label value used for bytes that belong to no video (front-end files, index page).
@@ -324,7 +326,7 @@ impl SiteStats {
 
     /// Tracker, viewers and playback-report counts.
     fn render_scalars(&self, out: &mut String) {
-        let scalars: [(&str, &str, &str, u64); 6] = [
+        let scalars: [(&str, &str, &str, u64); 7] = [
             (
                 "refsite_tracker_peers",
                 "gauge",
@@ -360,6 +362,12 @@ impl SiteStats {
                 "counter",
                 "Playback-metrics reports rejected with a 400.",
                 self.playback_rejected.load(Ordering::Relaxed),
+            ),
+            (
+                "refsite_stun_binding_responses_total",
+                "counter",
+                "STUN Binding requests answered with the client's reflexive address.",
+                self.stun.answered.load(Ordering::Relaxed),
             ),
         ];
         for (name, kind, help, value) in scalars {

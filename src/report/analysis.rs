@@ -110,6 +110,8 @@ pub fn build(run: &RunData) -> RunReport {
     summary.arrival = arrival;
     // Judged last, from the figures above: what `report.json` says is what was judged.
     summary.thresholds = super::thresholds::evaluate(&plan.thresholds, &summary);
+    summary.connectivity = super::connectivity::analyse(run);
+    summary.churn = super::churn::analyse(run);
     RunReport {
         summary,
         name: run_name(run),
@@ -523,6 +525,8 @@ fn summary(
         arrival: None,
         honesty,
         thresholds: Vec::new(),
+        connectivity: None,
+        churn: None,
     }
 }
 

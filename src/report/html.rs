@@ -549,6 +549,13 @@ impl Renderer for HtmlRenderer {
         if let Some(h) = &s.headroom {
             headroom_section(&mut b, r, h);
         }
+        if let Some(c) = &s.churn {
+            b.push_str("<h2>Churn: viewers who left and came</h2>\n");
+            list(&mut b, &super::churn::lines(c));
+        }
+        if let Some(c) = &s.connectivity {
+            super::connectivity::html_section(&mut b, c);
+        }
         per_viewer_section(&mut b, r);
         if let Some(a) = &s.arrival {
             arrival_section(&mut b, r, a);

@@ -99,6 +99,13 @@ impl Renderer for MarkdownRenderer {
             out.push_str(&render::arrival_table(a).markdown());
             out.push('\n');
         }
+        if let Some(c) = &s.churn {
+            out.push_str("## Churn: viewers who left and came\n\n");
+            bullets(&mut out, &super::churn::lines(c));
+        }
+        if let Some(c) = &s.connectivity {
+            super::connectivity::markdown_section(&mut out, c);
+        }
         out.push_str("## Quality of experience\n\n");
         bullets(&mut out, &prose::qoe_lines(s));
         if !s.qoe.failed.is_empty() {

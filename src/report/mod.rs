@@ -10,7 +10,9 @@
 
 mod analysis;
 pub mod arrival;
+pub mod churn;
 pub mod compare;
+pub mod connectivity;
 pub mod cost;
 mod csv;
 pub mod headroom;

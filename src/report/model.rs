@@ -83,6 +83,13 @@ pub struct ReportSummary {
     /// scenario has none): metric, condition, value, pass.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<super::thresholds::ThresholdResult>,
+    /// Who reached whom over P2P, by network class (runs that recorded their viewers'
+    /// networks or peer connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connectivity: Option<super::connectivity::Connectivity>,
+    /// Who left, who replaced them, who came late (runs with `viewers.churn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub churn: Option<super::churn::Churn>,
 }
 
 impl ReportSummary {

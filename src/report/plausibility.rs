@@ -59,6 +59,10 @@ impl Bounds {
                     .to_string(),
             );
             None
+        } else if plan.churn.is_some() {
+            // Replacements are numbered on: at most one per viewer and second watched.
+            let per_viewer = 1 + planned_s.ceil() as u64;
+            Some(u32::try_from(u64::from(plan.viewers) * per_viewer).unwrap_or(u32::MAX))
         } else {
             Some(plan.viewers)
         };

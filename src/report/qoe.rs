@@ -85,7 +85,10 @@ fn lives(run: &RunData, per_viewer: &BTreeMap<u32, ViewerTotals>) -> BTreeMap<u3
                 life.playing_t = Some(event.t);
                 life.ttff_ms = event.ttff_ms;
             }
-            ViewerEventKind::Failed | ViewerEventKind::Lost | ViewerEventKind::Stopped
+            ViewerEventKind::Failed
+            | ViewerEventKind::Lost
+            | ViewerEventKind::Stopped
+            | ViewerEventKind::Left
                 if life.end.is_none() =>
             {
                 life.end = Some((event.t, event.event, event.reason.clone()));

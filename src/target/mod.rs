@@ -13,7 +13,7 @@ pub mod start;
 use std::net::SocketAddr;
 
 use crate::model::kinds::HttpByteSource;
-use crate::model::rawdata::{EngineEvents, HttpOutcomes, PageLag, RtcCounts};
+use crate::model::rawdata::{EngineEvents, HttpOutcomes, IceLinks, PageLag, RtcCounts};
 use serde::Deserialize;
 
 /// Where the target (refsite) must run so that the viewers reach it.
@@ -23,6 +23,20 @@ pub struct TargetPlacement {
     pub listen: SocketAddr,
     /// Network namespace to start refsite in, if any.
     pub netns: Option<String>,
+    /// Its side of an emulated internet, where the fleet makes one.
+    pub internet: Option<TargetInternet>,
+}
+
+/// A target on the emulated internet (the `netns` fleet with `viewers.networks`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetInternet {
+    /// Further addresses refsite serves on (its public IPv4 beside its IPv6).
+    pub also_listen: Vec<SocketAddr>,
+    /// Where refsite runs its STUN Binding server, on the public side of every NAT.
+    pub stun: Vec<SocketAddr>,
+    /// The host name viewers open the site at (each viewer's browser resolves it to an
+    /// address of a family its slot has); `None`: its IPv6 address, as without.
+    pub viewer_host: Option<String>,
 }
 
 /// A video platform as seen by one viewer and by the scraper.
@@ -84,4 +98,6 @@ pub struct PlayerStats {
     pub engine: Option<EngineEvents>,
     /// The page's lag meter.
     pub lag: Option<PageLag>,
+    /// Its peer connections and how ICE fared with each.
+    pub ice: Option<IceLinks>,
 }

@@ -14,6 +14,9 @@
 // - an independent P2P count from WebRTC itself: every RTCPeerConnection the page makes is
 //   kept, and its data channels' bytesReceived/bytesSent are summed once a second (a
 //   closed connection keeps its last figures), on the receiving side as delivered bytes;
+// - per peer connection that got an answer, whether ICE connected and over which candidate
+//   types (host, srflx, prflx, relay) and family, or failed, with the remote's candidate
+//   addresses (vf.ice.links): what the report's connectivity table is made of;
 // - the P2P engine's own peer events (closes, errors, P2P segment failures and timeouts),
 //   when the page exposes the engine as videojsPlayer.p2pEngine (refsite does);
 // - the media segments the player asked for and got, by rendition height, from hls.js's
@@ -147,13 +150,76 @@
   setTimeout(lagTick, LAG_TICK_MS);
 
   // --- WebRTC's own count ------------------------------------------------------------------
+  // Also, per connection that got an answer (its remote description: the peer is known),
+  // whether ICE connected and over which candidate pair, or failed: vf.ice.links. The
+  // remote's candidate addresses (from its description, or trickled) tell the controller
+  // which viewer, and so which network class, it was.
+  vf.ice = { links: [] };
+  const MAX_LINKS = 300;
+  const candidateAddresses = (sdp) => {
+    const out = [];
+    for (const line of String(sdp || '').split(/\r?\n/)) {
+      const m = /^a=candidate:\S+ \d+ \S+ \d+ (\S+) \d+ typ (\S+)/.exec(line);
+      if (m && !out.includes(m[1])) out.push(m[1]);
+    }
+    return out;
+  };
+  const selectedPair = async (pc) => {
+    const stats = await pc.getStats();
+    let pair = null;
+    stats.forEach((s) => { if (s.type === 'transport' && s.selectedCandidatePairId) pair = stats.get(s.selectedCandidatePairId); });
+    if (!pair) stats.forEach((s) => { if (!pair && s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s; });
+    if (!pair) return null;
+    const local = stats.get(pair.localCandidateId) || {}, remote = stats.get(pair.remoteCandidateId) || {};
+    const address = remote.address || remote.ip || null;
+    return {
+      local_type: local.candidateType || null, remote_type: remote.candidateType || null,
+      protocol: local.protocol || remote.protocol || null, remote_address: address,
+      family: address ? (address.includes(':') ? 'ipv6' : 'ipv4') : null,
+    };
+  };
+  const follow = async (c) => {
+    const link = c.link, pc = c.pc;
+    if (!link || link.state === 'connected') return;
+    const state = pc.connectionState || pc.iceConnectionState;
+    if (state === 'connected' || pc.iceConnectionState === 'connected' || pc.iceConnectionState === 'completed') {
+      link.state = 'connected';
+      link.connected_after_s = Math.round((performance.now() / 1000 - link.at_s) * 10) / 10;
+      try { Object.assign(link, await selectedPair(pc) || {}); } catch (e) {}
+    } else if (link.state === 'pending' && (state === 'failed' || state === 'closed' || pc.signalingState === 'closed')) {
+      link.state = 'failed';
+    }
+  };
   const NativePC = window.RTCPeerConnection;
   if (typeof NativePC === 'function') {
     const connections = [];
     const Counted = function (...args) {
       const pc = new NativePC(...args);
-      connections.push({ pc, received: 0, sent: 0 });
+      const c = { pc, received: 0, sent: 0, link: null };
+      connections.push(c);
       vf.rtc.connections += 1;
+      const answered = () => {
+        if (c.link) return;
+        c.link = { at_s: performance.now() / 1000, state: 'pending', remote: candidateAddresses(pc.remoteDescription && pc.remoteDescription.sdp) };
+        vf.ice.links.push(c.link);
+        if (vf.ice.links.length > MAX_LINKS) vf.ice.links.shift();
+      };
+      const setRemote = pc.setRemoteDescription;
+      pc.setRemoteDescription = function () {
+        const done = setRemote.apply(pc, arguments);
+        Promise.resolve(done).then(answered, () => {});
+        return done;
+      };
+      const addCandidate = pc.addIceCandidate;
+      pc.addIceCandidate = function (candidate) {
+        const line = candidate && (candidate.candidate || (typeof candidate === 'string' ? candidate : ''));
+        const found = candidateAddresses('a=' + String(line || '').replace(/^a=/, ''));
+        if (c.link) for (const a of found) if (!c.link.remote.includes(a)) c.link.remote.push(a);
+        return addCandidate.apply(pc, arguments);
+      };
+      const onChange = () => { follow(c).catch(() => {}); };
+      pc.addEventListener('connectionstatechange', onChange);
+      pc.addEventListener('iceconnectionstatechange', onChange);
       return pc;
     };
     Counted.prototype = NativePC.prototype;
@@ -161,6 +227,7 @@
     window.RTCPeerConnection = Counted;
     const poll = async () => {
       for (const c of connections) {
+        if (c.link && c.link.state === 'pending') { try { await follow(c); } catch (e) {} }
         if (c.pc.connectionState === 'closed' && c.final) continue;
         try {
           const stats = await c.pc.getStats();

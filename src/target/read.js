@@ -28,6 +28,12 @@ return {
     waiting_requests: Math.max(0, s.waiting), aborts: s.aborts, aborted_waiting: s.abortedWaiting,
   },
   rtc: { received_bytes: vf.rtc.received, sent_bytes: vf.rtc.sent, connections: vf.rtc.connections },
+  ice: vf.ice ? { links: vf.ice.links.map((l) => ({
+    at_s: Math.round(l.at_s * 10) / 10, state: l.state, remote: l.remote.slice(0, 8),
+    local_type: l.local_type || null, remote_type: l.remote_type || null, family: l.family || null,
+    protocol: l.protocol || null, remote_address: l.remote_address || null,
+    connected_after_s: l.connected_after_s === undefined ? null : l.connected_after_s,
+  })) } : null,
   engine: e.hooked ? {
     peer_closes: e.peerCloses, peer_errors: e.peerErrors,
     p2p_timeouts: e.p2pTimeouts, p2p_failures: e.p2pFailures,

@@ -161,6 +161,14 @@ async fn start_refsite(plan: &Plan, placement: &TargetPlacement) -> anyhow::Resu
         "--vod-length".into(),
         humantime::format_duration(plan.target.vod_length).to_string(),
     ];
+    if let Some(internet) = &placement.internet {
+        for addr in &internet.also_listen {
+            args.extend(["--also-listen".to_string(), addr.to_string()]);
+        }
+        for addr in &internet.stun {
+            args.extend(["--stun".to_string(), addr.to_string()]);
+        }
+    }
     let mut cmd = match &placement.netns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -214,8 +222,17 @@ async fn start_refsite(plan: &Plan, placement: &TargetPlacement) -> anyhow::Resu
         .iter()
         .find(|v| v.kind == plan.target.video)
         .with_context(|| format!("refsite serves no {} video", plan.target.video))?;
-    let mut adapter =
-        PeerTubeTarget::from_video_url(&video.embed_url, Some(ready.metrics_url.clone()))?;
+    // On an emulated internet viewers open the site by name (each resolves it to a family
+    // its slot has); the controller still scrapes it at its own address.
+    let embed_url = match placement
+        .internet
+        .as_ref()
+        .and_then(|i| i.viewer_host.as_deref())
+    {
+        Some(host) => viewer_url_by_name(&video.embed_url, host)?,
+        None => video.embed_url.clone(),
+    };
+    let mut adapter = PeerTubeTarget::from_video_url(&embed_url, Some(ready.metrics_url.clone()))?;
     if plan.target.video == VideoKind::Live {
         adapter = adapter.with_param("latency", plan.target.latency.as_str());
     }
@@ -229,6 +246,15 @@ async fn start_refsite(plan: &Plan, placement: &TargetPlacement) -> anyhow::Resu
         target: Arc::new(adapter),
         child: Some(child),
     })
+}
+
+/// `url` with its host replaced by `host` (the port and path kept).
+fn viewer_url_by_name(url: &str, host: &str) -> anyhow::Result<String> {
+    let mut parsed = url::Url::parse(url).with_context(|| format!("refsite's URL `{url}`"))?;
+    parsed
+        .set_host(Some(host))
+        .with_context(|| format!("`{host}` as the viewers' host name"))?;
+    Ok(parsed.to_string())
 }
 
 /// This program's path, for starting refsite as a child. A rebuild replaces the file while

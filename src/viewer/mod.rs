@@ -69,6 +69,12 @@ pub struct ViewerSlot {
     pub node: String,
     /// The viewer's own address, where it has one.
     pub address: Option<String>,
+    /// The addresses other viewers see it at (its IPv6, its NAT's public IPv4), where the
+    /// fleet knows them: how the report tells which class a peer belongs to.
+    pub public_addresses: Vec<String>,
+    /// The NAT its slot sits behind, where the fleet knows it (`None`: unknown, e.g. a
+    /// foreign Grid's node).
+    pub nat: Option<crate::model::kinds::NatKind>,
     /// What the slot's kernel queues (tc) already apply below the browser.
     pub shaping: SlotShaping,
     /// Viewers whose browser runs in this slot (`viewers.per_browser`): they share its
@@ -544,6 +550,8 @@ mod tests {
             extra_args: vec!["--remote-debugging-pipe".into()],
             node: "local".into(),
             address: None,
+            public_addresses: Vec::new(),
+            nat: None,
             shaping: SlotShaping::NONE,
             viewers: 1,
         }

@@ -313,7 +313,8 @@ async fn error_during_provisioning_deletes_what_was_created() {
             char::from(b'!' + ((x >> 16) % 90) as u8)
         })
         .collect();
-    o.viewer_slots_script = Some(format!("#!/bin/sh\n# {noise}\n"));
+    // Not a comment: nodes get scripts without their comment lines.
+    o.viewer_slots_script = Some(format!("#!/bin/sh\n: '{noise}'\n"));
     let err = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
         .await
         .unwrap_err();
@@ -1394,7 +1395,10 @@ fn cloud_init_user_data_validates_with_cloud_init_schema() {
             .iter()
             .find(|(p, _)| p == "/usr/local/lib/viewerfleet/node-bootstrap.sh")
             .unwrap();
-        assert_eq!(bootstrap.1, include_str!("../../grid/node-bootstrap.sh"));
+        assert_eq!(
+            bootstrap.1,
+            cloudinit::shipped_shell(include_str!("../../grid/node-bootstrap.sh"))
+        );
         assert_eq!(
             parsed["runcmd"],
             json!([["/usr/local/lib/viewerfleet/node-bootstrap.sh"]])

@@ -13,7 +13,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "parts",
         &[
-            "viewer", "target", "netns", "metrics", "refsite", "report", "cloud", "grid",
+            "viewer", "target", "netns", "metrics", "refsite", "report", "cloud", "grid", "stun",
         ],
     ),
     ("fleets", &["fleet"]),

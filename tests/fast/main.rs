@@ -8,6 +8,7 @@ mod support;
 
 mod bad_input;
 mod calibrate;
+mod churn;
 mod cli;
 mod cloud;
 mod cloud_cli;

@@ -405,3 +405,56 @@ async fn listens_on_ipv6_loopback() {
     assert_eq!(r.status(), 200);
     site.shutdown().await;
 }
+
+/// The STUN servers players get, as a PeerTube instance hands its `webrtc.stun_servers`:
+/// in `/api/v1/config` and in the embed page's `iceServers`; and refsite's own Binding
+/// server answers with the client's address.
+#[tokio::test]
+async fn refsite_runs_a_stun_server_and_hands_it_to_players_as_peertube_does() {
+    let mut config = RefsiteConfig::new(media_cache(), refsite::default_web_dir());
+    config.live = false;
+    config.vod_length = Duration::from_secs(30);
+    let stun_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    config.stun = vec![format!("127.0.0.1:{stun_port}").parse().unwrap()];
+    let site = refsite::start(config, CancellationToken::new())
+        .await
+        .expect("refsite starts");
+    let url = format!("stun:127.0.0.1:{stun_port}");
+    let cfg: Value = reqwest::get(format!("{}/api/v1/config", site.base_url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cfg["webrtc"]["stunServers"], json!([url]));
+    let vod = site.video(VideoKind::Vod).unwrap().embed_url.clone();
+    let page = reqwest::get(&vod).await.unwrap().text().await.unwrap();
+    assert!(
+        page.contains(&format!("\"stunServers\":[\"{url}\"]")),
+        "{page}"
+    );
+
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let request = viewerfleet::stun::Message::binding_request();
+    client
+        .send_to(&request.encode(true), ("127.0.0.1", stun_port))
+        .await
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let (n, _) = tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf))
+        .await
+        .expect("a STUN answer")
+        .unwrap();
+    let reply = viewerfleet::stun::Message::decode(&buf[..n]).unwrap();
+    assert_eq!(reply.mapped_address(), Some(client.local_addr().unwrap()));
+    let metrics = scrape(&site).await;
+    assert_eq!(
+        metric(&metrics, "refsite_stun_binding_responses_total "),
+        Some(1)
+    );
+    site.shutdown().await;
+}

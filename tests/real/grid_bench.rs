@@ -117,6 +117,8 @@ async fn grid_vs_direct_chromedriver() {
         extra_args: vec!["--remote-debugging-pipe".into()],
         node: "local".into(),
         address: None,
+        public_addresses: Vec::new(),
+        nat: None,
         shaping: SlotShaping::NONE,
         viewers: 1,
     };
@@ -131,6 +133,8 @@ async fn grid_vs_direct_chromedriver() {
         extra_args: vec!["--remote-debugging-pipe".into()],
         node: "grid".into(),
         address: None,
+        public_addresses: Vec::new(),
+        nat: None,
         shaping: SlotShaping::NONE,
         viewers: 1,
     };

@@ -52,6 +52,7 @@ async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_release
             p2p: true,
             network: None,
             browser: index,
+            access: Default::default(),
         };
         let mut slot = fleet.open_viewer(&plan).await.unwrap();
         assert_eq!(slot.webdriver_url, st.hub_url, "only the hub URL is used");
@@ -165,6 +166,7 @@ async fn several_viewers_share_one_grid_session_over_webdriver_bidi() {
             p2p: true,
             network: None,
             browser: 0,
+            access: Default::default(),
         })
         .collect();
     let mut slot = fleet

@@ -7,17 +7,21 @@
 mod support;
 
 mod calibrate_local;
+mod churn_run;
 mod cloud_grid;
 mod cloud_slots;
 mod dashboards_prometheus;
 mod grid_bench;
 mod grid_local;
+mod grid_nat;
 mod grid_node_loss;
 mod grid_refsite;
 mod grid_scale;
 mod grid_tls;
 mod headroom;
 mod ladder_local;
+mod nat_pairs;
+mod nat_types;
 mod netns_gc;
 mod netns_run;
 mod netns_shaping;

@@ -267,6 +267,7 @@ fn viewer(index: u32, network: Option<NetworkProfile>) -> ViewerPlan {
         p2p: true,
         network,
         browser: index,
+        access: Default::default(),
     }
 }
 

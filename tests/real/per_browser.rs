@@ -102,6 +102,7 @@ async fn viewers_of_one_browser_have_their_own_stats_throttling_peers_and_teardo
             p2p: true,
             network: None,
             browser: 0,
+            access: Default::default(),
         })
         .collect();
     let slot = fleet

@@ -554,6 +554,7 @@ async fn measure_mode(fleet: &dyn Fleet, origin: &str, mode: Mode) -> anyhow::Re
             let plan = ViewerPlan {
                 index,
                 browser: index,
+                access: Default::default(),
                 start_after: Duration::ZERO,
                 p2p: true,
                 network: mode.profile(),

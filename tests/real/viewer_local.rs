@@ -25,6 +25,7 @@ async fn a_real_viewer_plays_and_is_released() {
         p2p: true,
         network: None,
         browser: 0,
+        access: Default::default(),
     };
     let slot = fleet.open_viewer(&plan).await.unwrap();
     let viewer = Viewer::create(&slot, ViewerTimeouts::default())

@@ -6,5 +6,6 @@ pub mod clip;
 pub mod fixtures;
 pub mod grid;
 pub mod hog;
+pub mod internet;
 pub mod raw_run;
 pub mod schema;

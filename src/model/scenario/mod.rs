@@ -8,8 +8,10 @@
 //! most 32 levels), so no file can make validation slow or endless.
 
 mod browser;
+pub mod churn;
 pub mod fleet;
 mod limits;
+pub mod networks;
 pub mod packing;
 mod plan;
 mod spec;
@@ -138,6 +140,9 @@ impl Overrides {
                 .chain(spec.viewers.alt_network.iter_mut().map(|a| &mut a.profile));
             for profile in profiles {
                 profile.apply = Some(apply);
+            }
+            for share in spec.viewers.networks.iter_mut().flatten() {
+                share.apply = Some(apply);
             }
         }
         Ok(())

@@ -2,6 +2,7 @@
 
 use super::browser::BrowserSetup;
 use super::fleet::FleetPlan;
+use super::networks::{NetworkClass, ViewerAccess};
 use super::spec::{FailedThreshold, NetworkProfile, ScenarioSpec, ViewerCountSpec};
 use super::{Overrides, ScenarioError};
 use crate::model::kinds::{Latency, TargetKind, Throttling, VideoKind};
@@ -38,6 +39,16 @@ pub struct Plan {
     pub fleet: FleetPlan,
     /// The scenario as run (the file's text with overrides applied), saved in the run folder.
     pub yaml: String,
+
+    // --- Internet swarms ---
+    /// `viewers.networks`, validated (profiles with the fleet's throttling filled in); with
+    /// the `network` + `alt_network` shorthand its classes `network` and `alt_network` (public
+    /// viewers, assigned as that shorthand always did); empty with neither.
+    pub networks: Vec<NetworkClass>,
+    /// `networks` came from the shorthand: no emulated internet, the fleet's usual addresses.
+    pub networks_from_shorthand: bool,
+    /// `viewers.churn`: who leaves (and is replaced) and who joins late.
+    pub churn: Option<super::churn::ChurnPlan>,
 }
 
 /// A headroom-governed ramp: one browser (its `per_browser` viewers) at a time, each once
@@ -91,32 +102,109 @@ pub struct ViewerPlan {
     pub network: Option<NetworkProfile>,
     /// The browser it plays in (`index / per_browser`).
     pub browser: u32,
+    /// Its class of `viewers.networks`: NAT and address families of its browser's slot.
+    pub access: ViewerAccess,
 }
 
 impl Plan {
     /// The viewers in arrival order: spread evenly over the ramp; the P2P-off and
     /// alternative-network viewers interleaved evenly so every part of the ramp has some.
     pub fn viewer_plans(&self) -> Vec<ViewerPlan> {
+        let browsers =
+            super::packing::browser_of(self.viewers.saturating_sub(1), self.per_browser) + 1;
+        let classes = self.browser_classes(browsers);
+        let late = self.late_arrivals();
         (0..self.viewers)
             .map(|index| {
-                let start_after = if self.viewers <= 1 {
-                    Duration::ZERO
-                } else {
-                    self.ramp.mul_f64(index as f64 / (self.viewers - 1) as f64)
+                let start_after = match late.get(&index) {
+                    Some(at) => *at,
+                    None if self.viewers <= 1 => Duration::ZERO,
+                    None => self.ramp.mul_f64(index as f64 / (self.viewers - 1) as f64),
                 };
+                let alt = matches!(self.alt_network, Some((share, _)) if picked(index, share));
                 let network = match self.alt_network {
-                    Some((share, alt)) if picked(index, share) => Some(alt),
+                    Some((_, profile)) if alt => Some(profile),
                     _ => self.network,
+                };
+                let browser = super::packing::browser_of(index, self.per_browser);
+                let (network, access) = match classes.get(browser as usize) {
+                    Some(&k) => self.class_access(k),
+                    None if self.networks_from_shorthand => {
+                        let class = if alt { self.networks.len() - 1 } else { 0 };
+                        let access = ViewerAccess {
+                            class: Some(class as u32),
+                            ..ViewerAccess::default()
+                        };
+                        (network, access)
+                    }
+                    None => (network, ViewerAccess::default()),
                 };
                 ViewerPlan {
                     index,
                     start_after,
                     p2p: !picked(index, self.p2p_off_share),
                     network,
-                    browser: super::packing::browser_of(index, self.per_browser),
+                    browser,
+                    access,
                 }
             })
             .collect()
+    }
+
+    /// With `viewers.churn.late_share`: the late viewers and when they arrive, spread
+    /// evenly from the ramp's end to three quarters of the run.
+    pub fn late_arrivals(&self) -> std::collections::BTreeMap<u32, Duration> {
+        let share = self.churn.as_ref().map_or(0.0, |c| c.late_share);
+        let late: Vec<u32> = (0..self.viewers).filter(|&i| picked(i, share)).collect();
+        let from = self.ramp;
+        let to = self.duration.mul_f64(0.75).max(from);
+        let n = late.len() as f64;
+        late.iter()
+            .enumerate()
+            .map(|(k, &i)| (i, from + (to - from).mul_f64((k as f64 + 1.0) / (n + 1.0))))
+            .collect()
+    }
+
+    /// The class (index into `networks`) of each of the first `browsers` browsers; empty
+    /// without `viewers.networks`.
+    pub fn browser_classes(&self, browsers: u32) -> Vec<usize> {
+        if self.networks.is_empty() || self.networks_from_shorthand {
+            return Vec::new();
+        }
+        let shares: Vec<f64> = self.networks.iter().map(|c| c.share).collect();
+        super::networks::spread(&shares, browsers)
+    }
+
+    /// The link and access of a viewer of class `k`.
+    pub fn class_access(&self, k: usize) -> (Option<NetworkProfile>, ViewerAccess) {
+        let class = &self.networks[k];
+        (
+            class.profile,
+            ViewerAccess {
+                class: Some(k as u32),
+                nat: class.nat,
+                stack: Some(class.stack),
+            },
+        )
+    }
+
+    /// Every link profile of the plan: `network`, `alt_network` or each class's.
+    pub fn all_profiles(&self) -> Vec<NetworkProfile> {
+        if self.networks_from_shorthand {
+            return self
+                .network
+                .iter()
+                .copied()
+                .chain(self.alt_network.iter().map(|(_, p)| *p))
+                .collect();
+        }
+        self.networks.iter().filter_map(|c| c.profile).collect()
+    }
+
+    /// The run emulates the internet (`viewers.networks` written out): NATs, families,
+    /// STUN, the target reached by name.
+    pub fn emulates_internet(&self) -> bool {
+        !self.networks.is_empty() && !self.networks_from_shorthand
     }
 
     pub fn summary_line(&self) -> String {
@@ -136,8 +224,13 @@ impl Plan {
             ),
             None => format!("{} viewers", self.viewers),
         };
+        let churn = self
+            .churn
+            .as_ref()
+            .map(|c| format!("; {}", c.describe()))
+            .unwrap_or_default();
         format!(
-            "{viewers}{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}{clock}, fleet {}",
+            "{viewers}{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}{clock}, fleet {}{churn}",
             (self.p2p_off_share * 100.0).round(),
             self.target.kind,
             self.target.video,
@@ -228,6 +321,19 @@ pub(super) fn build(
     if let Some((_, n)) = &alt_network {
         check_tc_fleet(n, "viewers.alt_network.profile", &fleet, &check)?;
     }
+    let churn = churn(&check, &spec, overrides, per_browser, auto.is_some())?;
+    let mut networks = network_mix(&check, &spec.viewers, &fleet)?;
+    let networks_from_shorthand =
+        networks.is_empty() && (spec.viewers.network.is_some() || alt_network.is_some());
+    if networks_from_shorthand {
+        networks = shorthand_classes(
+            spec.viewers.network.map(|n| with_throttling(n, &fleet)),
+            alt_network.map(|(share, n)| (share, with_throttling(n, &fleet))),
+        );
+    }
+    if let FleetPlan::Netns(netns) = &mut fleet {
+        netns.internet = !networks.is_empty() && !networks_from_shorthand;
+    }
 
     let mut yaml = text.to_string();
     if let Some(n) = overrides.per_browser {
@@ -281,7 +387,102 @@ pub(super) fn build(
         thresholds: spec.thresholds.map(|t| t.0).unwrap_or_default(),
         fleet,
         yaml,
+        networks,
+        networks_from_shorthand,
+        churn,
     })
+}
+
+/// `viewers.churn`, its durations stretched like the run's clock.
+fn churn(
+    check: &Checker,
+    spec: &ScenarioSpec,
+    overrides: &Overrides,
+    per_browser: u32,
+    auto: bool,
+) -> Result<Option<super::churn::ChurnPlan>, ScenarioError> {
+    let Some(churn) = &spec.viewers.churn else {
+        return Ok(None);
+    };
+    if per_browser > 1 {
+        return Err(check.err(
+            "viewers.churn",
+            "needs one viewer per browser (`per_browser: 1`): a leaving viewer closes its own browser and session".into(),
+        ));
+    }
+    if auto {
+        return Err(check.err(
+            "viewers.churn",
+            "cannot be combined with `count: auto`: the governed ramp sizes a swarm that stays; give a number".into(),
+        ));
+    }
+    let clock = Clock::new(check, spec, overrides)?;
+    let scale =
+        |field: &str, value: &str| clock.scaled(field, value).map_err(|e| (e.field, e.message));
+    super::churn::plan(churn, scale)
+        .map(Some)
+        .map_err(|(field, message)| check.err(&field, message))
+}
+
+/// The mix `network` + `alt_network` stand for: public viewers in one or two classes.
+fn shorthand_classes(
+    network: Option<NetworkProfile>,
+    alt: Option<(f64, NetworkProfile)>,
+) -> Vec<NetworkClass> {
+    let class = |name: &str, share: f64, profile: Option<NetworkProfile>| NetworkClass {
+        name: name.to_string(),
+        share,
+        profile_name: None,
+        profile,
+        nat: crate::model::kinds::NatKind::None,
+        stack: crate::model::kinds::IpStack::Dual,
+    };
+    let alt_share = alt.map(|(s, _)| s).unwrap_or(0.0);
+    let mut classes = vec![class("network", 1.0 - alt_share, network)];
+    if let Some((share, profile)) = alt {
+        classes.push(class("alt_network", share, Some(profile)));
+    }
+    classes
+}
+
+/// `viewers.networks`, validated against the fleet: NATs and address families need a slot
+/// per browser made by this machine (`netns`).
+fn network_mix(
+    check: &Checker,
+    spec: &super::spec::ViewersSpec,
+    fleet: &FleetPlan,
+) -> Result<Vec<NetworkClass>, ScenarioError> {
+    let Some(shares) = &spec.networks else {
+        return Ok(Vec::new());
+    };
+    if spec.network.is_some() || spec.alt_network.is_some() {
+        return Err(check.err(
+            "viewers.networks",
+            "is given with `network`/`alt_network`, which are its two-class shorthand: write one or the other".into(),
+        ));
+    }
+    let mut classes =
+        super::networks::classes(shares).map_err(|(field, message)| check.err(&field, message))?;
+    for (i, class) in classes.iter_mut().enumerate() {
+        let field = format!("viewers.networks[{i}]");
+        if let Some(profile) = &class.profile {
+            check_network(profile, &format!("{field}.profile"), check)?;
+            check_tc_fleet(profile, &format!("{field}.profile"), fleet, check)?;
+            class.profile = Some(with_throttling(*profile, fleet));
+        }
+        let emulated = class.nat != crate::model::kinds::NatKind::None
+            || class.stack != crate::model::kinds::IpStack::Dual;
+        if emulated && !matches!(fleet, FleetPlan::Netns(_)) {
+            return Err(check.err(
+                &format!("{field}.nat"),
+                format!(
+                    "NAT types and address families are emulated in each browser's own network namespace, which the `{}` fleet does not give: use `fleet: {{kind: netns}}` (as root); a Grid's nodes take theirs from `grid/viewer-slots.sh --nat` (cloud nodes: SLOT_NAT)",
+                    fleet.kind()
+                ),
+            ));
+        }
+    }
+    Ok(classes)
 }
 
 /// The name becomes a folder name.

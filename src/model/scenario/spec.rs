@@ -82,6 +82,15 @@ pub struct ViewersSpec {
     /// Chromium (one WebDriver session); they share its address and link [default: 1].
     #[serde(default)]
     pub per_browser: Option<u32>,
+
+    // --- Internet swarms (README, "Internet swarms"): the mix of networks. ---
+    /// The viewers' networks, each a share of the swarm with its link profile, NAT and
+    /// address families; instead of `network` + `alt_network`.
+    #[serde(default)]
+    pub networks: Option<Vec<super::networks::NetworkShare>>,
+    /// Viewers who leave and are replaced, and who join late (README, "Churn").
+    #[serde(default)]
+    pub churn: Option<super::churn::ChurnSpec>,
 }
 
 /// `viewers.auto`: how far a headroom-governed ramp may go.

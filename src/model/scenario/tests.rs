@@ -434,3 +434,110 @@ fn canary_applies_to_cloud_fleets_only() {
     assert_eq!(err.field, "--canary", "{err}");
     assert!(err.message.contains("fleet: kind: hcloud"), "{err}");
 }
+
+const MIX: &str = "\
+name: internet-mix
+target:
+  kind: refsite
+  video: live
+viewers:
+  count: 10
+  ramp: 30s
+  networks:
+    - share: 0.5
+      profile: fibre
+      nat: home
+    - share: 0.3
+      profile: dsl
+      nat: home
+      stack: ipv4
+    - share: 0.2
+      profile: mobile-4g
+      nat: cgnat
+duration: 3m
+fleet:
+  kind: netns
+";
+
+#[test]
+fn a_network_mix_assigns_classes_by_their_shares() {
+    let plan = parse(MIX, "s.yaml", &Overrides::default()).unwrap();
+    assert_eq!(plan.networks.len(), 3);
+    let viewers = plan.viewer_plans();
+    let count = |k: u32| viewers.iter().filter(|v| v.access.class == Some(k)).count();
+    assert_eq!((count(0), count(1), count(2)), (5, 3, 2));
+    let dsl = viewers.iter().find(|v| v.access.class == Some(1)).unwrap();
+    assert_eq!(dsl.access.nat, crate::model::kinds::NatKind::Home);
+    assert_eq!(dsl.access.stack, Some(crate::model::kinds::IpStack::Ipv4));
+    // The library's link, applied with tc on the netns fleet.
+    let link = dsl.network.unwrap();
+    assert_eq!(
+        (link.download_kbps, link.upload_kbps),
+        (Some(10_000), Some(1_000))
+    );
+    assert_eq!(link.apply, Some(crate::model::kinds::Throttling::Tc));
+    match &plan.fleet {
+        fleet::FleetPlan::Netns(n) => assert!(n.internet),
+        other => panic!("{other:?}"),
+    }
+    // --apply reaches the mix too.
+    let over = Overrides {
+        apply: Some(Throttling::HttpOnly),
+        ..Default::default()
+    };
+    let plan = parse(MIX, "s.yaml", &over).unwrap();
+    assert!(plan
+        .networks
+        .iter()
+        .all(|c| c.profile.unwrap().apply == Some(Throttling::HttpOnly)));
+}
+
+#[test]
+fn a_network_mix_is_refused_where_it_cannot_be_emulated_or_does_not_add_up() {
+    let err = parse_err(&MIX.replace("kind: netns", "kind: local"));
+    assert_eq!(err.field, "viewers.networks[0].nat");
+    assert!(err.message.contains("kind: netns"), "{err}");
+    let err = parse_err(&MIX.replace("share: 0.2", "share: 0.3"));
+    assert_eq!(err.field, "viewers.networks");
+    assert!(err.message.contains("add up to 1.100"), "{err}");
+    let err = parse_err(&MIX.replace("profile: dsl", "profile: dialup"));
+    assert_eq!(err.field, "viewers.networks[1].profile");
+    let err = parse_err(&MIX.replace(
+        "  networks:",
+        "  network: {download_kbps: 2000}\n  networks:",
+    ));
+    assert_eq!(err.field, "viewers.networks");
+    assert!(err.message.contains("shorthand"), "{err}");
+    // Public viewers with both families need no emulation: any fleet takes them.
+    let public =
+        "  networks:\n    - {share: 1, profile: {download_kbps: 2000, upload_kbps: 300}}\n";
+    let text = GOOD.replace(
+        "  network:\n    download_kbps: 2000\n    upload_kbps: 300\n    latency_ms: 500\n",
+        public,
+    );
+    let plan = parse(&text, "s.yaml", &Overrides::default()).unwrap();
+    assert_eq!(plan.networks[0].name, "link/none");
+}
+
+#[test]
+fn the_shorthand_is_a_two_class_mix_of_public_viewers_assigned_as_before() {
+    let text = GOOD.replace(
+        "    latency_ms: 500\n",
+        "    latency_ms: 500\n  alt_network:\n    share: 0.25\n    profile: {download_kbps: 20000, upload_kbps: 5000}\n",
+    );
+    let plan = parse(&text, "s.yaml", &Overrides::default()).unwrap();
+    assert!(plan.networks_from_shorthand && !plan.emulates_internet());
+    let names: Vec<&str> = plan.networks.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["network", "alt_network"]);
+    let viewers = plan.viewer_plans();
+    // Every fourth viewer (3, 7) has the alternative link, as `alt_network` always picked.
+    let alt: Vec<u32> = viewers
+        .iter()
+        .filter(|v| v.access.class == Some(1))
+        .map(|v| v.index)
+        .collect();
+    assert_eq!(alt, [3, 7]);
+    assert_eq!(viewers[3].network.unwrap().download_kbps, Some(20_000));
+    assert_eq!(viewers[3].access.nat, crate::model::kinds::NatKind::None);
+    assert_eq!(viewers[3].access.stack, None);
+}

@@ -37,6 +37,10 @@ pub struct NetnsFleetPlan {
     pub chromedriver: PathBuf,
     pub chromium: PathBuf,
     pub target_port: u16,
+    /// The emulated internet (with `viewers.networks`): the bridge also carries the public
+    /// IPv4 segment, the target runs a STUN server and viewers reach it by name, each over
+    /// a family its slot has; slots sit behind their class's NAT.
+    pub internet: bool,
 }
 
 impl Default for NetnsFleetPlan {
@@ -69,6 +73,7 @@ impl NetnsFleetSpec {
             chromedriver: binary(&self.chromedriver, DEFAULT_CHROMEDRIVER),
             chromium: binary(&self.chromium, DEFAULT_CHROMIUM),
             target_port: self.target_port.unwrap_or(DEFAULT_TARGET_PORT),
+            internet: false,
         })
     }
 }
