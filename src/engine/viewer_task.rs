@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 /// How long a shared browser may take to answer before it counts as gone.
 const BROWSER_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why a churn replacement that had not played when the run ended is stopped, not failed.
+const LATE_REPLACEMENT: &str =
+    "a churn replacement that had not played yet when the run ended (not a failure: the plan did not ask for it)";
+
 /// Consecutive failed stats reads after which a viewer counts as lost.
 const LOST_AFTER_FAILED_READS: u32 = 3;
 
@@ -565,6 +569,9 @@ pub(super) struct ViewerEvents {
     access: ViewerAccess,
     /// The viewer this one replaces (churn): named in its first `creating` event.
     replaces: std::sync::Mutex<Option<u32>>,
+    /// A churn replacement: the plan did not ask for it, so the run's end before its first
+    /// frame is not a failure.
+    replacement: std::sync::atomic::AtomicBool,
     shared: Arc<Shared>,
     /// When the plan asked for it; written on its first event.
     due_s: f64,
@@ -582,6 +589,7 @@ impl ViewerEvents {
             p2p: vp.p2p,
             access: vp.access,
             replaces: std::sync::Mutex::new(None),
+            replacement: Default::default(),
             shared,
             due_s,
             announced: Default::default(),
@@ -591,6 +599,8 @@ impl ViewerEvents {
     }
 
     fn replaces(&self, viewer: Option<u32>) {
+        self.replacement
+            .store(viewer.is_some(), std::sync::atomic::Ordering::Relaxed);
         *self.replaces.lock().unwrap_or_else(|e| e.into_inner()) = viewer;
     }
 
@@ -635,6 +645,12 @@ impl ViewerEvents {
     pub(super) fn not_started(&self, stage: NotStarted, slot: Option<&ViewerSlot>) {
         if self.played.load(std::sync::atomic::Ordering::Relaxed) {
             self.emit(ViewerEventKind::Stopped, None, slot);
+        } else if self.replacement.load(std::sync::atomic::Ordering::Relaxed) {
+            self.emit(
+                ViewerEventKind::Stopped,
+                Some(LATE_REPLACEMENT.into()),
+                slot,
+            );
         } else {
             self.emit(ViewerEventKind::Failed, Some(stage.reason().into()), slot);
         }
