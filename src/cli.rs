@@ -365,6 +365,10 @@ pub struct PlanArgs {
     /// human-readable text then goes to stderr.
     #[arg(long)]
     pub json: bool,
+    /// Also write the plan as Terraform variables for `terraform/` (one scenario; needs the
+    /// scenario's `controller_ips` and an SSH public key, as `up` does).
+    #[arg(long, value_name = "FILE")]
+    pub tfvars: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

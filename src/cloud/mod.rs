@@ -30,6 +30,7 @@ pub mod pacer;
 pub mod pricing;
 pub mod provision;
 pub mod sizing;
+pub mod tfvars;
 pub mod token;
 pub mod up;
 

@@ -43,6 +43,12 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
         Some(path) => Some(crate::calibrate::Calibration::load(path).map_err(bad_input)?),
         None => None,
     };
+    if args.tfvars.is_some() && args.scenarios.len() != 1 {
+        return Err(bad_input(anyhow::anyhow!(
+            "--tfvars writes one fleet's Terraform variables: give one scenario (got {})",
+            args.scenarios.len()
+        )));
+    }
     let mut api: Option<(Option<String>, HcloudApi)> = None;
     let mut plans = Vec::new();
     for path in &args.scenarios {
@@ -147,6 +153,9 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
         }
         print!("{}", String::from_utf8_lossy(&text));
         println!();
+        if let Some(out) = &args.tfvars {
+            write_tfvars(out, &plan, &spec, &fleet)?;
+        }
         plans.push(super::json::fleet_plan(
             &plan.name,
             path,
@@ -155,6 +164,28 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
         ));
     }
     Ok(plans)
+}
+
+/// Writes `plan --tfvars`: what Terraform needs besides the token, after the same checks
+/// as `up` (controller addresses, an SSH public key), and says what the module cannot do.
+fn write_tfvars(
+    out: &std::path::Path,
+    plan: &Plan,
+    spec: &HcloudFleetSpec,
+    fleet: &crate::cloud::sizing::FleetPlan,
+) -> anyhow::Result<()> {
+    use crate::cloud::tfvars;
+    let ssh_key = crate::cloud::up::check_up(spec).map_err(bad_input)?;
+    let text = tfvars::render(plan, spec, fleet, &ssh_key);
+    std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+    for limit in tfvars::limits(plan, fleet) {
+        eprintln!("warning: {}: {limit}", out.display());
+    }
+    println!(
+        "Terraform variables: {} (`terraform -chdir=terraform apply -var-file=...`)",
+        out.display()
+    );
+    Ok(())
 }
 
 /// The file name of a calibration path, for its budget line.

@@ -1242,3 +1242,100 @@ async fn up_without_yes_and_nobody_to_ask_refuses_before_anything_is_bought() {
     );
     assert!(fake.state.servers().is_empty() && fake.state.ssh_keys().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_tfvars_writes_the_chosen_sizes_as_the_terraform_modules_variables() {
+    let fake = fake(FakeConfig::default()).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("id.pub");
+    std::fs::write(
+        &key,
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITfvarsKey t@example\n",
+    )
+    .unwrap();
+    let shipped =
+        std::fs::read_to_string(root.join("scenarios/peertube-1000/live-normal.yaml")).unwrap();
+    let scenario = dir.path().join("live.yaml");
+    std::fs::write(
+        &scenario,
+        shipped.replace(
+            "  # controller_ips: [\"203.0.113.7/32\"]",
+            &format!(
+                "  controller_ips: [\"203.0.113.7/32\"]\n  ssh_public_key: {}",
+                key.display()
+            ),
+        ),
+    )
+    .unwrap();
+    let tfvars = dir.path().join("fleet.tfvars");
+    let out = command(&fake, root)
+        .args(["plan", "--json", "--tfvars"])
+        .arg(&tfvars)
+        .arg(&scenario)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = &summary["plan"]["scenarios"][0];
+    let written = std::fs::read_to_string(&tfvars).unwrap();
+    let value = |key: &str| {
+        written
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once('=')?;
+                (k.trim() == key).then(|| v.trim().to_string())
+            })
+            .unwrap_or_else(|| panic!("{key} missing in:\n{written}"))
+    };
+    // The sizes are the plan's, not a copy of the example's.
+    assert_eq!(
+        value("node_count"),
+        plan["nodes"]["nodes"].to_string(),
+        "{written}\n{plan}"
+    );
+    assert_eq!(
+        value("viewers_per_node"),
+        plan["nodes"]["viewers_per_node"].to_string(),
+        "{written}"
+    );
+    assert_eq!(
+        value("node_type"),
+        plan["nodes"]["server_type"].to_string(),
+        "{written}"
+    );
+    assert_eq!(value("controller_ips"), "[\"203.0.113.7/32\"]");
+    assert!(
+        value("ssh_public_key").starts_with("\"ssh-ed25519 AAAA"),
+        "{written}"
+    );
+    assert_eq!(
+        (
+            value("slot_down_kbit"),
+            value("slot_up_kbit"),
+            value("slot_delay_ms")
+        ),
+        ("2000".into(), "300".into(), "500".into())
+    );
+    // Every variable written is one the module declares.
+    let declared = std::fs::read_to_string(root.join("terraform/variables.tf")).unwrap();
+    for line in written.lines().filter(|l| !l.starts_with('#')) {
+        let key = line.split('=').next().unwrap().trim();
+        assert!(
+            declared.contains(&format!("variable \"{key}\"")),
+            "{key} is not a variable of terraform/"
+        );
+    }
+    // Two scenarios cannot share one file.
+    let out = command(&fake, root)
+        .args(["plan", "--tfvars"])
+        .arg(&tfvars)
+        .arg(&scenario)
+        .arg(&scenario)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("give one scenario"));
+}
