@@ -1,6 +1,6 @@
 //! A small real ladder on this machine (refsite, local fleet): every step is a run folder,
 //! and the capacity report holds the steps, the stated rules, the knee or its absence, the
-//! fitted costs and the re-run command. (The full 2…10 ladder of the README is too long
+//! fitted costs and the re-run command. (The full 2…10 ladder of RESULTS.md is too long
 //! for CI; this one checks the pipeline with real browsers.)
 
 use std::process::Command;
