@@ -11,6 +11,7 @@ APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init openjdk-17-j
 APT_NO_SERVICE := prometheus
 BIN := target/debug/viewerfleet
 DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
+DEMO_SIZE_FILE ?= runs/demo-swarm-size.json
 
 .PHONY: demo test test-fast test-real bench bench-hub deps system-deps web-deps grid-deps build lint clean \
 	release install uninstall
@@ -21,14 +22,17 @@ DEMO_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/live-high.yam
 ## demo: install what is missing, build, run the four scenarios, print the comparison. As
 ## root (network namespaces and tc), every viewer gets its own address and each scenario
 ## runs twice: under the 2023 conditions (HTTP throttled, P2P free) and on real links (tc,
-## HTTP and P2P alike). Otherwise the local fleet, 2023 conditions only.
+## HTTP and P2P alike). Otherwise the local fleet, 2023 conditions only. The first demo on
+## a machine sizes the swarm (count: auto) and keeps the size in $(DEMO_SIZE_FILE), so later
+## demos compare swarms of one size; `make demo RESIZE=1` measures it again.
 demo: deps build
+	@if [ -n "$(RESIZE)" ]; then rm -f $(DEMO_SIZE_FILE); fi
 	@if [ "$$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null; then \
 		echo "demo: netns fleet (each viewer its own IPv6 and link), http-only and tc"; \
-		$(BIN) suite $(DEMO_SCENARIOS) --fleet netns --apply http-only,tc --out $(DEMO_OUT); \
+		$(BIN) suite $(DEMO_SCENARIOS) --fleet netns --apply http-only,tc --swarm-size-file $(DEMO_SIZE_FILE) --out $(DEMO_OUT); \
 	else \
 		echo "demo: not root, so the local fleet (one shared address), http-only only"; \
-		$(BIN) suite $(DEMO_SCENARIOS) --apply http-only --out $(DEMO_OUT); \
+		$(BIN) suite $(DEMO_SCENARIOS) --apply http-only --swarm-size-file $(DEMO_SIZE_FILE) --out $(DEMO_OUT); \
 	fi
 
 ## test: install what is missing, check formatting and lints, run every test: the fast tier

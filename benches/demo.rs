@@ -4,7 +4,8 @@
 //! prints for every run the swarm size its governed ramp chose, whether the host had
 //! headroom, and its P2P savings; then, per scenario, how far apart the repeats' P2P
 //! savings are. `VIEWERFLEET_BENCH_DEMO_DIRS=a,b,c` prints the same for suite folders that
-//! already exist, without running anything. See BENCHMARKS.md.
+//! already exist, without running anything. Like `make demo`, the first demo sizes the
+//! swarm and the next ones keep its size (`--swarm-size-file`). See BENCHMARKS.md.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -56,7 +57,12 @@ fn run_demos() -> Vec<PathBuf> {
             } else {
                 cmd.args(["--apply", "http-only"]);
             }
-            cmd.arg("--out").arg(&out);
+            // As `make demo` on a fresh machine: the first demo sizes the swarm, the next
+            // ones keep that size.
+            cmd.arg("--swarm-size-file")
+                .arg(base.join("swarm-size.json"))
+                .arg("--out")
+                .arg(&out);
             eprintln!("demo {i} of {repeat}: {}", out.display());
             match cmd.status() {
                 Ok(status) if !status.success() => eprintln!("demo {i} exited with {status}"),
@@ -78,6 +84,9 @@ struct RunFigures {
     finding: Option<bool>,
     p2p_savings: Option<f64>,
     with_headroom: Option<f64>,
+    /// The players' P2P share of all bytes over the whole run (a VOD whose players fetched
+    /// the whole video before T has no figure at T, but has this one).
+    whole_run: Option<f64>,
 }
 
 fn read_run(dir: &Path) -> Option<RunFigures> {
@@ -107,6 +116,13 @@ fn read_run(dir: &Path) -> Option<RunFigures> {
             }),
         p2p_savings: players["p2p_savings"].as_f64(),
         with_headroom: report["headroom"]["figures"]["with_headroom"]["p2p_savings"].as_f64(),
+        whole_run: match (
+            players["http_bytes"].as_f64(),
+            players["p2p_bytes"].as_f64(),
+        ) {
+            (Some(h), Some(p)) if h + p > 0.0 => Some(p / (h + p)),
+            _ => None,
+        },
     })
 }
 
@@ -117,8 +133,16 @@ fn pct(x: Option<f64>) -> String {
 fn summarize(dirs: &[PathBuf]) {
     let mut by_scenario: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     println!(
-        "{:<8} {:<34} {:>7} {:>9} {:>10} {:>8} {:>12} {:>12}",
-        "demo", "run", "viewers", "host busy", "saturated", "finding", "P2P savings", "w/ headroom"
+        "{:<8} {:<34} {:>7} {:>9} {:>10} {:>8} {:>12} {:>12} {:>10}",
+        "demo",
+        "run",
+        "viewers",
+        "host busy",
+        "saturated",
+        "finding",
+        "P2P savings",
+        "w/ headroom",
+        "whole run"
     );
     for (i, dir) in dirs.iter().enumerate() {
         let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -132,7 +156,7 @@ fn summarize(dirs: &[PathBuf]) {
         runs.sort();
         for run in runs.iter().filter_map(|r| read_run(r)) {
             println!(
-                "{:<8} {:<34} {:>7} {:>9} {:>10} {:>8} {:>12} {:>12}",
+                "{:<8} {:<34} {:>7} {:>9} {:>10} {:>8} {:>12} {:>12} {:>10}",
                 i + 1,
                 run.name,
                 run.requested,
@@ -141,13 +165,20 @@ fn summarize(dirs: &[PathBuf]) {
                 run.finding.map_or("-", |f| if f { "yes" } else { "NO" }),
                 pct(run.p2p_savings),
                 pct(run.with_headroom),
+                pct(run.whole_run),
             );
             if let Some(why) = &run.settled_why {
                 println!("{:<8}   settled: {why}", "");
             }
             if let Some(s) = run.p2p_savings {
                 by_scenario
-                    .entry(run.name.clone())
+                    .entry(format!("{} at T", run.name))
+                    .or_default()
+                    .push(s * 100.0);
+            }
+            if let Some(s) = run.whole_run {
+                by_scenario
+                    .entry(format!("{} whole run", run.name))
                     .or_default()
                     .push(s * 100.0);
             }
@@ -159,7 +190,7 @@ fn summarize(dirs: &[PathBuf]) {
         let min = values.iter().copied().fold(f64::MAX, f64::min);
         let mean = values.iter().sum::<f64>() / values.len() as f64;
         println!(
-            "  {name:<34} n={} mean {mean:.1}  min {min:.1}  max {max:.1}  spread {:.1} ({})",
+            "  {name:<44} n={} mean {mean:.1}  min {min:.1}  max {max:.1}  spread {:.1} ({})",
             values.len(),
             max - min,
             if max - min <= SPREAD_GOAL_POINTS {

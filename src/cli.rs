@@ -298,6 +298,11 @@ pub struct SuiteArgs {
     /// Override every scenario's duration.
     #[arg(long)]
     pub duration: Option<String>,
+    /// Keep the swarm size in this JSON file between suites: if it exists, every governed
+    /// ramp (`count: auto`) goes to its size unless the host crosses its limit; if not, the
+    /// first ramp's size is written to it. `make demo` keeps runs/demo-swarm-size.json.
+    #[arg(long)]
+    pub swarm_size_file: Option<PathBuf>,
     /// Run every scenario on this fleet instead: `local` or `netns` (as root).
     #[arg(long)]
     pub fleet: Option<FleetKind>,

@@ -73,6 +73,64 @@ pub struct SuitePlan {
     pub scenarios: Vec<SuiteScenario>,
     pub repeat: u32,
     pub out: PathBuf,
+    /// `--swarm-size-file`: where the swarm size is kept between suites.
+    pub size_file: Option<PathBuf>,
+    /// What that file held when the suite was planned.
+    pub kept_size: Option<SwarmSize>,
+}
+
+/// The swarm size a suite's governed ramps keep from one suite to the next
+/// (`--swarm-size-file`, which `make demo` uses): what a first governed ramp settled on
+/// with this host, where and when. Repeats then compare swarms of one size; the governed
+/// ramp still stops below it when the host crosses its limit.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SwarmSize {
+    pub viewers: u32,
+    /// The run folder whose governed ramp settled on it.
+    pub settled_in: String,
+    /// When it settled (RFC 3339, UTC).
+    pub at: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SwarmSizeError {
+    #[error("{path}: {problem}; it holds the swarm size an earlier suite settled on, as {{\"viewers\": 16, ...}}: fix it or remove it so the next suite measures the size again")]
+    Unreadable { path: PathBuf, problem: String },
+}
+
+impl SwarmSize {
+    /// The size in `path`, `None` when there is no such file yet.
+    pub fn read(path: &Path) -> Result<Option<Self>, SwarmSizeError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => {
+                return Err(SwarmSizeError::Unreadable {
+                    path: path.to_path_buf(),
+                    problem: err.to_string(),
+                })
+            }
+        };
+        let size: Self = serde_json::from_str(&text).map_err(|err| SwarmSizeError::Unreadable {
+            path: path.to_path_buf(),
+            problem: err.to_string(),
+        })?;
+        if size.viewers == 0 {
+            return Err(SwarmSizeError::Unreadable {
+                path: path.to_path_buf(),
+                problem: "`viewers` is 0".into(),
+            });
+        }
+        Ok(Some(size))
+    }
+
+    fn write(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(path, text + "\n")
+    }
 }
 
 /// What a suite did.
@@ -160,6 +218,8 @@ impl SuitePlan {
             scenarios: named,
             repeat,
             out: out.to_path_buf(),
+            size_file: None,
+            kept_size: None,
         };
         for run in plan.runs() {
             if run.dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
@@ -167,6 +227,14 @@ impl SuitePlan {
             }
         }
         Ok(plan)
+    }
+
+    /// Keeps the swarm size in `path` between suites: read now (a broken file is an error
+    /// before anything runs), written after the first governed ramp settles if absent.
+    pub fn with_size_file(mut self, path: &Path) -> Result<Self, SwarmSizeError> {
+        self.kept_size = SwarmSize::read(path)?;
+        self.size_file = Some(path.to_path_buf());
+        Ok(self)
     }
 
     /// The runs in run order: round robin over repeats.
@@ -243,8 +311,19 @@ async fn run_all(
     let runs = plan.runs();
     let total = runs.len();
     let mut ran = Ran::default();
-    // Governed ramps keep one swarm size where they can: the first to settle bounds the rest.
-    let mut settled_first: Option<u32> = None;
+    // Governed ramps keep one swarm size where they can: the size file's, else the first
+    // to settle bounds the rest (and is kept in the size file for the next suite).
+    if let (Some(size), Some(path)) = (&plan.kept_size, &plan.size_file) {
+        let _ = writeln!(
+            progress,
+            "swarm size: at most {} viewers, where {} settled at {} ({}; remove it to measure again)",
+            size.viewers,
+            size.settled_in,
+            size.at,
+            path.display()
+        );
+    }
+    let mut settled_first: Option<u32> = plan.kept_size.as_ref().map(|s| s.viewers);
     for (i, run) in runs.iter().enumerate() {
         if stop.is_triggered() {
             ran.interrupted = true;
@@ -261,6 +340,11 @@ async fn run_all(
         );
         let result = runner.run(run).await;
         if let Ok(outcome) = &result {
+            if settled_first.is_none() && outcome.ok {
+                if let (Some(viewers), Some(path)) = (outcome.settled_viewers, &plan.size_file) {
+                    keep_size(path, viewers, &run.dir, progress);
+                }
+            }
             settled_first = settled_first.or(outcome.settled_viewers);
         }
         ran.record(&tag, &run.name, &run.dir, result, progress);
@@ -323,12 +407,29 @@ impl Ran {
     }
 }
 
-/// A run without a report, and why.
+/// Writes the size the first governed ramp settled on into the size file.
+fn keep_size(path: &Path, viewers: u32, dir: &Path, progress: &mut (dyn Write + Send)) {
+    let size = SwarmSize {
+        viewers,
+        settled_in: dir.display().to_string(),
+        at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    let said = match size.write(path) {
+        Ok(()) => format!(
+            "swarm size: {viewers} viewers kept in {} for the next suites (remove it to measure again)",
+            path.display()
+        ),
+        Err(err) => format!("swarm size: could not write {}: {err}", path.display()),
+    };
+    let _ = writeln!(progress, "{said}");
+}
+
 /// A run with a governed ramp, bounded by the size the suite's first governed ramp settled
 /// on (its `--max-viewers`, so the manifest's re-run command repeats the bound).
 fn bounded_by(run: &SuiteRun, settled: Option<u32>) -> SuiteRun {
     let mut run = run.clone();
-    if let (Some(n), Some(_)) = (settled, run.plan.auto) {
+    if let (Some(n), Some(auto)) = (settled, run.plan.auto.as_mut()) {
+        auto.known_to_fit = true;
         if n < run.plan.viewers {
             run.plan.viewers = n;
             run.overrides.auto_max = Some(n);
@@ -340,6 +441,7 @@ fn bounded_by(run: &SuiteRun, settled: Option<u32>) -> SuiteRun {
     run
 }
 
+/// A run without a report, and why.
 fn failed_run(dir: &Path, error: String) -> FailedRun {
     FailedRun {
         name: dir_name(dir),
@@ -519,9 +621,7 @@ fleet:
             self.seen.lock().unwrap().push((
                 run.plan.viewers,
                 run.overrides.auto_max,
-                run.plan
-                    .yaml
-                    .contains("# Bounded by the suite: at most 12 viewers"),
+                run.plan.auto.is_some_and(|a| a.known_to_fit),
             ));
             copy_dir(&fixture("run-steady"), &run.dir);
             let settled = self.settles.lock().unwrap().remove(0);
@@ -564,6 +664,67 @@ fleet:
                 (12, Some(12), true)
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn the_swarm_size_file_keeps_the_first_size_for_the_next_suite() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = scenarios(dir.path(), &["a", "b"]);
+        let size_file = dir.path().join("state/swarm-size.json");
+        let auto = Overrides {
+            auto_viewers: true,
+            auto_max: Some(32),
+            ..Overrides::default()
+        };
+        let suite = |out: &str, settles: Vec<u32>| {
+            let plan = SuitePlan::new(&files, &[], 1, &dir.path().join(out), auto.clone())
+                .unwrap()
+                .with_size_file(&size_file)
+                .unwrap();
+            let runner = Settling {
+                settles: Mutex::new(settles),
+                seen: Mutex::new(Vec::new()),
+            };
+            (plan, runner)
+        };
+        // No file yet: the first ramp measures (up to 32), settles on 12, and 12 is kept.
+        let (plan, first) = suite("one", vec![12, 12]);
+        let mut log = Vec::new();
+        run_suite(&plan, &first, &Shutdown::new(), &mut log)
+            .await
+            .unwrap();
+        let kept = SwarmSize::read(&size_file).unwrap().unwrap();
+        assert_eq!(kept.viewers, 12);
+        assert!(kept.settled_in.ends_with("a-1"), "{kept:?}");
+        assert!(String::from_utf8(log)
+            .unwrap()
+            .contains("12 viewers kept in"));
+        // The next suite goes to 12 from its first run on, and leaves the file as it was.
+        let (plan, second) = suite("two", vec![12, 8]);
+        assert_eq!(plan.kept_size.as_ref(), Some(&kept));
+        run_suite(&plan, &second, &Shutdown::new(), &mut Vec::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            second.seen.into_inner().unwrap(),
+            [(12, Some(12), true), (12, Some(12), true)]
+        );
+        assert_eq!(SwarmSize::read(&size_file).unwrap(), Some(kept));
+    }
+
+    #[test]
+    fn a_broken_swarm_size_file_is_an_error_that_says_how_to_fix_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("swarm-size.json");
+        std::fs::write(&path, "sixteen").unwrap();
+        let err = SwarmSize::read(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("swarm-size.json") && err.contains("remove it"),
+            "{err}"
+        );
+        std::fs::write(&path, r#"{"viewers":0,"settled_in":"x","at":"y"}"#).unwrap();
+        let err = SwarmSize::read(&path).unwrap_err().to_string();
+        assert!(err.contains("`viewers` is 0"), "{err}");
     }
 
     #[tokio::test]

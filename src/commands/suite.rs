@@ -25,6 +25,10 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
         &args.out,
         overrides,
     )?;
+    let plan = match &args.swarm_size_file {
+        Some(path) => plan.with_size_file(path)?,
+        None => plan,
+    };
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
     let runner = EngineRunner {

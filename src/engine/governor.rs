@@ -71,13 +71,19 @@ pub(super) struct Measured {
 
 /// Whether to release another step: `None` to go on, else why not. The cost of a step is
 /// what the steps so far added to the baseline, on average; the next is expected to add
-/// as much.
-pub(super) fn decide(m: Measured, cpu_below: f64) -> Option<Stop> {
+/// as much. A size `known_to_fit` (an earlier ramp settled on it) is not second-guessed by
+/// that prediction: the first step's cost, measured just after its browsers started, can
+/// be twice the next one's, and would shrink the swarm from one repeat to the next.
+pub(super) fn decide(m: Measured, auto: AutoRamp) -> Option<Stop> {
+    let cpu_below = auto.cpu_below;
     if m.busy >= cpu_below {
         return Some(Stop::Crossed);
     }
     if m.steps_left == 0 {
         return Some(Stop::Max);
+    }
+    if auto.known_to_fit {
+        return None;
     }
     let per_step = (m.busy - m.baseline).max(0.0) / m.steps.max(1) as f64;
     let predicted = m.busy + per_step;
@@ -190,7 +196,7 @@ pub(super) async fn governed_ramp(
                 failed,
                 of: step.len() as u32,
             })
-        } else if let Some(stop) = decide(m, auto.cpu_below) {
+        } else if let Some(stop) = decide(m, auto) {
             Some(stop)
         } else if Instant::now() + cycle > deadline {
             Some(Stop::RampTime)
@@ -297,12 +303,17 @@ mod tests {
         }
     }
 
+    const LIMIT: AutoRamp = AutoRamp {
+        cpu_below: 0.7,
+        known_to_fit: false,
+    };
+
     #[test]
     fn a_step_that_would_cross_the_limit_is_not_released() {
         // 10% alone, 40% with two steps: 15 points a step, the next would reach 55%.
-        assert_eq!(decide(m(0.40, 2, 5), 0.7), None);
+        assert_eq!(decide(m(0.40, 2, 5), LIMIT), None);
         // 61% with three steps: 17 points a step, the next would reach 78%.
-        match decide(m(0.61, 3, 5), 0.7) {
+        match decide(m(0.61, 3, 5), LIMIT) {
             Some(Stop::NextWouldCross {
                 per_step,
                 predicted,
@@ -316,10 +327,28 @@ mod tests {
 
     #[test]
     fn the_limit_reached_or_the_plan_exhausted_stops_the_ramp() {
-        assert_eq!(decide(m(0.72, 1, 5), 0.7), Some(Stop::Crossed));
-        assert_eq!(decide(m(0.30, 2, 0), 0.7), Some(Stop::Max));
+        assert_eq!(decide(m(0.72, 1, 5), LIMIT), Some(Stop::Crossed));
+        assert_eq!(decide(m(0.30, 2, 0), LIMIT), Some(Stop::Max));
         // A measurement below the baseline (noise) costs nothing, and the ramp goes on.
-        assert_eq!(decide(m(0.05, 1, 3), 0.7), None);
+        assert_eq!(decide(m(0.05, 1, 3), LIMIT), None);
+    }
+
+    #[test]
+    fn a_size_known_to_fit_is_stopped_by_a_measured_crossing_not_by_a_prediction() {
+        let known = AutoRamp {
+            known_to_fit: true,
+            ..LIMIT
+        };
+        // 45% after one step (35 points): a prediction of 80% would stop an unknown ramp…
+        assert!(matches!(
+            decide(m(0.45, 1, 3), LIMIT),
+            Some(Stop::NextWouldCross { .. })
+        ));
+        // …but not one going to a size an earlier ramp settled on with this host.
+        assert_eq!(decide(m(0.45, 1, 3), known), None);
+        // A host that is really past the limit stops it all the same, and so does the size.
+        assert_eq!(decide(m(0.72, 2, 2), known), Some(Stop::Crossed));
+        assert_eq!(decide(m(0.50, 4, 0), known), Some(Stop::Max));
     }
 
     #[test]

@@ -58,6 +58,11 @@ pub struct Plan {
 pub struct AutoRamp {
     /// Busy share of the host's cores the ramp stays below.
     pub cpu_below: f64,
+    /// The plan's count is a size an earlier governed ramp settled on with this host (a
+    /// suite's first run, or its `--swarm-size-file`): only a measured crossing of
+    /// `cpu_below` stops the ramp before it, not a prediction from one noisy step, so
+    /// repeats and the scenarios of one suite keep one swarm size where the host allows.
+    pub known_to_fit: bool,
 }
 
 /// Default of `viewers.auto.max`.
@@ -551,7 +556,13 @@ fn viewer_count(
             ),
         ));
     }
-    Ok((max, Some(AutoRamp { cpu_below })))
+    Ok((
+        max,
+        Some(AutoRamp {
+            cpu_below,
+            known_to_fit: false,
+        }),
+    ))
 }
 
 fn checked_count(check: &Checker, field: &str, viewers: u32) -> Result<u32, ScenarioError> {
