@@ -73,55 +73,54 @@ pub struct SuitePlan {
     pub scenarios: Vec<SuiteScenario>,
     pub repeat: u32,
     pub out: PathBuf,
-    /// `--swarm-size-file`: where the swarm size is kept between suites.
+    /// `--swarm-size-file`: where the swarm sizes are kept between suites.
     pub size_file: Option<PathBuf>,
     /// What that file held when the suite was planned.
-    pub kept_size: Option<SwarmSize>,
+    pub kept_sizes: SwarmSizes,
 }
 
-/// The swarm size a suite's governed ramps keep from one suite to the next
-/// (`--swarm-size-file`, which `make demo` uses): what a first governed ramp settled on
-/// with this host, where and when. Repeats then compare swarms of one size; the governed
-/// ramp still stops below it when the host crosses its limit.
+/// The swarm sizes a suite's governed ramps keep, per run name (`live-normal@tc`), from one
+/// repeat to the next and, with `--swarm-size-file` (which `make demo` uses), from one suite
+/// to the next: what each run's first ramp measured below its limit on this host, where and
+/// when. Repeats then compare swarms of one size.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SwarmSizes {
+    pub runs: std::collections::BTreeMap<String, SwarmSize>,
+}
+
+/// One run's kept size.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SwarmSize {
     pub viewers: u32,
-    /// The run folder whose governed ramp settled on it.
+    /// The run folder whose governed ramp measured it.
     pub settled_in: String,
-    /// When it settled (RFC 3339, UTC).
+    /// When (RFC 3339, UTC).
     pub at: String,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SwarmSizeError {
-    #[error("{path}: {problem}; it holds the swarm size an earlier suite settled on, as {{\"viewers\": 16, ...}}: fix it or remove it so the next suite measures the size again")]
+    #[error("{path}: {problem}; it holds the swarm sizes earlier suites settled on, as {{\"runs\": {{\"live-normal@tc\": {{\"viewers\": 12, ...}}}}}}: fix it or remove it so the next suite measures them again")]
     Unreadable { path: PathBuf, problem: String },
 }
 
-impl SwarmSize {
-    /// The size in `path`, `None` when there is no such file yet.
+impl SwarmSizes {
+    /// The sizes in `path`, `None` when there is no such file yet.
     pub fn read(path: &Path) -> Result<Option<Self>, SwarmSizeError> {
+        let unreadable = |problem: String| SwarmSizeError::Unreadable {
+            path: path.to_path_buf(),
+            problem,
+        };
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => {
-                return Err(SwarmSizeError::Unreadable {
-                    path: path.to_path_buf(),
-                    problem: err.to_string(),
-                })
-            }
+            Err(err) => return Err(unreadable(err.to_string())),
         };
-        let size: Self = serde_json::from_str(&text).map_err(|err| SwarmSizeError::Unreadable {
-            path: path.to_path_buf(),
-            problem: err.to_string(),
-        })?;
-        if size.viewers == 0 {
-            return Err(SwarmSizeError::Unreadable {
-                path: path.to_path_buf(),
-                problem: "`viewers` is 0".into(),
-            });
+        let sizes: Self = serde_json::from_str(&text).map_err(|err| unreadable(err.to_string()))?;
+        if let Some((name, _)) = sizes.runs.iter().find(|(_, s)| s.viewers == 0) {
+            return Err(unreadable(format!("`{name}` has 0 viewers")));
         }
-        Ok(Some(size))
+        Ok(Some(sizes))
     }
 
     fn write(&self, path: &Path) -> std::io::Result<()> {
@@ -219,7 +218,7 @@ impl SuitePlan {
             repeat,
             out: out.to_path_buf(),
             size_file: None,
-            kept_size: None,
+            kept_sizes: SwarmSizes::default(),
         };
         for run in plan.runs() {
             if run.dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
@@ -229,10 +228,10 @@ impl SuitePlan {
         Ok(plan)
     }
 
-    /// Keeps the swarm size in `path` between suites: read now (a broken file is an error
-    /// before anything runs), written after the first governed ramp settles if absent.
+    /// Keeps the swarm sizes in `path` between suites: read now (a broken file is an error
+    /// before anything runs); a run without a size there adds the one its ramp measured.
     pub fn with_size_file(mut self, path: &Path) -> Result<Self, SwarmSizeError> {
-        self.kept_size = SwarmSize::read(path)?;
+        self.kept_sizes = SwarmSizes::read(path)?.unwrap_or_default();
         self.size_file = Some(path.to_path_buf());
         Ok(self)
     }
@@ -311,19 +310,11 @@ async fn run_all(
     let runs = plan.runs();
     let total = runs.len();
     let mut ran = Ran::default();
-    // Governed ramps keep one swarm size where they can: the size file's, else the first
-    // to settle bounds the rest (and is kept in the size file for the next suite).
-    if let (Some(size), Some(path)) = (&plan.kept_size, &plan.size_file) {
-        let _ = writeln!(
-            progress,
-            "swarm size: at most {} viewers, where {} settled at {} ({}; remove it to measure again)",
-            size.viewers,
-            size.settled_in,
-            size.at,
-            path.display()
-        );
-    }
-    let mut settled_first: Option<u32> = plan.kept_size.as_ref().map(|s| s.viewers);
+    // Governed ramps keep one swarm size per run name: the size file's or an earlier
+    // repeat's; a run without one measures its own, bounded by what the suite's first
+    // ramp measured.
+    let mut kept = plan.kept_sizes.clone();
+    let mut first_fit: Option<u32> = None;
     for (i, run) in runs.iter().enumerate() {
         if stop.is_triggered() {
             ran.interrupted = true;
@@ -331,7 +322,22 @@ async fn run_all(
         }
         ran.started += 1;
         let tag = format!("[{}/{total}] {}", i + 1, run.name);
-        let run = &bounded_by(run, settled_first);
+        let known = run
+            .plan
+            .auto
+            .and_then(|_| kept.runs.get(&run.name))
+            .cloned();
+        let run = &match &known {
+            Some(size) => {
+                let _ = writeln!(
+                    progress,
+                    "{tag}: swarm size {} viewers, as {} measured at {}",
+                    size.viewers, size.settled_in, size.at
+                );
+                sized(run, size.viewers)
+            }
+            None => bounded_by(run, first_fit),
+        };
         let _ = writeln!(
             progress,
             "{tag}: running {} → {}",
@@ -340,12 +346,20 @@ async fn run_all(
         );
         let result = runner.run(run).await;
         if let Ok(outcome) = &result {
-            if settled_first.is_none() && outcome.ok {
-                if let (Some(viewers), Some(path)) = (outcome.settled_viewers, &plan.size_file) {
-                    keep_size(path, viewers, &run.dir, progress);
+            if let (None, Some(fits), true) = (&known, outcome.fitting_viewers, outcome.ok) {
+                kept.runs.insert(
+                    run.name.clone(),
+                    SwarmSize {
+                        viewers: fits,
+                        settled_in: run.dir.display().to_string(),
+                        at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    },
+                );
+                if let Some(path) = &plan.size_file {
+                    keep_sizes(&kept, path, &run.name, fits, progress);
                 }
             }
-            settled_first = settled_first.or(outcome.settled_viewers);
+            first_fit = first_fit.or(outcome.fitting_viewers);
         }
         ran.record(&tag, &run.name, &run.dir, result, progress);
         if ran.interrupted {
@@ -407,16 +421,17 @@ impl Ran {
     }
 }
 
-/// Writes the size the first governed ramp settled on into the size file.
-fn keep_size(path: &Path, viewers: u32, dir: &Path, progress: &mut (dyn Write + Send)) {
-    let size = SwarmSize {
-        viewers,
-        settled_in: dir.display().to_string(),
-        at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    };
-    let said = match size.write(path) {
+/// Writes the kept sizes into the size file.
+fn keep_sizes(
+    kept: &SwarmSizes,
+    path: &Path,
+    name: &str,
+    viewers: u32,
+    progress: &mut (dyn Write + Send),
+) {
+    let said = match kept.write(path) {
         Ok(()) => format!(
-            "swarm size: {viewers} viewers kept in {} for the next suites (remove it to measure again)",
+            "swarm size: {viewers} viewers for {name} kept in {} for the next suites (remove it to measure again)",
             path.display()
         ),
         Err(err) => format!("swarm size: could not write {}: {err}", path.display()),
@@ -424,12 +439,11 @@ fn keep_size(path: &Path, viewers: u32, dir: &Path, progress: &mut (dyn Write + 
     let _ = writeln!(progress, "{said}");
 }
 
-/// A run with a governed ramp, bounded by the size the suite's first governed ramp settled
-/// on (its `--max-viewers`, so the manifest's re-run command repeats the bound).
-fn bounded_by(run: &SuiteRun, settled: Option<u32>) -> SuiteRun {
+/// A run with a governed ramp, bounded by the size the suite's first governed ramp
+/// measured (its `--max-viewers`, so the manifest's re-run command repeats the bound).
+fn bounded_by(run: &SuiteRun, first_fit: Option<u32>) -> SuiteRun {
     let mut run = run.clone();
-    if let (Some(n), Some(auto)) = (settled, run.plan.auto.as_mut()) {
-        auto.known_to_fit = true;
+    if let (Some(n), Some(_)) = (first_fit, run.plan.auto) {
         if n < run.plan.viewers {
             run.plan.viewers = n;
             run.overrides.auto_max = Some(n);
@@ -437,6 +451,22 @@ fn bounded_by(run: &SuiteRun, settled: Option<u32>) -> SuiteRun {
                 "# Bounded by the suite: at most {n} viewers, where its first governed ramp settled\n"
             ));
         }
+    }
+    run
+}
+
+/// A run with a governed ramp going to a size an earlier ramp of the same run measured:
+/// only a host clearly past its limit stops it short.
+fn sized(run: &SuiteRun, viewers: u32) -> SuiteRun {
+    let mut run = run.clone();
+    if let Some(auto) = run.plan.auto.as_mut() {
+        auto.known_to_fit = true;
+        let n = viewers.min(run.plan.viewers);
+        run.plan.viewers = n;
+        run.overrides.auto_max = Some(n);
+        run.plan.yaml.push_str(&format!(
+            "# Sized by the suite: {n} viewers, as an earlier governed ramp of this run measured\n"
+        ));
     }
     run
 }
@@ -564,6 +594,7 @@ fleet:
                         report: None,
                         summary: String::new(),
                         settled_viewers: None,
+                        fitting_viewers: None,
                     })
                 }
             }
@@ -633,6 +664,7 @@ fleet:
                 report: None,
                 summary: String::new(),
                 settled_viewers: Some(settled.min(run.plan.viewers)),
+                fitting_viewers: Some(settled.min(run.plan.viewers)),
             })
         }
     }
@@ -660,14 +692,14 @@ fleet:
             runner.seen.into_inner().unwrap(),
             [
                 (32, Some(32), false),
-                (12, Some(12), true),
-                (12, Some(12), true)
+                (12, Some(12), false),
+                (12, Some(12), false)
             ]
         );
     }
 
     #[tokio::test]
-    async fn the_swarm_size_file_keeps_the_first_size_for_the_next_suite() {
+    async fn each_runs_size_is_kept_for_its_repeats_and_in_the_size_file_for_the_next_suite() {
         let dir = tempfile::tempdir().unwrap();
         let files = scenarios(dir.path(), &["a", "b"]);
         let size_file = dir.path().join("state/swarm-size.json");
@@ -676,8 +708,8 @@ fleet:
             auto_max: Some(32),
             ..Overrides::default()
         };
-        let suite = |out: &str, settles: Vec<u32>| {
-            let plan = SuitePlan::new(&files, &[], 1, &dir.path().join(out), auto.clone())
+        let suite = |out: &str, repeat: u32, settles: Vec<u32>| {
+            let plan = SuitePlan::new(&files, &[], repeat, &dir.path().join(out), auto.clone())
                 .unwrap()
                 .with_size_file(&size_file)
                 .unwrap();
@@ -687,29 +719,44 @@ fleet:
             };
             (plan, runner)
         };
-        // No file yet: the first ramp measures (up to 32), settles on 12, and 12 is kept.
-        let (plan, first) = suite("one", vec![12, 12]);
+        // No file yet: `a` measures (up to 32) and settles on 12; `b` measures too, bounded
+        // by 12, and settles on 8; their second repeats go to those sizes.
+        let (plan, first) = suite("one", 2, vec![12, 8, 12, 8]);
         let mut log = Vec::new();
         run_suite(&plan, &first, &Shutdown::new(), &mut log)
             .await
             .unwrap();
-        let kept = SwarmSize::read(&size_file).unwrap().unwrap();
-        assert_eq!(kept.viewers, 12);
-        assert!(kept.settled_in.ends_with("a-1"), "{kept:?}");
-        assert!(String::from_utf8(log)
-            .unwrap()
-            .contains("12 viewers kept in"));
-        // The next suite goes to 12 from its first run on, and leaves the file as it was.
-        let (plan, second) = suite("two", vec![12, 8]);
-        assert_eq!(plan.kept_size.as_ref(), Some(&kept));
+        assert_eq!(
+            first.seen.into_inner().unwrap(),
+            [
+                (32, Some(32), false),
+                (12, Some(12), false),
+                (12, Some(12), true),
+                (8, Some(8), true)
+            ]
+        );
+        let kept = SwarmSizes::read(&size_file).unwrap().unwrap();
+        let sizes: Vec<(&str, u32)> = kept
+            .runs
+            .iter()
+            .map(|(name, s)| (name.as_str(), s.viewers))
+            .collect();
+        assert_eq!(sizes, [("a", 12), ("b", 8)]);
+        assert!(kept.runs["a"].settled_in.ends_with("a-1"), "{kept:?}");
+        let log = String::from_utf8(log).unwrap();
+        assert!(log.contains("12 viewers for a kept in"), "{log}");
+        // The next suite goes to each run's size from its first run on, and leaves the
+        // file as it was.
+        let (plan, second) = suite("two", 1, vec![12, 8]);
+        assert_eq!(plan.kept_sizes, kept);
         run_suite(&plan, &second, &Shutdown::new(), &mut Vec::new())
             .await
             .unwrap();
         assert_eq!(
             second.seen.into_inner().unwrap(),
-            [(12, Some(12), true), (12, Some(12), true)]
+            [(12, Some(12), true), (8, Some(8), true)]
         );
-        assert_eq!(SwarmSize::read(&size_file).unwrap(), Some(kept));
+        assert_eq!(SwarmSizes::read(&size_file).unwrap(), Some(kept));
     }
 
     #[test]
@@ -717,14 +764,18 @@ fleet:
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("swarm-size.json");
         std::fs::write(&path, "sixteen").unwrap();
-        let err = SwarmSize::read(&path).unwrap_err().to_string();
+        let err = SwarmSizes::read(&path).unwrap_err().to_string();
         assert!(
             err.contains("swarm-size.json") && err.contains("remove it"),
             "{err}"
         );
-        std::fs::write(&path, r#"{"viewers":0,"settled_in":"x","at":"y"}"#).unwrap();
-        let err = SwarmSize::read(&path).unwrap_err().to_string();
-        assert!(err.contains("`viewers` is 0"), "{err}");
+        std::fs::write(
+            &path,
+            r#"{"runs":{"vod@tc":{"viewers":0,"settled_in":"x","at":"y"}}}"#,
+        )
+        .unwrap();
+        let err = SwarmSizes::read(&path).unwrap_err().to_string();
+        assert!(err.contains("`vod@tc` has 0 viewers"), "{err}");
     }
 
     #[tokio::test]

@@ -17,6 +17,9 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+/// With a size known to fit, only a host this far above `cpu_below` stops the ramp short of
+/// it: a repeat's measurement of the same swarm moves by a few points.
+const KNOWN_SIZE_MARGIN: f64 = 0.1;
 /// Measured before the first step: the target, its encoder and the controller alone.
 const BASELINE: Duration = Duration::from_secs(5);
 /// After a step's viewers play: their first segments and the swarm's new connections pass
@@ -76,7 +79,12 @@ pub(super) struct Measured {
 /// be twice the next one's, and would shrink the swarm from one repeat to the next.
 pub(super) fn decide(m: Measured, auto: AutoRamp) -> Option<Stop> {
     let cpu_below = auto.cpu_below;
-    if m.busy >= cpu_below {
+    let margin = if auto.known_to_fit {
+        KNOWN_SIZE_MARGIN
+    } else {
+        0.0
+    };
+    if m.busy >= cpu_below + margin {
         return Some(Stop::Crossed);
     }
     if m.steps_left == 0 {
@@ -129,6 +137,9 @@ pub(super) fn reason(stop: &Stop, m: &Measured, viewers: u32, cpu_below: f64) ->
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settled {
     pub viewers: u32,
+    /// The most viewers measured below the limit: `viewers`, or one step fewer when the
+    /// last step took the host over it. What a suite keeps as the size for its next runs.
+    pub fits: u32,
     pub reason: String,
 }
 
@@ -166,6 +177,8 @@ pub(super) async fn governed_ramp(
     step_event(&shared, 0, baseline, "before any viewer".into());
     let steps = steps(&plan);
     let (mut released, mut measured) = (0u32, None);
+    // The most viewers measured below the limit so far.
+    let mut fits = 0u32;
     for (i, step) in steps.iter().enumerate() {
         let began = Instant::now();
         for vp in step {
@@ -203,15 +216,18 @@ pub(super) async fn governed_ramp(
         } else {
             None
         };
+        if stop != Some(Stop::Crossed) || fits == 0 {
+            fits = released;
+        }
         if let Some(stop) = stop {
             let text = reason(&stop, &m, released, auto.cpu_below);
-            record_settled(&shared, released, &text, busy);
+            record_settled(&shared, released, fits, &text, busy);
             return viewers;
         }
     }
     if let Some(m) = measured {
         let text = reason(&Stop::Max, &m, released, auto.cpu_below);
-        record_settled(&shared, released, &text, m.busy);
+        record_settled(&shared, released, fits, &text, m.busy);
     }
     viewers
 }
@@ -274,7 +290,7 @@ fn step_event(shared: &Shared, viewers: u32, busy: f64, detail: String) {
 }
 
 /// Records where the ramp stopped: `ramp_settled` with its reason, then `ramp_done`.
-fn record_settled(shared: &Shared, viewers: u32, reason: &str, busy: f64) {
+fn record_settled(shared: &Shared, viewers: u32, fits: u32, reason: &str, busy: f64) {
     tracing::info!("ramp settled on {viewers} viewer(s): {reason}");
     shared.rec.send(Record::Run(RunEvent {
         t: shared.rec.now(),
@@ -286,6 +302,7 @@ fn record_settled(shared: &Shared, viewers: u32, reason: &str, busy: f64) {
     shared.rec.run_event(RunEventKind::RampDone, None);
     shared.live().settled = Some(Settled {
         viewers,
+        fits,
         reason: reason.to_string(),
     });
 }
@@ -346,8 +363,10 @@ mod tests {
         ));
         // …but not one going to a size an earlier ramp settled on with this host.
         assert_eq!(decide(m(0.45, 1, 3), known), None);
-        // A host that is really past the limit stops it all the same, and so does the size.
-        assert_eq!(decide(m(0.72, 2, 2), known), Some(Stop::Crossed));
+        // A repeat measuring a few points over the limit goes on to the known size; a host
+        // clearly past it stops it all the same, and so does the size.
+        assert_eq!(decide(m(0.74, 2, 2), known), None);
+        assert_eq!(decide(m(0.81, 2, 2), known), Some(Stop::Crossed));
         assert_eq!(decide(m(0.50, 4, 0), known), Some(Stop::Max));
     }
 

@@ -33,6 +33,9 @@ pub struct RunOutcome {
     pub summary: String,
     /// With `viewers.count: auto`: the viewers the governed ramp settled on.
     pub settled_viewers: Option<u32>,
+    /// With `viewers.count: auto`: the most viewers it measured below its limit (one step
+    /// fewer than `settled_viewers` when the last step took the host over it).
+    pub fitting_viewers: Option<u32>,
     /// The run's report (`report.json`), when one was built: its figures and thresholds.
     pub report: Option<crate::report::ReportSummary>,
 }

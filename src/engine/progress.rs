@@ -90,6 +90,8 @@ pub(super) struct Summary {
     /// Where a governed ramp settled, and why.
     settled: Option<String>,
     settled_viewers: Option<u32>,
+    /// The most viewers the governed ramp measured below its limit.
+    fitting_viewers: Option<u32>,
     notes: Vec<String>,
     /// The report's headroom line: which viewers were starved, whether the P2P figure is
     /// a finding, the figures of those with headroom.
@@ -141,6 +143,7 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
         requested,
         settled,
         settled_viewers: live.settled.as_ref().map(|s| s.viewers),
+        fitting_viewers: live.settled.as_ref().map(|s| s.fits),
         started,
         failed: live.failed_or_lost(requested),
         not_started: (requested as usize).saturating_sub(started),
@@ -184,6 +187,11 @@ impl Summary {
     /// Where a governed ramp settled.
     pub(super) fn settled_viewers(&self) -> Option<u32> {
         self.settled_viewers
+    }
+
+    /// The most viewers the governed ramp measured below its limit.
+    pub(super) fn fitting_viewers(&self) -> Option<u32> {
+        self.fitting_viewers
     }
 
     /// Takes the report's counts and totals (whole run, from raw data).
@@ -265,6 +273,7 @@ mod tests {
             exporter: None,
             settled: None,
             settled_viewers: None,
+            fitting_viewers: None,
             notes: Vec::new(),
             headroom: None,
             report: None,

@@ -126,7 +126,7 @@ async fn finish(
     recorder.finish().await.context("writing raw data")?;
     manifest::finish_manifest(&ctx.out, code, interrupted, ctx.shutdown.signal())?;
     let mut code = code;
-    let (summary, settled_viewers, report) = match result {
+    let (summary, (settled_viewers, fitting_viewers), report) = match result {
         Ok((_, mut summary)) => {
             let report = if ctx.write_report {
                 write_report(&ctx.out, &mut summary)
@@ -153,9 +153,17 @@ async fn finish(
                     manifest::restamp_exit_code(&ctx.out, code)?;
                 }
             }
-            (text, summary.settled_viewers(), report)
+            (
+                text,
+                (summary.settled_viewers(), summary.fitting_viewers()),
+                report,
+            )
         }
-        Err(_) if interrupted => ("interrupted before viewers started".to_string(), None, None),
+        Err(_) if interrupted => (
+            "interrupted before viewers started".to_string(),
+            (None, None),
+            None,
+        ),
         Err(err) => return Err(err),
     };
     Ok(RunOutcome {
@@ -165,6 +173,7 @@ async fn finish(
         exit_code: code,
         summary,
         settled_viewers,
+        fitting_viewers,
         report,
     })
 }

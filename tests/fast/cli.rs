@@ -23,7 +23,7 @@ fn shipped_scenarios_validate() {
         .success()
         .stdout(
             predicate::str::contains(
-                "as many viewers as the host carries below 70% busy (at most 32), 4 per browser",
+                "as many viewers as the host carries below 60% busy (at most 32), 4 per browser",
             )
             .count(4),
         );
