@@ -102,14 +102,27 @@ pub(super) fn decide(m: Measured, auto: AutoRamp) -> Option<Stop> {
 }
 
 /// The sentence the run and its report give for where the ramp settled.
-pub(super) fn reason(stop: &Stop, m: &Measured, viewers: u32, cpu_below: f64) -> String {
+pub(super) fn reason(stop: &Stop, m: &Measured, viewers: u32, auto: AutoRamp) -> String {
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let cpu_below = auto.cpu_below;
     let with = format!(
         "the host was {} busy with {viewers} viewer(s) ({} before any)",
         pct(m.busy),
         pct(m.baseline)
     );
     match stop {
+        Stop::Max if auto.known_to_fit => format!(
+            "the size an earlier ramp of this run measured plays; {with} (a kept size stops short only at {} or more, the {} limit plus {:.0} points)",
+            pct(cpu_below + KNOWN_SIZE_MARGIN),
+            pct(cpu_below),
+            KNOWN_SIZE_MARGIN * 100.0
+        ),
+        Stop::Crossed if auto.known_to_fit => format!(
+            "{with}: at or above {}, the {} limit plus the {:.0} points a kept size may go over it",
+            pct(cpu_below + KNOWN_SIZE_MARGIN),
+            pct(cpu_below),
+            KNOWN_SIZE_MARGIN * 100.0
+        ),
         Stop::Max => format!(
             "every viewer the plan allows plays; {with}, below the {} limit",
             pct(cpu_below)
@@ -220,13 +233,13 @@ pub(super) async fn governed_ramp(
             fits = released;
         }
         if let Some(stop) = stop {
-            let text = reason(&stop, &m, released, auto.cpu_below);
+            let text = reason(&stop, &m, released, auto);
             record_settled(&shared, released, fits, &text, busy);
             return viewers;
         }
     }
     if let Some(m) = measured {
-        let text = reason(&Stop::Max, &m, released, auto.cpu_below);
+        let text = reason(&Stop::Max, &m, released, auto);
         record_settled(&shared, released, fits, &text, m.busy);
     }
     viewers
@@ -397,11 +410,20 @@ mod tests {
             per_step: 0.17,
             predicted: 0.78,
         };
-        let text = reason(&stop, &m(0.61, 3, 5), 12, 0.7);
+        let text = reason(&stop, &m(0.61, 3, 5), 12, LIMIT);
         assert_eq!(
             text,
             "the host was 61% busy with 12 viewer(s) (10% before any), 17.0 points per step: one more step would bring it to about 78%, above the 70% limit"
         );
-        assert!(reason(&Stop::Max, &m(0.3, 2, 0), 8, 0.7).starts_with("every viewer"));
+        assert!(reason(&Stop::Max, &m(0.3, 2, 0), 8, LIMIT).starts_with("every viewer"));
+        // A kept size that measured over the limit, but not clearly, says why it went on.
+        let known = AutoRamp {
+            known_to_fit: true,
+            ..LIMIT
+        };
+        assert_eq!(
+            reason(&Stop::Max, &m(0.74, 4, 0), 16, known),
+            "the size an earlier ramp of this run measured plays; the host was 74% busy with 16 viewer(s) (10% before any) (a kept size stops short only at 80% or more, the 70% limit plus 10 points)"
+        );
     }
 }
