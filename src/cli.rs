@@ -298,9 +298,10 @@ pub struct SuiteArgs {
     /// Override every scenario's duration.
     #[arg(long)]
     pub duration: Option<String>,
-    /// Keep the swarm size in this JSON file between suites: if it exists, every governed
-    /// ramp (`count: auto`) goes to its size unless the host crosses its limit; if not, the
-    /// first ramp's size is written to it. `make demo` keeps runs/demo-swarm-size.json.
+    /// Keep each run's swarm size in this JSON file between suites: a run found there goes
+    /// to its size (`count: auto`; stopped short only by a host 10 points past its limit);
+    /// a run not found measures its own and is added. `make demo` keeps
+    /// runs/demo-swarm-size.json.
     #[arg(long)]
     pub swarm_size_file: Option<PathBuf>,
     /// Run every scenario on this fleet instead: `local` or `netns` (as root).

@@ -646,6 +646,16 @@ fleet:
         seen: Mutex<Vec<(u32, Option<u32>, bool)>>,
     }
 
+    impl Settling {
+        /// A runner whose runs' ramps settle on `settles`, in run order.
+        fn new(settles: Vec<u32>) -> Self {
+            Self {
+                settles: Mutex::new(settles),
+                seen: Mutex::new(Vec::new()),
+            }
+        }
+    }
+
     #[async_trait::async_trait]
     impl ScenarioRunner for Settling {
         async fn run(&self, run: &SuiteRun) -> anyhow::Result<RunOutcome> {
@@ -679,10 +689,7 @@ fleet:
             ..Overrides::default()
         };
         let plan = SuitePlan::new(&files, &[], 1, &dir.path().join("out"), auto).unwrap();
-        let runner = Settling {
-            settles: Mutex::new(vec![12, 8, 16]),
-            seen: Mutex::new(Vec::new()),
-        };
+        let runner = Settling::new(vec![12, 8, 16]);
         run_suite(&plan, &runner, &Shutdown::new(), &mut Vec::new())
             .await
             .unwrap();
@@ -713,11 +720,7 @@ fleet:
                 .unwrap()
                 .with_size_file(&size_file)
                 .unwrap();
-            let runner = Settling {
-                settles: Mutex::new(settles),
-                seen: Mutex::new(Vec::new()),
-            };
-            (plan, runner)
+            (plan, Settling::new(settles))
         };
         // No file yet: `a` measures (up to 32) and settles on 12; `b` measures too, bounded
         // by 12, and settles on 8; their second repeats go to those sizes.

@@ -58,10 +58,10 @@ pub struct Plan {
 pub struct AutoRamp {
     /// Busy share of the host's cores the ramp stays below.
     pub cpu_below: f64,
-    /// The plan's count is a size an earlier governed ramp settled on with this host (a
-    /// suite's first run, or its `--swarm-size-file`): only a measured crossing of
-    /// `cpu_below` stops the ramp before it, not a prediction from one noisy step, so
-    /// repeats and the scenarios of one suite keep one swarm size where the host allows.
+    /// The plan's count is a size an earlier governed ramp of the same run measured on this
+    /// host (an earlier repeat of the suite, or its `--swarm-size-file`): only a host clearly
+    /// past `cpu_below` stops the ramp before it, not a prediction from one noisy step, so
+    /// repeats keep one swarm size where the host allows.
     pub known_to_fit: bool,
 }
 
