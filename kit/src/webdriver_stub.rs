@@ -46,6 +46,10 @@ pub struct StubConfig {
     /// List live sessions in `/status` with the capabilities they were asked with, as a Grid
     /// hub does, so a controller can find and delete sessions it no longer waited for.
     pub list_sessions: bool,
+    /// The n-th vendor command (CDP through `goog/cdp/execute`, …) of each session is answered
+    /// once as a Grid node answers when its connection to the driver broke: `unknown
+    /// error`, "Failed to execute request (...)". `None` = never.
+    pub forwarding_failure_at: Option<u64>,
 }
 
 /// Request counters, for the benchmark's figures and for tests.
@@ -62,6 +66,8 @@ pub struct StubCounters {
     pub tabs_closed: AtomicU64,
     pub bidi_reads: AtomicU64,
     pub browsers_crashed: AtomicU64,
+    /// Commands answered with a forwarding failure (`forwarding_failure_at`).
+    pub forwarding_failures: AtomicU64,
     pub tabs_crashed: AtomicU64,
     /// The Chromium arguments (`goog:chromeOptions.args`) of every session created.
     pub session_args: Mutex<Vec<Vec<String>>>,
@@ -81,6 +87,8 @@ struct StubState {
     crashed_tab: std::sync::atomic::AtomicBool,
     /// Live sessions and the capabilities they were asked with (`list_sessions`).
     live: Mutex<std::collections::BTreeMap<String, Value>>,
+    /// Commands per session, for `forwarding_failure_at`.
+    commands: Mutex<std::collections::HashMap<String, u64>>,
 }
 
 pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
@@ -96,6 +104,7 @@ pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
         crashed_browser: Default::default(),
         crashed_tab: Default::default(),
         live: Mutex::default(),
+        commands: Mutex::default(),
     });
     Router::new()
         .route("/status", get(status))
@@ -104,7 +113,7 @@ pub fn app(config: StubConfig, counters: Arc<StubCounters>) -> Router {
         .route("/session/{id}/execute/sync", post(execute))
         .route("/session/{id}/bidi", get(bidi))
         .route("/session/{id}/url", get(current_url).post(other))
-        .route("/session/{id}/{*rest}", post(other).get(other_get))
+        .route("/session/{id}/{*rest}", post(command).get(other_get))
         .route("/w/{video}", get(page))
         .route("/videos/embed/{video}", get(page))
         .route("/api/v1/videos/{video}", get(video))
@@ -453,6 +462,36 @@ async fn execute(State(s): State<Arc<StubState>>, Path(id): Path<String>) -> imp
         );
     }
     (StatusCode::OK, Json(json!({ "value": stats(reads) })))
+}
+
+/// A command of a session: answered like `other`, unless it is the one
+/// `forwarding_failure_at` fails.
+async fn command(
+    State(s): State<Arc<StubState>>,
+    Path((id, rest)): Path<(String, String)>,
+) -> axum::response::Response {
+    if let Some(at) = s.config.forwarding_failure_at {
+        let n = {
+            let mut map = s.commands.lock().unwrap_or_else(|e| e.into_inner());
+            let n = map.entry(id.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if n == at {
+            pause(&s).await;
+            s.counters
+                .forwarding_failures
+                .fetch_add(1, Ordering::Relaxed);
+            let message =
+                format!("Failed to execute request (POST http://stub.invalid/session/{id}/{rest})");
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({"value": {"error": "unknown error", "message": message, "stacktrace": ""}})),
+            )
+                .into_response();
+        }
+    }
+    other(State(s)).await.into_response()
 }
 
 async fn other(State(s): State<Arc<StubState>>) -> Json<Value> {

@@ -331,8 +331,10 @@ impl Viewer {
     ) -> Result<serde_json::Value, ViewerError> {
         match &self.kind {
             Kind::Session { client, .. } => {
-                self.call(what, client.issue_cmd(CdpCommand::new(method, params)))
-                    .await
+                self.call_repeatable(what, || {
+                    client.issue_cmd(CdpCommand::new(method, params.clone()))
+                })
+                .await
             }
             Kind::Tab(tab) => tab.cdp(what, method, params).await,
         }
@@ -371,7 +373,10 @@ impl Viewer {
     /// Opens any page (not a target's viewer page: measurement pages, checks).
     pub async fn goto(&self, url: &str) -> Result<(), ViewerError> {
         match &self.kind {
-            Kind::Session { client, .. } => self.call("opening a page", client.goto(url)).await,
+            Kind::Session { client, .. } => {
+                self.call_repeatable("opening a page", || client.goto(url))
+                    .await
+            }
             Kind::Tab(tab) => tab.navigate(url).await,
         }
     }
@@ -403,10 +408,9 @@ impl Viewer {
     pub async fn read(&self, target: &dyn Target) -> Result<PlayerStats, ViewerError> {
         let value = match &self.kind {
             Kind::Session { client, .. } => {
-                self.call(
-                    "reading player stats",
-                    client.execute(target.read_script(), vec![]),
-                )
+                self.call_repeatable("reading player stats", || {
+                    client.execute(target.read_script(), vec![])
+                })
                 .await?
             }
             Kind::Tab(tab) => {
@@ -489,6 +493,69 @@ impl Viewer {
                 what,
                 message: e.to_string(),
             })
+    }
+
+    /// A command that is safe to send twice (CDP set-up, navigation, stats reads): sent
+    /// again, up to [`RESENDS`] times, when it failed on its way to the browser (a Grid
+    /// node or hub that lost its connection, a dropped connection), so one broken hop
+    /// among thousands does not cost a viewer. Each attempt has the command timeout.
+    async fn call_repeatable<T, F, Fut>(
+        &self,
+        what: &'static str,
+        mut send: F,
+    ) -> Result<T, ViewerError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, fantoccini::error::CmdError>>,
+    {
+        let mut resent = 0;
+        loop {
+            match tokio::time::timeout(self.timeouts.command, send()).await {
+                Err(_) => {
+                    return Err(ViewerError::Timeout {
+                        what,
+                        after: self.timeouts.command,
+                    })
+                }
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) if resent < RESENDS && never_reached_the_browser(&e) => {
+                    resent += 1;
+                    tracing::warn!(
+                        session = self.session_id.as_deref().unwrap_or(""),
+                        "{what}: {e}; sending it again ({resent} of {RESENDS})"
+                    );
+                    tokio::time::sleep(RESEND_BACKOFF * resent).await;
+                }
+                Ok(Err(e)) => {
+                    return Err(ViewerError::Command {
+                        what,
+                        message: e.to_string(),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// How many times a repeatable command is sent again after a failure on the way.
+const RESENDS: u32 = 2;
+/// Wait before the n-th resend: n times this.
+const RESEND_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Whether a command failed between the controller and the browser rather than in it: the
+/// connection to the endpoint failed or dropped, or a Grid hub or node answered that it
+/// could not forward the request (Selenium's "Failed to execute request" from a node's
+/// client, "Unable to execute request" from the hub's router).
+fn never_reached_the_browser(e: &fantoccini::error::CmdError) -> bool {
+    use fantoccini::error::{CmdError, ErrorStatus};
+    match e {
+        CmdError::Failed(_) | CmdError::FailedC(_) | CmdError::Lost(_) => true,
+        CmdError::Standard(w) => {
+            w.error == ErrorStatus::UnknownError
+                && (w.message.starts_with("Failed to execute request")
+                    || w.message.starts_with("Unable to execute request"))
+        }
+        _ => false,
     }
 }
 

@@ -211,6 +211,28 @@ async fn without_retries_a_refused_viewer_fails_and_the_threshold_decides_the_ex
 }
 
 #[tokio::test]
+async fn a_command_the_grid_failed_to_forward_is_sent_again_and_costs_no_viewer() {
+    // The first vendor command of every session (installing the stats probe) is answered
+    // as a Grid node answers when its connection to the driver broke.
+    let stub = stub(StubConfig {
+        forwarding_failure_at: Some(1),
+        ..StubConfig::default()
+    })
+    .await;
+    let run = run(&scenario(&stub, 3, "0s", "", ""), Shutdown::new()).await;
+    assert_eq!(run.outcome.exit_code, 0, "{}", run.outcome.summary);
+    assert_eq!(run.count(ViewerEventKind::Playing), 3);
+    assert_eq!(run.count(ViewerEventKind::Failed), 0);
+    assert_eq!(
+        run.count(ViewerEventKind::SessionCreated),
+        3,
+        "no session again"
+    );
+    assert_eq!(stub.counters().forwarding_failures.load(Relaxed), 3);
+    no_session_left(&stub);
+}
+
+#[tokio::test]
 async fn a_lost_viewer_is_recorded_and_created_again() {
     // Each session answers three stats reads, then is gone (its browser died).
     let stub = stub(StubConfig {
