@@ -92,6 +92,10 @@ pub struct SwarmSizes {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SwarmSize {
     pub viewers: u32,
+    /// Viewers per browser the size was measured with: a size is kept only for runs packed
+    /// the same way (a file without it is measured again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_browser: Option<u32>,
     /// The run folder whose governed ramp measured it.
     pub settled_in: String,
     /// When (RFC 3339, UTC).
@@ -326,6 +330,7 @@ async fn run_all(
             .plan
             .auto
             .and_then(|_| kept.runs.get(&run.name))
+            .filter(|size| size.per_browser == Some(run.plan.per_browser))
             .cloned();
         let run = &match &known {
             Some(size) => {
@@ -351,6 +356,7 @@ async fn run_all(
                     run.name.clone(),
                     SwarmSize {
                         viewers: fits,
+                        per_browser: Some(run.plan.per_browser),
                         settled_in: run.dir.display().to_string(),
                         at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                     },
@@ -760,6 +766,33 @@ fleet:
             [(12, Some(12), true), (8, Some(8), true)]
         );
         assert_eq!(SwarmSizes::read(&size_file).unwrap(), Some(kept));
+        // Packed differently, a run costs differently: its kept size does not apply.
+        let packed = SuitePlan::new(
+            &files,
+            &[],
+            1,
+            &dir.path().join("three"),
+            Overrides {
+                per_browser: Some(2),
+                ..auto.clone()
+            },
+        )
+        .unwrap()
+        .with_size_file(&size_file)
+        .unwrap();
+        let third = Settling::new(vec![10, 6]);
+        run_suite(&packed, &third, &Shutdown::new(), &mut Vec::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            third.seen.into_inner().unwrap(),
+            [(32, Some(32), false), (10, Some(10), false)]
+        );
+        let resized = SwarmSizes::read(&size_file).unwrap().unwrap();
+        assert_eq!(
+            (resized.runs["a"].viewers, resized.runs["a"].per_browser),
+            (10, Some(2))
+        );
     }
 
     #[test]

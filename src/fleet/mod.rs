@@ -107,6 +107,11 @@ pub fn link_plan(plan: &Plan) -> Plan {
 /// have tc-shaped links, that many viewers share each, at that many times the profile.
 pub fn with_packing(mut description: FleetDescription, plan: &Plan) -> FleetDescription {
     let n = plan.per_browser;
+    if let Some(written) = plan.per_browser_not_applied {
+        description.notes.push(format!(
+            "One viewer per browser although the scenario says viewers.per_browser: {written}: under tc, viewers of one browser would exchange P2P inside their network namespace, past the shaped link, and the swarm would share more than its links allow. `--per-browser {written}` packs it anyway."
+        ));
+    }
     if n <= 1 {
         return description;
     }
@@ -130,7 +135,7 @@ pub fn with_packing(mut description: FleetDescription, plan: &Plan) -> FleetDesc
     });
     if let Some(link) = &link {
         description.notes.push(format!(
-            "Each browser's tc-shaped link ({link}: {n} times the profile) is shared by its {n} viewers: together they have what {n} links of the profile give, but one viewer may use more than its own share of the uplink while the others send less; each viewer's HTTP is held to the profile in its tab."
+            "Each browser's tc-shaped link ({link}: {n} times the profile) is shared by its {n} viewers: together they have what {n} links of the profile give, but one viewer may use more than its own share of the uplink while the others send less; each viewer's HTTP is held to the profile in its tab. P2P between viewers of one browser crosses no link at all (they share its network namespace), so the P2P share is higher than with one viewer per browser."
         ));
     }
     description.packing = Some(Packing {

@@ -20,6 +20,10 @@ pub struct Plan {
     pub auto: Option<AutoRamp>,
     /// Viewers per browser (`viewers.per_browser`, see `packing`).
     pub per_browser: u32,
+    /// The scenario's `viewers.per_browser` when the plan did not apply it: under `tc` its
+    /// viewers would exchange P2P inside one network namespace, past the shaped link
+    /// (`packing::unshaped_under_tc`). Only `--per-browser` packs a tc run.
+    pub per_browser_not_applied: Option<u32>,
     /// How the browsers are started: viewerfleet's own set-up, unless `calibrate` measures
     /// another.
     pub browser: BrowserSetup,
@@ -326,7 +330,6 @@ pub(super) fn build(
     if let Some((_, n)) = &alt_network {
         check_tc_fleet(n, "viewers.alt_network.profile", &fleet, &check)?;
     }
-    let churn = churn(&check, &spec, overrides, per_browser, auto.is_some())?;
     let mut networks = network_mix(&check, &spec.viewers, &fleet)?;
     let networks_from_shorthand =
         networks.is_empty() && (spec.viewers.network.is_some() || alt_network.is_some());
@@ -336,6 +339,12 @@ pub(super) fn build(
             alt_network.map(|(share, n)| (share, with_throttling(n, &fleet))),
         );
     }
+    let tc_shaped = networks
+        .iter()
+        .any(|c| c.profile.is_some_and(|p| p.apply == Some(Throttling::Tc)));
+    let (per_browser, per_browser_not_applied) =
+        super::packing::unshaped_under_tc(per_browser, overrides.per_browser, tc_shaped);
+    let churn = churn(&check, &spec, overrides, per_browser, auto.is_some())?;
     if let FleetPlan::Netns(netns) = &mut fleet {
         netns.internet = !networks.is_empty() && !networks_from_shorthand;
     }
@@ -344,6 +353,11 @@ pub(super) fn build(
     if let Some(n) = overrides.per_browser {
         yaml.push_str(&format!(
             "# Overridden on the command line: viewers.per_browser = {n}\n"
+        ));
+    }
+    if let Some(n) = per_browser_not_applied {
+        yaml.push_str(&format!(
+            "# Not applied: viewers.per_browser = {n} (under tc, one viewer per browser; --per-browser packs a tc run)\n"
         ));
     }
     if overrides.viewers.is_some()
@@ -378,6 +392,7 @@ pub(super) fn build(
         viewers,
         auto,
         per_browser,
+        per_browser_not_applied,
         browser: BrowserSetup::project(),
         ramp: timeline.ramp,
         clock: RunClock::FromStart,

@@ -541,3 +541,28 @@ fn the_shorthand_is_a_two_class_mix_of_public_viewers_assigned_as_before() {
     assert_eq!(viewers[3].access.nat, crate::model::kinds::NatKind::None);
     assert_eq!(viewers[3].access.stack, None);
 }
+
+#[test]
+fn under_tc_the_scenarios_packing_is_not_applied_unless_asked_on_the_command_line() {
+    let packed = GOOD
+        .replace("  p2p_off_share: 0.5\n", "  per_browser: 4\n")
+        .replace("  kind: local\n", "  kind: netns\n");
+    let over = |apply: Throttling, per_browser: Option<u32>| Overrides {
+        apply: Some(apply),
+        per_browser,
+        ..Default::default()
+    };
+    // The 2023 conditions (WebRTC not shaped): packed as written.
+    let plan = parse(&packed, "s.yaml", &over(Throttling::HttpOnly, None)).unwrap();
+    assert_eq!((plan.per_browser, plan.per_browser_not_applied), (4, None));
+    // tc: one viewer per browser, and the plan says which value it left out.
+    let plan = parse(&packed, "s.yaml", &over(Throttling::Tc, None)).unwrap();
+    assert_eq!(
+        (plan.per_browser, plan.per_browser_not_applied),
+        (1, Some(4))
+    );
+    assert!(plan.yaml.contains("Not applied: viewers.per_browser = 4"));
+    // `--per-browser` packs a tc run on purpose.
+    let plan = parse(&packed, "s.yaml", &over(Throttling::Tc, Some(2))).unwrap();
+    assert_eq!((plan.per_browser, plan.per_browser_not_applied), (2, None));
+}
