@@ -81,8 +81,8 @@ pub struct SuitePlan {
 
 /// The swarm sizes a suite's governed ramps keep, per run name (`live-normal@tc`), from one
 /// repeat to the next and, with `--swarm-size-file` (which `make demo` uses), from one suite
-/// to the next: what each run's first ramp measured below its limit on this host, where and
-/// when. Repeats then compare swarms of one size.
+/// to the next: what each run's first ramp found to fit this host (`size_to_keep`), where
+/// and when. Repeats then compare swarms of one size.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SwarmSizes {
     pub runs: std::collections::BTreeMap<String, SwarmSize>,
@@ -316,7 +316,7 @@ async fn run_all(
     let mut ran = Ran::default();
     // Governed ramps keep one swarm size per run name: the size file's or an earlier
     // repeat's; a run without one measures its own, bounded by what the suite's first
-    // ramp measured.
+    // ramp kept.
     let mut kept = plan.kept_sizes.clone();
     let mut first_fit: Option<u32> = None;
     for (i, run) in runs.iter().enumerate() {
@@ -351,7 +351,7 @@ async fn run_all(
         );
         let result = runner.run(run).await;
         if let Ok(outcome) = &result {
-            if let (None, Some(fits), true) = (&known, outcome.fitting_viewers, outcome.ok) {
+            if let (None, Some(fits), true) = (&known, size_to_keep(outcome), outcome.ok) {
                 kept.runs.insert(
                     run.name.clone(),
                     SwarmSize {
@@ -365,7 +365,7 @@ async fn run_all(
                     keep_sizes(&kept, path, &run.name, fits, progress);
                 }
             }
-            first_fit = first_fit.or(outcome.fitting_viewers);
+            first_fit = first_fit.or(size_to_keep(outcome));
         }
         ran.record(&tag, &run.name, &run.dir, result, progress);
         if ran.interrupted {
@@ -459,6 +459,27 @@ fn bounded_by(run: &SuiteRun, first_fit: Option<u32>) -> SuiteRun {
         }
     }
     run
+}
+
+/// The swarm size a governed ramp's run leaves for its repeats: the size it ran at when its
+/// report found every viewer with headroom in the steady window (the limit is the ramp's
+/// proxy, the report's verdict the judgement), else the most viewers the ramp measured below
+/// its limit. A last step that took the host just past the limit yet left every viewer
+/// room is kept: going one step back would compare a smaller swarm with this one.
+fn size_to_keep(outcome: &RunOutcome) -> Option<u32> {
+    let had_headroom = outcome
+        .report
+        .as_ref()
+        .and_then(|r| r.headroom.as_ref())
+        .is_some_and(|h| {
+            h.verdict == crate::report::HeadroomVerdict::Finding
+                && h.viewers.starved == 0
+                && h.host.as_ref().is_some_and(|m| !m.saturated)
+        });
+    match (outcome.settled_viewers, outcome.fitting_viewers) {
+        (Some(ran), Some(_)) if had_headroom => Some(ran),
+        (_, fits) => fits,
+    }
 }
 
 /// A run with a governed ramp going to a size an earlier ramp of the same run measured:
@@ -793,6 +814,67 @@ fleet:
             (resized.runs["a"].viewers, resized.runs["a"].per_browser),
             (10, Some(2))
         );
+    }
+
+    /// A runner whose ramp released 8 viewers, the last step past its limit (so 4 fit
+    /// below it), with the report of the `run-steady` fixture: its host hot for 20 s of the
+    /// steady window, or, `cool`, never.
+    struct Crossed {
+        cool: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl ScenarioRunner for Crossed {
+        async fn run(&self, run: &SuiteRun) -> anyhow::Result<RunOutcome> {
+            copy_dir(&fixture("run-steady"), &run.dir);
+            if self.cool {
+                let samples = run.dir.join("raw/host_samples.jsonl");
+                let text = std::fs::read_to_string(&samples)?;
+                std::fs::write(
+                    &samples,
+                    text.replace("\"cpu_busy\": 0.95", "\"cpu_busy\": 0.5"),
+                )?;
+            }
+            let report = crate::report::build(&run.dir)?.summary;
+            Ok(RunOutcome {
+                run_dir: run.dir.clone(),
+                ok: true,
+                interrupted: false,
+                exit_code: 0,
+                report: Some(report),
+                summary: String::new(),
+                settled_viewers: Some(8),
+                fitting_viewers: Some(4),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_ramp_past_its_limit_keeps_its_size_only_when_every_viewer_had_headroom() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = scenarios(dir.path(), &["a"]);
+        let auto = Overrides {
+            auto_viewers: true,
+            auto_max: Some(32),
+            ..Overrides::default()
+        };
+        let kept = |cool: bool, out: &str| {
+            let size_file = dir.path().join(format!("{out}.json"));
+            let plan = SuitePlan::new(&files, &[], 1, &dir.path().join(out), auto.clone())
+                .unwrap()
+                .with_size_file(&size_file)
+                .unwrap();
+            async move {
+                run_suite(&plan, &Crossed { cool }, &Shutdown::new(), &mut Vec::new())
+                    .await
+                    .unwrap();
+                SwarmSizes::read(&size_file).unwrap().unwrap().runs["a"].viewers
+            }
+        };
+        // The report found every viewer with headroom: the 8 it ran are kept.
+        assert_eq!(kept(true, "cool").await, 8);
+        // The host was saturated: one step fewer, the most measured below the limit.
+        assert_eq!(kept(false, "hot").await, 4);
     }
 
     #[test]

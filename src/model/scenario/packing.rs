@@ -31,7 +31,7 @@ pub(super) fn per_browser(written: Option<u32>, over: Option<u32>) -> Result<u32
 /// The packing a run gets: the scenario's `per_browser`, except under `tc` (`tc_shaped`),
 /// where viewers of one browser share one network namespace and so exchange P2P over no
 /// link at all: the swarm would look better connected than the links it was given (8
-/// viewers on 300 kbit/s uplinks: about 70% P2P savings packed 4 to a browser, 10% one per
+/// viewers on 300 kbit/s uplinks: 67–79% P2P savings packed 4 to a browser, 8.5% one per
 /// browser; RESULTS.md). There the plan uses one viewer per browser, and says which value
 /// it left out (second field); `--per-browser` (`over`) still packs a tc run on purpose.
 pub fn unshaped_under_tc(written: u32, over: Option<u32>, tc_shaped: bool) -> (u32, Option<u32>) {
