@@ -351,7 +351,8 @@ async fn run_all(
         );
         let result = runner.run(run).await;
         if let Ok(outcome) = &result {
-            if let (None, Some(fits), true) = (&known, size_to_keep(outcome), outcome.ok) {
+            let keep = size_to_keep(outcome);
+            if let (None, Some(fits), true) = (&known, keep, outcome.ok) {
                 kept.runs.insert(
                     run.name.clone(),
                     SwarmSize {
@@ -365,7 +366,7 @@ async fn run_all(
                     keep_sizes(&kept, path, &run.name, fits, progress);
                 }
             }
-            first_fit = first_fit.or(size_to_keep(outcome));
+            first_fit = first_fit.or(keep);
         }
         ran.record(&tag, &run.name, &run.dir, result, progress);
         if ran.interrupted {
@@ -742,12 +743,15 @@ fleet:
             auto_max: Some(32),
             ..Overrides::default()
         };
-        let suite = |out: &str, repeat: u32, settles: Vec<u32>| {
-            let plan = SuitePlan::new(&files, &[], repeat, &dir.path().join(out), auto.clone())
+        let suite_with = |out: &str, repeat: u32, settles: Vec<u32>, overrides: Overrides| {
+            let plan = SuitePlan::new(&files, &[], repeat, &dir.path().join(out), overrides)
                 .unwrap()
                 .with_size_file(&size_file)
                 .unwrap();
             (plan, Settling::new(settles))
+        };
+        let suite = |out: &str, repeat: u32, settles: Vec<u32>| {
+            suite_with(out, repeat, settles, auto.clone())
         };
         // No file yet: `a` measures (up to 32) and settles on 12; `b` measures too, bounded
         // by 12, and settles on 8; their second repeats go to those sizes.
@@ -788,20 +792,11 @@ fleet:
         );
         assert_eq!(SwarmSizes::read(&size_file).unwrap(), Some(kept));
         // Packed differently, a run costs differently: its kept size does not apply.
-        let packed = SuitePlan::new(
-            &files,
-            &[],
-            1,
-            &dir.path().join("three"),
-            Overrides {
-                per_browser: Some(2),
-                ..auto.clone()
-            },
-        )
-        .unwrap()
-        .with_size_file(&size_file)
-        .unwrap();
-        let third = Settling::new(vec![10, 6]);
+        let packed = Overrides {
+            per_browser: Some(2),
+            ..auto.clone()
+        };
+        let (packed, third) = suite_with("three", 1, vec![10, 6], packed);
         run_suite(&packed, &third, &Shutdown::new(), &mut Vec::new())
             .await
             .unwrap();

@@ -478,21 +478,15 @@ impl Viewer {
         }
     }
 
-    async fn call<T, E: std::fmt::Display>(
+    /// A command sent once.
+    async fn call<T>(
         &self,
         what: &'static str,
-        fut: impl std::future::Future<Output = Result<T, E>>,
+        fut: impl std::future::Future<Output = Result<T, fantoccini::error::CmdError>>,
     ) -> Result<T, ViewerError> {
-        tokio::time::timeout(self.timeouts.command, fut)
-            .await
-            .map_err(|_| ViewerError::Timeout {
-                what,
-                after: self.timeouts.command,
-            })?
-            .map_err(|e| ViewerError::Command {
-                what,
-                message: e.to_string(),
-            })
+        self.attempt(what, fut)
+            .await?
+            .map_err(|e| command_error(what, &e))
     }
 
     /// A command that is safe to send twice (CDP set-up, navigation, stats reads): sent
@@ -510,15 +504,9 @@ impl Viewer {
     {
         let mut resent = 0;
         loop {
-            match tokio::time::timeout(self.timeouts.command, send()).await {
-                Err(_) => {
-                    return Err(ViewerError::Timeout {
-                        what,
-                        after: self.timeouts.command,
-                    })
-                }
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(e)) if resent < RESENDS && never_reached_the_browser(&e) => {
+            match self.attempt(what, send()).await? {
+                Ok(value) => return Ok(value),
+                Err(e) if resent < RESENDS && never_reached_the_browser(&e) => {
                     resent += 1;
                     tracing::warn!(
                         session = self.session_id.as_deref().unwrap_or(""),
@@ -526,14 +514,31 @@ impl Viewer {
                     );
                     tokio::time::sleep(RESEND_BACKOFF * resent).await;
                 }
-                Ok(Err(e)) => {
-                    return Err(ViewerError::Command {
-                        what,
-                        message: e.to_string(),
-                    })
-                }
+                Err(e) => return Err(command_error(what, &e)),
             }
         }
+    }
+
+    /// One attempt within the command timeout (fantoccini has none): the command's own
+    /// answer, or a timeout.
+    async fn attempt<T>(
+        &self,
+        what: &'static str,
+        fut: impl std::future::Future<Output = Result<T, fantoccini::error::CmdError>>,
+    ) -> Result<Result<T, fantoccini::error::CmdError>, ViewerError> {
+        tokio::time::timeout(self.timeouts.command, fut)
+            .await
+            .map_err(|_| ViewerError::Timeout {
+                what,
+                after: self.timeouts.command,
+            })
+    }
+}
+
+fn command_error(what: &'static str, e: &fantoccini::error::CmdError) -> ViewerError {
+    ViewerError::Command {
+        what,
+        message: e.to_string(),
     }
 }
 
