@@ -673,13 +673,22 @@ async fn viewers_the_fleet_never_started_fail_the_run_with_their_reasons() {
                 || r.contains("no first frame")),
         "{failed:?}"
     );
-    // Every viewer's first event says when the plan asked for it.
+    // Every viewer's first event says when the plan asked for it: along the 1 s ramp
+    // (counted from when the run was ready, however long this machine took to get there;
+    // 0.5 s of slack for starting the viewers' tasks).
     let events = run.viewer_events();
-    for viewer in 0..6 {
-        let first = events.iter().find(|e| e.viewer == viewer).unwrap();
-        let due = first.due_s.expect("due_s on the first event");
-        assert!((0.0..3.0).contains(&due), "viewer {viewer} due at {due}");
-    }
+    let due: Vec<f64> = (0..6)
+        .map(|viewer| {
+            let first = events.iter().find(|e| e.viewer == viewer).unwrap();
+            first.due_s.expect("due_s on the first event")
+        })
+        .collect();
+    let earliest = due.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(earliest >= 0.0, "{due:?}");
+    assert!(
+        due.iter().all(|d| d - earliest <= 1.5),
+        "due times spread beyond the ramp: {due:?}"
+    );
     assert!(
         run.outcome.summary.contains(&format!(
             "viewers: 6 requested, {playing} started, {} failed or lost ({} never started)",
