@@ -41,6 +41,7 @@
 # running), any other rebuilt. `down` removes slots, and the bridge once none is left.
 # Owner record /run/viewerfleet/slots/<name-prefix>owner: $VF_SLOTS_OWNER (a PID) or "manual";
 # `viewerfleet gc --local` removes slots whose owner PID is dead, never manual ones.
+# `up` and `down` of one name prefix run one at a time (flock on <name-prefix>lock there).
 # Needs root and iproute2 (ip, tc); nftables for --nat other than none.
 set -euo pipefail
 
@@ -221,8 +222,8 @@ slot_extras() {
   fi
 }
 
-# mac NS DEV: DEV's link-layer address in NS.
-mac() { ip -n "$1" -br link show "$2" 2>/dev/null | awk '{print $3}'; }
+# mac NS DEV: DEV's link-layer address in NS; empty when it is gone.
+mac() { { ip -n "$1" -br link show "$2" 2>/dev/null || true; } | awk '{print $3}'; }
 
 # The firewall and NAT of a router namespace (nftables are per namespace: they go with it).
 # IPv4 leaving wan0 is masqueraded: without flags Linux keeps a source's mapping for every
@@ -576,6 +577,23 @@ table ip ${nft_table} {
 EOF
 }
 
+# One `up` or `down` of a group at a time: a fleet makes and removes slots as viewers come
+# and go, and an `up` reading its neighbours' interfaces while a `down` deletes them, or a
+# `down` removing the bridge an `up` is about to use, would fail it. The lock file is
+# removed with the group; a waiter that got the lock on a removed file takes it again.
+lock_group() {
+  local lock="${owner_dir}/${name_prefix}lock"
+  command -v flock >/dev/null || return 0
+  mkdir -p "$owner_dir"
+  while :; do
+    exec 9>>"$lock"
+    flock 9
+    [ "$(stat -c %i "$lock" 2>/dev/null)" = "$(stat -L -c %i /proc/self/fd/9)" ] && return 0
+    exec 9>&-
+  done
+}
+[ "$action" = status ] || lock_group
+
 case "$action" in
   up)
     mkdir -p "$owner_dir"
@@ -636,7 +654,7 @@ case "$action" in
     fi
     if ! ip link show "$bridge" >/dev/null 2>&1; then
       cgn_down
-      rm -f "$owner_file" "${owner_dir}/${name_prefix}net"
+      rm -f "$owner_file" "${owner_dir}/${name_prefix}net" "${owner_dir}/${name_prefix}lock"
     fi
     ;;
   status)

@@ -142,8 +142,8 @@ fn remove_group(ip: &Path, group: &GcGroup) {
     remove_records(Path::new(OWNER_DIR), &group.group);
 }
 
-/// The slot script's records of a group: its owner, its network (`<group>net`) and each
-/// slot's settings (`<group><i>.slot`).
+/// The slot script's records of a group: its owner, its network (`<group>net`), its lock
+/// (`<group>lock`) and each slot's settings (`<group><i>.slot`).
 fn remove_records(dir: &Path, group: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -155,6 +155,7 @@ fn remove_records(dir: &Path, group: &str) {
         };
         let ours = rest == "owner"
             || rest == "net"
+            || rest == "lock"
             || rest
                 .strip_suffix(".slot")
                 .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()));
@@ -203,6 +204,7 @@ mod tests {
         for f in [
             "vfx-owner",
             "vfx-net",
+            "vfx-lock",
             "vfx-0.slot",
             "vfx-12.slot",
             "vfx-a.slot",

@@ -25,6 +25,7 @@ mod nat_types;
 mod netns_gc;
 mod netns_run;
 mod netns_shaping;
+mod netns_slot_churn;
 mod per_browser;
 mod refsite_browsers;
 mod report_html_chromium;
