@@ -132,7 +132,23 @@ impl CpuCgroup {
                 create_dir(&root.join(&self.rel))?;
             }
         }
+        self.write_quota()
+    }
+
+    /// Changes the quota of a cgroup already made (`None`: no quota), e.g. to starve a
+    /// viewer node whose browsers have already started.
+    pub fn set_cores(&mut self, cores: Option<f64>) -> anyhow::Result<()> {
+        if let Some(c) = cores {
+            check_cores(c).map_err(anyhow::Error::msg)?;
+        }
+        self.cores = cores;
+        self.write_quota()
+    }
+
+    /// Writes `cores` as the primary hierarchy's quota (v2 `cpu.max`, v1 CFS files).
+    fn write_quota(&self) -> anyhow::Result<()> {
         let dir = self.dir();
+        let v2 = self.roots[0].join("cgroup.controllers").exists();
         let quota = self.cores.map(|c| (c * PERIOD_US as f64).round() as u64);
         if v2 {
             let value = match quota {
@@ -337,7 +353,7 @@ mod tests {
     }
 
     #[test]
-    fn a_v1_cgroup_gets_its_quota_in_microseconds_and_goes_with_its_empty_parents() {
+    fn a_v1_cgroup_gets_its_quota_in_microseconds_can_change_it_and_goes_with_its_empty_parents() {
         // Plain folders stand in for the hierarchy: files written are files read back.
         let fs = tempfile::tempdir().unwrap();
         touch(&fs.path().join("cpu/cpu.cfs_quota_us"));
@@ -359,6 +375,18 @@ mod tests {
             "4242"
         );
         assert_eq!(cg.pids(), vec![4242]);
+        let mut cg = cg;
+        cg.set_cores(Some(0.2)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cpu.cfs_quota_us")).unwrap(),
+            "20000"
+        );
+        assert!(cg.set_cores(Some(0.0)).is_err(), "checked like a new quota");
+        cg.set_cores(None).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cpu.cfs_quota_us")).unwrap(),
+            "-1"
+        );
         // A real cgroup's control files vanish with it; plain files must go by hand here.
         for f in ["cpu.cfs_quota_us", "cpu.cfs_period_us", "cgroup.procs"] {
             std::fs::remove_file(dir.join(f)).unwrap();

@@ -1,11 +1,12 @@
-//! A deliberately small viewer node, seen through its load endpoint: a local Grid of 2
-//! nodes, node 1 limited to 1 core and node 2 to 0.2 cores (CPU quotas on their cgroups),
-//! 4 slots each so 8 refsite live viewers land 4 per node, one short run. Checked from the
-//! raw data alone: both nodes' load endpoints were sampled all along (`ok`), node 2 used
-//! nearly all of its quota and was throttled in most scheduling periods in the second half of the
-//! run while node 1 was clearly below its own, and the pages' lag meters ran later on node
-//! 2 than on node 1. Afterwards no process, namespace, cgroup or file of the Grid is left.
-//! Needs root (namespaces, cgroups), java, python3, `cd grid && npm ci --ignore-scripts`.
+//! A viewer node starved on purpose, seen through its load endpoint: a local Grid of 2
+//! nodes of 1 core each (CPU quotas on their cgroups), 4 slots each so 8 refsite live
+//! viewers land 4 per node. Once every viewer plays, node 2's quota drops to 0.2 cores (a
+//! node this small from the start may not get its browsers going within a short run). Checked
+//! from the raw data alone: both nodes' load endpoints were sampled all along (`ok`); after
+//! the drop node 2 used nearly all of its quota and was throttled in most scheduling
+//! periods while node 1 was clearly below its own, and the pages' lag meters ran later on
+//! node 2 than on node 1. Afterwards no process, namespace, cgroup or file of the Grid is
+//! left. Needs root (namespaces, cgroups), java, python3, `cd grid && npm ci --ignore-scripts`.
 
 use crate::support::grid as grid_support;
 
@@ -13,19 +14,26 @@ use grid_support::*;
 use std::collections::BTreeMap;
 use viewerfleet::grid::local::NodeCpus;
 use viewerfleet::model::rawdata::{
-    read_jsonl, NodeSample, ViewerEvent, ViewerSample, NODE_SAMPLES, VIEWER_EVENTS, VIEWER_SAMPLES,
+    read_jsonl, NodeSample, ViewerEvent, ViewerEventKind, ViewerSample, NODE_SAMPLES,
+    VIEWER_EVENTS, VIEWER_SAMPLES,
 };
 
-const DURATION_S: f64 = 80.0;
+const DURATION_S: f64 = 100.0;
+/// The steady window ends at T = 95 s and is 30 s long.
+const STEADY_FROM_S: f64 = 65.0;
 /// Viewers on each node (= its Grid slots, so the hub cannot put more on one node).
 const VIEWERS_PER_NODE: u32 = 4;
+/// Node 2's quota once its viewers play.
+const STARVED_CORES: f64 = 0.2;
+/// After the drop, the node's browsers fall behind before the figures are read.
+const STARVED_SETTLE_S: f64 = 10.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_out_of_cpu_shows_in_its_load_samples_and_its_pages_lag() {
     let grid = GridGuard::up_with("starved", 2, VIEWERS_PER_NODE, |opts| {
         opts.node_cpus = NodeCpus {
             all: Some(1.0),
-            per_node: BTreeMap::from([(2, 0.2)]),
+            per_node: BTreeMap::new(),
         };
     })
     .await;
@@ -48,8 +56,8 @@ target: {{kind: refsite, video: live}}
 viewers: {{count: {}, ramp: 8s}}
 duration: {DURATION_S}s
 sampling_interval: 2s
-measure_at: 75s
-steady_window: 20s
+measure_at: 95s
+steady_window: 30s
 max_failed_viewers: 4
 fleet: {{kind: grid, url: '{}'}}
 ",
@@ -59,27 +67,42 @@ fleet: {{kind: grid, url: '{}'}}
     )
     .unwrap();
     let out = dir.path().join("run");
-    let output = tokio::task::spawn_blocking({
-        let (scenario, out) = (scenario.clone(), out.clone());
-        move || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
-                .args(["--quiet", "run"])
-                .arg(&scenario)
-                .arg("--out")
-                .arg(&out)
-                .arg("--no-report")
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
+        .args(["--quiet", "run"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .arg("--no-report")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Every viewer plays (bounded), then node 2 is starved.
+    let starved_at = {
+        let (out, viewers) = (out.clone(), 2 * VIEWERS_PER_NODE as usize);
+        tokio::task::spawn_blocking(move || wait_all_playing(&out, viewers))
+            .await
+            .unwrap()
+    };
+    let mut cgroup = st.nodes[1].cgroup.clone().unwrap();
+    cgroup.set_cores(Some(STARVED_CORES)).unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
     let summary = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    let starved_at = starved_at.unwrap_or_else(|why| panic!("{why}: {summary}"));
     assert!(output.status.success(), "the run completes: {summary}");
+    // The figures are read from `from` on: node 2 starved, and in the report's steady window.
+    let from = starved_at + STARVED_SETTLE_S;
+    assert!(
+        from <= STEADY_FROM_S,
+        "the viewers played only {starved_at:.0} s into the run, too late for node 2 to be starved \
+         before the steady window ({STEADY_FROM_S} s): {summary}"
+    );
 
     let samples: Vec<NodeSample> = read_jsonl(&out.join(NODE_SAMPLES)).unwrap().records;
     let events: Vec<ViewerEvent> = read_jsonl(&out.join(VIEWER_EVENTS)).unwrap().records;
@@ -99,15 +122,13 @@ fleet: {{kind: grid, url: '{}'}}
             eprintln!("node {n}: failed reads: {failed:?}");
         }
     }
-    // The second half of the run: every viewer is up and playing (or trying to).
-    let half = DURATION_S / 2.0;
     let mean = |n: u32, f: fn(&NodeSample) -> Option<f64>| -> f64 {
         let values: Vec<f64> = samples
             .iter()
-            .filter(|s| s.node == node(n) && s.t >= half)
+            .filter(|s| s.node == node(n) && s.t >= from)
             .filter_map(f)
             .collect();
-        assert!(!values.is_empty(), "node {n}: no values in the second half");
+        assert!(!values.is_empty(), "node {n}: no values after {from:.0} s");
         values.iter().sum::<f64>() / values.len() as f64
     };
     let (busy1, busy2) = (mean(1, |s| s.cpu_busy), mean(2, |s| s.cpu_busy));
@@ -116,7 +137,7 @@ fleet: {{kind: grid, url: '{}'}}
     let procs2 = mean(2, |s| s.browser_processes.map(f64::from));
     let cores2 = mean(2, |s| s.cores);
 
-    // Page lateness per node: Δlate_ms / Δticks over the second half, summed over its viewers.
+    // Page lateness per node: Δlate_ms / Δticks from `from` on, summed over its viewers.
     let viewer_node: BTreeMap<u32, String> = events
         .iter()
         .filter_map(|e| Some((e.viewer, e.node.clone().filter(|n| n.starts_with("http"))?)))
@@ -128,7 +149,7 @@ fleet: {{kind: grid, url: '{}'}}
             .filter(|s| s.viewer == *viewer)
             .filter_map(|s| Some((s.t, s.lag?)))
             .collect();
-        let (Some(first), Some(last)) = (lags.iter().find(|(t, _)| *t >= half), lags.last()) else {
+        let (Some(first), Some(last)) = (lags.iter().find(|(t, _)| *t >= from), lags.last()) else {
             continue;
         };
         let entry = lag.entry(on.clone()).or_default();
@@ -139,20 +160,21 @@ fleet: {{kind: grid, url: '{}'}}
         let (ms, ticks) = lag.get(&node(n)).copied().unwrap_or_default();
         assert!(
             ticks > 0.0,
-            "node {n}: no page lag ticks in the second half: {lag:?}"
+            "node {n}: no page lag ticks after {from:.0} s: {lag:?}"
         );
         ms / ticks
     };
     let (late1, late2) = (late(1), late(2));
     let figures = format!(
-        "node 1 (1 core): busy {busy1:.2}, throttled {thr1:.2}, pressure {psi1:.2}, mean lateness {late1:.1} ms/tick; \
-         node 2 (0.2 cores): busy {busy2:.2}, throttled {thr2:.2}, pressure {psi2:.2}, mean lateness {late2:.1} ms/tick, \
+        "node 2 starved at {starved_at:.0} s; from {from:.0} s: \
+         node 1 (1 core): busy {busy1:.2}, throttled {thr1:.2}, pressure {psi1:.2}, mean lateness {late1:.1} ms/tick; \
+         node 2 ({STARVED_CORES} cores): busy {busy2:.2}, throttled {thr2:.2}, pressure {psi2:.2}, mean lateness {late2:.1} ms/tick, \
          {procs2:.0} browser processes"
     );
     eprintln!("{figures}");
 
     assert!(
-        (cores2 - 0.2).abs() < 1e-9,
+        (cores2 - STARVED_CORES).abs() < 1e-9,
         "node 2 reports its quota: {figures}"
     );
     assert!(
@@ -160,8 +182,8 @@ fleet: {{kind: grid, url: '{}'}}
         "node 2's browsers are counted in its cgroup: {figures}"
     );
     // Near its whole quota: on a shared 2-core machine a period or two passes with node 2's
-    // browsers waiting on something other than CPU (CI measured 0.90 once); being throttled
-    // in most periods is what shows the starvation.
+    // browsers waiting on something other than CPU; being throttled in most periods is what
+    // shows the starvation.
     assert!(
         busy2 >= 0.8,
         "node 2 uses nearly its whole quota: {figures}"
@@ -203,8 +225,7 @@ fleet: {{kind: grid, url: '{}'}}
     assert_eq!(judged(2)["saturated_in_steady"], true, "{}", judged(2));
     assert_eq!(judged(1)["saturated_in_steady"], false, "{}", judged(1));
     let viewers = &headroom["viewers"];
-    // Node 2's viewers that watched in the steady window (a browser of 0.2 cores may start
-    // late), and nobody else's.
+    // Node 2's viewers that watched in the steady window, and nobody else's.
     assert!(
         viewers["starved_by_node"]
             .as_u64()
@@ -249,4 +270,30 @@ fleet: {{kind: grid, url: '{}'}}
     );
 
     grid.down_and_check().await;
+}
+
+/// Waits (bounded) until `viewers` viewers of the run in `out` play; returns the raw data's
+/// time of the last one's `playing` event.
+fn wait_all_playing(out: &std::path::Path, viewers: usize) -> Result<f64, String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(STEADY_FROM_S as u64);
+    loop {
+        let events: Vec<ViewerEvent> = read_jsonl(&out.join(VIEWER_EVENTS))
+            .map(|r| r.records)
+            .unwrap_or_default();
+        let playing: Vec<f64> = events
+            .iter()
+            .filter(|e| e.event == ViewerEventKind::Playing)
+            .map(|e| e.t)
+            .collect();
+        if playing.len() >= viewers {
+            return Ok(playing.iter().copied().fold(0.0, f64::max));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!(
+                "{} of {viewers} viewers played within {STEADY_FROM_S} s",
+                playing.len()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
 }
