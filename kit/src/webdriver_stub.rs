@@ -34,9 +34,13 @@ pub struct StubConfig {
     /// Grant `webSocketUrl` (WebDriver BiDi) when a session asks for it; `true` is what
     /// ChromeDriver and Grid 4 do. Set `no_bidi` to act like an endpoint without BiDi.
     pub no_bidi: bool,
-    /// BiDi: the first session's socket closes after this many stats reads (of all its
-    /// tabs together), as when its browser crashes; later sessions live on.
+    /// BiDi: the first session's socket closes, as when its browser crashes, on the read
+    /// after this many of one of its tabs once `browser_crash_tabs` of its tabs (at least
+    /// one) have each had that many; later sessions live on. Counting per tab keeps every viewer of the browser in it when
+    /// it goes, however late the last one's tab opened.
     pub browser_crash_after_reads: Option<u64>,
+    /// See `browser_crash_after_reads`.
+    pub browser_crash_tabs: usize,
     /// BiDi: the first tab opened crashes after this many of its stats reads.
     pub tab_crash_after_reads: Option<u64>,
     /// Time a session takes to be created (a hub's queue, a browser's start-up). As on a
@@ -348,7 +352,6 @@ async fn bidi_session(s: Arc<StubState>, session: String, mut socket: WebSocket)
         .config
         .browser_crash_after_reads
         .filter(|_| !s.crashed_browser.swap(true, Ordering::SeqCst));
-    let mut reads_here = 0u64;
     let mut tab_reads: std::collections::HashMap<String, u64> = Default::default();
     let mut crashed_tab: Option<String> = None;
     while let Some(Ok(message)) = socket.recv().await {
@@ -400,16 +403,24 @@ async fn bidi_session(s: Arc<StubState>, session: String, mut socket: WebSocket)
             "browser.removeUserContext" => Ok(json!({})),
             "script.evaluate" => {
                 let tab = context.clone().unwrap_or_default();
-                let n = tab_reads.entry(tab.clone()).or_insert(0);
-                *n += 1;
-                reads_here += 1;
+                let n = {
+                    let reads = tab_reads.entry(tab.clone()).or_insert(0);
+                    *reads += 1;
+                    *reads
+                };
                 s.counters.bidi_reads.fetch_add(1, Ordering::Relaxed);
                 s.counters.script_calls.fetch_add(1, Ordering::Relaxed);
-                if crash_after.is_some_and(|limit| reads_here > limit) {
+                // This read goes past the limit, and enough tabs were read that often.
+                let crash_browser = crash_after.is_some_and(|limit| {
+                    n > limit
+                        && tab_reads.values().filter(|&&reads| reads >= limit).count()
+                            >= s.config.browser_crash_tabs.max(1)
+                });
+                if crash_browser {
                     s.counters.browsers_crashed.fetch_add(1, Ordering::Relaxed);
                     return; // The socket closes: the browser is gone.
                 }
-                let crash_this_tab = s.config.tab_crash_after_reads.is_some_and(|l| *n > l)
+                let crash_this_tab = s.config.tab_crash_after_reads.is_some_and(|l| n > l)
                     && !s.crashed_tab.swap(true, Ordering::SeqCst);
                 if crash_this_tab {
                     s.counters.tabs_crashed.fetch_add(1, Ordering::Relaxed);
@@ -420,7 +431,7 @@ async fn bidi_session(s: Arc<StubState>, session: String, mut socket: WebSocket)
                     continue;
                 }
                 Ok(
-                    json!({"type": "success", "result": {"type": "string", "value": stats(*n).to_string()}}),
+                    json!({"type": "success", "result": {"type": "string", "value": stats(n).to_string()}}),
                 )
             }
             other => Err(format!("unknown command {other}")),

@@ -525,9 +525,10 @@ async fn viewers_of_one_browser_share_its_session_and_the_last_out_deletes_it() 
 
 #[tokio::test]
 async fn a_crashed_browser_loses_all_of_its_viewers_with_one_reason() {
-    // The first browser's socket closes after 4 stats reads of its two tabs together.
+    // The first browser's socket closes once both its tabs had 2 stats reads.
     let stub = stub(StubConfig {
-        browser_crash_after_reads: Some(4),
+        browser_crash_after_reads: Some(2),
+        browser_crash_tabs: 2,
         ..StubConfig::default()
     })
     .await;
@@ -566,8 +567,10 @@ async fn a_crashed_browser_loses_all_of_its_viewers_with_one_reason() {
 
 #[tokio::test]
 async fn the_viewers_of_a_crashed_browser_get_a_new_one_when_the_fleet_recreates() {
+    // As above: the browser goes once both its viewers play in it.
     let stub = stub(StubConfig {
-        browser_crash_after_reads: Some(4),
+        browser_crash_after_reads: Some(2),
+        browser_crash_tabs: 2,
         ..StubConfig::default()
     })
     .await;
