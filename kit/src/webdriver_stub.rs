@@ -34,10 +34,10 @@ pub struct StubConfig {
     /// Grant `webSocketUrl` (WebDriver BiDi) when a session asks for it; `true` is what
     /// ChromeDriver and Grid 4 do. Set `no_bidi` to act like an endpoint without BiDi.
     pub no_bidi: bool,
-    /// BiDi: the first session's socket closes, as when its browser crashes, on the read
-    /// after this many of one of its tabs once `browser_crash_tabs` of its tabs (at least
-    /// one) have each had that many; later sessions live on. Counting per tab keeps every viewer of the browser in it when
-    /// it goes, however late the last one's tab opened.
+    /// BiDi: the first session's socket closes, as when its browser crashes, once
+    /// `browser_crash_tabs` of its tabs (at least one) have each had this many stats reads
+    /// and one is read again; later sessions live on. Counting per tab keeps every viewer
+    /// of the browser in it when it goes, however late the last one's tab opened.
     pub browser_crash_after_reads: Option<u64>,
     /// See `browser_crash_after_reads`.
     pub browser_crash_tabs: usize,

@@ -19,8 +19,10 @@ use viewerfleet::model::rawdata::{
 };
 
 const DURATION_S: f64 = 100.0;
-/// The steady window ends at T = 95 s and is 30 s long.
-const STEADY_FROM_S: f64 = 65.0;
+/// T and the steady window before it.
+const MEASURE_AT_S: f64 = 95.0;
+const STEADY_WINDOW_S: f64 = 30.0;
+const STEADY_FROM_S: f64 = MEASURE_AT_S - STEADY_WINDOW_S;
 /// Viewers on each node (= its Grid slots, so the hub cannot put more on one node).
 const VIEWERS_PER_NODE: u32 = 4;
 /// Node 2's quota once its viewers play.
@@ -56,8 +58,8 @@ target: {{kind: refsite, video: live}}
 viewers: {{count: {}, ramp: 8s}}
 duration: {DURATION_S}s
 sampling_interval: 2s
-measure_at: 95s
-steady_window: 30s
+measure_at: {MEASURE_AT_S}s
+steady_window: {STEADY_WINDOW_S}s
 max_failed_viewers: 4
 fleet: {{kind: grid, url: '{}'}}
 ",
