@@ -27,13 +27,6 @@ const BASELINE: Duration = Duration::from_secs(5);
 const SETTLE: Duration = Duration::from_secs(8);
 /// The host's busy share is averaged over this long.
 const MEASURE: Duration = Duration::from_secs(8);
-/// Browser start-up (the live buffer's first segments, the swarm's first connections)
-/// keeps a 2-vCPU host 15 to 25 points busier for about 30 s after a step's viewers play
-/// (RESULTS.md, 2026-12-03): a step whose first reading would stop the ramp waits this
-/// much longer and is measured again, and the ramp decides on that reading. Without it the
-/// first step's start-up was taken for its cost, and one machine settled on 4 viewers one
-/// day and 12 the next.
-const AFTER_START_UP: Duration = Duration::from_secs(16);
 /// A step whose viewers are not all playing (or ended) by then is measured as it is.
 const START_LIMIT: Duration = Duration::from_secs(90);
 /// A step releases whole browsers, at least this many viewers (a browser of one viewer a
@@ -207,7 +200,7 @@ pub(super) async fn governed_ramp(
         released += step.len() as u32;
         shared.live().released = Some(released);
         let failed = wait_started(&shared, step).await;
-        let Some(busy) = settle_and_measure(&shared, &mut *gauge, SETTLE).await else {
+        let Some(busy) = settle_and_measure(&shared, &mut *gauge).await else {
             return viewers;
         };
         step_event(
@@ -216,26 +209,12 @@ pub(super) async fn governed_ramp(
             busy,
             format!("{released} viewer(s) released"),
         );
-        let mut m = Measured {
+        let m = Measured {
             baseline,
             busy,
             steps: i as u32 + 1,
             steps_left: (steps.len() - i - 1) as u32,
         };
-        let mut decision = decide(m, auto);
-        if failed * 2 <= step.len() as u32 && stops_on_load(&decision) {
-            let Some(again) = settle_and_measure(&shared, &mut *gauge, AFTER_START_UP).await else {
-                return viewers;
-            };
-            step_event(
-                &shared,
-                released,
-                again,
-                format!("{released} viewer(s), measured again after their start-up"),
-            );
-            m.busy = again;
-            decision = decide(m, auto);
-        }
         measured = Some(m);
         let cycle = began.elapsed();
         let stop = if failed * 2 > step.len() as u32 {
@@ -243,7 +222,7 @@ pub(super) async fn governed_ramp(
                 failed,
                 of: step.len() as u32,
             })
-        } else if let Some(stop) = decision {
+        } else if let Some(stop) = decide(m, auto) {
             Some(stop)
         } else if Instant::now() + cycle > deadline {
             Some(Stop::RampTime)
@@ -255,7 +234,7 @@ pub(super) async fn governed_ramp(
         }
         if let Some(stop) = stop {
             let text = reason(&stop, &m, released, auto);
-            record_settled(&shared, released, fits, &text, m.busy);
+            record_settled(&shared, released, fits, &text, busy);
             return viewers;
         }
     }
@@ -295,20 +274,9 @@ async fn wait_started(shared: &Shared, step: &[ViewerPlan]) -> u32 {
     }
 }
 
-/// A decision that stops the ramp because of the host's load (not the plan's maximum):
-/// the one a start-up transient can cause, so it is checked with a second reading.
-fn stops_on_load(decision: &Option<Stop>) -> bool {
-    matches!(decision, Some(Stop::Crossed | Stop::NextWouldCross { .. }))
-}
-
-/// Waits `settle`, then measures the host's busy share over [`MEASURE`].
-async fn settle_and_measure(
-    shared: &Shared,
-    gauge: &mut dyn LoadGauge,
-    settle: Duration,
-) -> Option<f64> {
+async fn settle_and_measure(shared: &Shared, gauge: &mut dyn LoadGauge) -> Option<f64> {
     tokio::select! {
-        _ = tokio::time::sleep(settle) => {}
+        _ = tokio::time::sleep(SETTLE) => {}
         _ = shared.run_end.cancelled() => return None,
     }
     gauge.busy_since_last();
@@ -413,15 +381,6 @@ mod tests {
         assert_eq!(decide(m(0.74, 2, 2), known), None);
         assert_eq!(decide(m(0.81, 2, 2), known), Some(Stop::Crossed));
         assert_eq!(decide(m(0.50, 4, 0), known), Some(Stop::Max));
-    }
-
-    #[test]
-    fn only_a_stop_on_the_hosts_load_is_measured_again() {
-        assert!(stops_on_load(&decide(m(0.72, 1, 5), LIMIT)));
-        assert!(stops_on_load(&decide(m(0.61, 3, 5), LIMIT)));
-        // Going on, or the plan's maximum reached, needs no second reading.
-        assert!(!stops_on_load(&decide(m(0.40, 2, 5), LIMIT)));
-        assert!(!stops_on_load(&decide(m(0.30, 2, 0), LIMIT)));
     }
 
     #[test]

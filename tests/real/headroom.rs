@@ -71,22 +71,8 @@ fn the_governed_ramp_stops_adding_viewers_when_the_host_nears_its_limit() {
         "{busy:?} → {released}: {reason}"
     );
     assert!(reason.contains("70% limit"), "{reason}");
-    // Each step was measured before the next was released; a step whose reading stopped
-    // the ramp was measured once more after its browsers' start-up, and the last reading
-    // of the released viewers is the one the ramp settled on.
-    let mut sizes: Vec<u32> = steps.iter().map(|s| s.viewers.unwrap()).collect();
-    sizes.dedup();
-    assert_eq!(sizes.len() as u32, 1 + released / 4, "{busy:?}");
-    let last = steps.last().unwrap();
-    assert_eq!(last.viewers, Some(released), "{busy:?}");
-    assert!(
-        last.detail
-            .as_deref()
-            .unwrap_or("")
-            .contains("measured again"),
-        "a load stop is measured again: {busy:?}"
-    );
-    assert_eq!(settled.cpu_busy, last.cpu_busy, "{busy:?}");
+    // Each step was measured before the next was released: a step per measurement.
+    assert_eq!(steps.len() as u32, 1 + released / 4, "{busy:?}");
     // The run asked for what it released, and says where it settled.
     assert!(
         stdout.contains(&format!(
