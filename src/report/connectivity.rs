@@ -15,6 +15,10 @@ use crate::model::rawdata::{self, IceLink, IceState, ViewerNetwork};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+/// The `via` of an established connection whose selected candidate pair the page could not
+/// read (it closed too soon).
+pub const PAIR_NOT_READ: &str = "pair not read";
+
 /// The report's connectivity section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Connectivity {
@@ -145,12 +149,11 @@ pub fn build(
                 IceState::Connected => {
                     row.established += 1;
                     connected_viewers.insert(*viewer);
-                    // The page could not read the selected pair (closed too soon).
                     let via = match (&link.local_type, &link.remote_type) {
                         (Some(local), Some(remote)) => {
                             format!("{local}↔{remote} {}", link.family.as_deref().unwrap_or("?"))
                         }
-                        _ => "pair not read".to_string(),
+                        _ => PAIR_NOT_READ.to_string(),
                     };
                     *row.via.entry(via).or_default() += 1;
                 }

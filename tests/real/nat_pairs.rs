@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 use std::path::Path;
+use viewerfleet::report::connectivity::PAIR_NOT_READ;
 
 fn scenario(dir: &Path, nat: &str) -> std::path::PathBuf {
     let path = dir.join(format!("{nat}.yaml"));
@@ -98,9 +99,9 @@ fn two_viewers_behind_home_nats_connect_through_server_reflexive_candidates() {
     let p = pair(&c, "home", "home");
     assert!(p["established"].as_u64().unwrap() >= 1, "{c}");
     // Every connection whose selected pair the page read went over server-reflexive IPv4
-    // candidates (a connection closed before its pair was read is "pair not read").
+    // candidates (a connection closed before its pair was read is `PAIR_NOT_READ`).
     let via = p["via"].as_object().unwrap();
-    let read: Vec<&String> = via.keys().filter(|k| *k != "pair not read").collect();
+    let read: Vec<&String> = via.keys().filter(|k| *k != PAIR_NOT_READ).collect();
     assert!(
         !read.is_empty()
             && read
