@@ -19,6 +19,10 @@ const SCENARIOS: [&str; 4] = [
     "scenarios/local/vod.yaml",
 ];
 
+/// As `make demo` (DEMO_REPEATS): the run whose figure moves most from run to run is run
+/// three times within each demo, and the demo's figure for it is their mean.
+const RUN_REPEATS: [&str; 1] = ["live-normal@http-only=3"];
+
 /// How far apart (max − min) the repeats of one scenario may be: within ±5 points of each
 /// other.
 const SPREAD_GOAL_POINTS: f64 = 5.0;
@@ -27,7 +31,7 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         // `cargo test --all-targets` builds and starts every bench; a demo takes half an
         // hour, so only `cargo bench --bench demo` runs it.
-        println!("demo bench: run it with `cargo bench --bench demo` (about 37 minutes a repeat)");
+        println!("demo bench: run it with `cargo bench --bench demo` (about 47 minutes a repeat)");
         return;
     }
     let dirs = match std::env::var("VIEWERFLEET_BENCH_DEMO_DIRS") {
@@ -59,6 +63,9 @@ fn run_demos() -> Vec<PathBuf> {
             }
             // As `make demo` on a fresh machine: the first demo sizes the swarm, the next
             // ones keep that size.
+            for repeat in RUN_REPEATS {
+                cmd.args(["--repeat-run", repeat]);
+            }
             cmd.arg("--swarm-size-file")
                 .arg(base.join("swarm-size.json"))
                 .arg("--out")
@@ -126,6 +133,15 @@ fn read_run(dir: &Path) -> Option<RunFigures> {
     })
 }
 
+/// A run folder's scenario: its name without the suite's repeat number
+/// (`live-normal@http-only-2` → `live-normal@http-only`).
+fn scenario_of(run: &str) -> &str {
+    match run.rsplit_once('-') {
+        Some((name, k)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => run,
+    }
+}
+
 fn pct(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
 }
@@ -154,6 +170,9 @@ fn summarize(dirs: &[PathBuf]) {
             })
             .unwrap_or_default();
         runs.sort();
+        // A demo's figure per scenario: the mean of its runs of that scenario (one, or the
+        // RUN_REPEATS of a scenario run several times).
+        let mut in_demo: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for run in runs.iter().filter_map(|r| read_run(r)) {
             println!(
                 "{:<8} {:<34} {:>7} {:>9} {:>10} {:>8} {:>12} {:>12} {:>10}",
@@ -170,21 +189,33 @@ fn summarize(dirs: &[PathBuf]) {
             if let Some(why) = &run.settled_why {
                 println!("{:<8}   settled: {why}", "");
             }
+            let scenario = scenario_of(&run.name);
             if let Some(s) = run.p2p_savings {
-                by_scenario
-                    .entry(format!("{} at T", run.name))
+                in_demo
+                    .entry(format!("{scenario} at T"))
                     .or_default()
                     .push(s * 100.0);
             }
             if let Some(s) = run.whole_run {
-                by_scenario
-                    .entry(format!("{} whole run", run.name))
+                in_demo
+                    .entry(format!("{scenario} whole run"))
                     .or_default()
                     .push(s * 100.0);
             }
         }
+        for (name, values) in in_demo {
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            if values.len() > 1 {
+                println!(
+                    "{:<8} {name}: mean of {} runs {mean:.1}%",
+                    i + 1,
+                    values.len()
+                );
+            }
+            by_scenario.entry(name).or_default().push(mean);
+        }
     }
-    println!("\nP2P savings across the demos (points):");
+    println!("\nP2P savings across the demos (points; each demo's mean where it ran a scenario more than once):");
     for (name, values) in &by_scenario {
         let max = values.iter().copied().fold(f64::MIN, f64::max);
         let min = values.iter().copied().fold(f64::MAX, f64::min);

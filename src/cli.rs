@@ -288,6 +288,11 @@ pub struct SuiteArgs {
     /// Run each scenario this many times; rates get a 95% confidence interval.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
+    /// Run one scenario K times instead, e.g. `live-normal@http-only=3` (a run's name, or a
+    /// file stem for all its modes); repeatable. For a figure that moves from run to run
+    /// more than the others: the comparison shows the mean of its K runs with a 95% CI.
+    #[arg(long, value_name = "NAME=K")]
+    pub repeat_run: Vec<crate::suite::RunRepeat>,
     /// Override every scenario's viewer count: a number, or `auto` (each run as many as this
     /// machine carries, at most its file's count and at most the first run's).
     #[arg(long)]

@@ -54,6 +54,8 @@ pub struct SuiteScenario {
     pub overrides: Overrides,
     /// The plan every run of this scenario runs.
     pub plan: Plan,
+    /// How many times the suite runs it (`--repeat`, or `--repeat-run` for this one).
+    pub repeat: u32,
 }
 
 /// One run of a suite: a scenario's plan and the folder it goes to.
@@ -169,6 +171,37 @@ pub enum SuiteError {
     DuplicateName(String),
     #[error("{0}: already holds files; give `suite --out` a new or empty folder so no earlier run is mixed in")]
     OutNotEmpty(PathBuf),
+    #[error("--repeat-run {name}=…: no run of this suite is named `{name}`; its runs are {known} (or give a file stem for all its modes)")]
+    UnknownRun { name: String, known: String },
+}
+
+/// `--repeat-run NAME=K`: run NAME K times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRepeat {
+    pub name: String,
+    pub times: u32,
+}
+
+impl std::str::FromStr for RunRepeat {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let usage = || {
+            format!(
+                "`{text}`: give NAME=K, a run's name (or a scenario file's stem) and how many times to run it, e.g. live-normal@http-only=3"
+            )
+        };
+        let (name, times) = text.split_once('=').ok_or_else(usage)?;
+        let times: u32 = times.trim().parse().map_err(|_| usage())?;
+        let name = name.trim();
+        if name.is_empty() || times == 0 {
+            return Err(usage());
+        }
+        Ok(Self {
+            name: name.to_string(),
+            times,
+        })
+    }
 }
 
 impl SuitePlan {
@@ -214,6 +247,7 @@ impl SuitePlan {
                     path: path.clone(),
                     overrides,
                     plan,
+                    repeat,
                 });
             }
         }
@@ -224,12 +258,47 @@ impl SuitePlan {
             size_file: None,
             kept_sizes: SwarmSizes::default(),
         };
-        for run in plan.runs() {
-            if run.dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
-                return Err(SuiteError::OutNotEmpty(run.dir).into());
+        plan.check_out_dirs()?;
+        Ok(plan)
+    }
+
+    /// Runs some scenarios more often than `--repeat` (`--repeat-run NAME=K`): a figure
+    /// that moves from run to run more than the others gets the mean of K runs without
+    /// repeating the steady ones. NAME is a run's name (`live-normal@http-only`) or a file
+    /// stem (every mode of that file).
+    pub fn with_run_repeats(mut self, repeats: &[RunRepeat]) -> Result<Self, SuiteError> {
+        for RunRepeat { name, times } in repeats {
+            if *times == 0 {
+                return Err(SuiteError::Repeat);
+            }
+            let mut matched = false;
+            for s in &mut self.scenarios {
+                let stem = s.name.split('@').next().unwrap_or(&s.name);
+                if s.name == *name || stem == name {
+                    s.repeat = *times;
+                    matched = true;
+                }
+            }
+            if !matched {
+                let known: Vec<&str> = self.scenarios.iter().map(|s| s.name.as_str()).collect();
+                return Err(SuiteError::UnknownRun {
+                    name: name.clone(),
+                    known: known.join(", "),
+                });
             }
         }
-        Ok(plan)
+        self.check_out_dirs()?;
+        Ok(self)
+    }
+
+    /// No run folder may hold an earlier run's files.
+    fn check_out_dirs(&self) -> Result<(), SuiteError> {
+        for run in self.runs() {
+            if run.dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
+                return Err(SuiteError::OutNotEmpty(run.dir));
+            }
+        }
+        Ok(())
     }
 
     /// Keeps the swarm sizes in `path` between suites: read now (a broken file is an error
@@ -240,11 +309,13 @@ impl SuitePlan {
         Ok(self)
     }
 
-    /// The runs in run order: round robin over repeats.
+    /// The runs in run order: round robin over repeats (a scenario with fewer repeats
+    /// drops out of the later rounds).
     pub fn runs(&self) -> Vec<SuiteRun> {
         let mut runs = Vec::new();
-        for k in 1..=self.repeat {
-            for s in &self.scenarios {
+        let rounds = self.scenarios.iter().map(|s| s.repeat).max().unwrap_or(0);
+        for k in 1..=rounds {
+            for s in self.scenarios.iter().filter(|s| k <= s.repeat) {
                 runs.push(SuiteRun {
                     name: s.name.clone(),
                     path: s.path.clone(),
@@ -924,6 +995,107 @@ fleet:
         assert!((share.mean - 1.0 / 3.0).abs() < 1e-9);
         assert_eq!(share.ci95, Some(0.0));
         assert!(cmp.text().contains("95% confidence interval"));
+    }
+
+    #[tokio::test]
+    async fn one_run_repeated_more_than_the_others_runs_its_extra_rounds_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = scenarios(dir.path(), &["a", "b"]);
+        let plan = SuitePlan::new(
+            &files,
+            &[Throttling::HttpOnly, Throttling::CdpAll],
+            1,
+            &dir.path().join("out"),
+            Overrides::default(),
+        )
+        .unwrap()
+        .with_run_repeats(&["a@http-only=3".parse().unwrap()])
+        .unwrap();
+        let names: Vec<String> = plan.runs().iter().map(|r| dir_name(&r.dir)).collect();
+        assert_eq!(
+            names,
+            [
+                "a@http-only-1",
+                "a@cdp-all-1",
+                "b@http-only-1",
+                "b@cdp-all-1",
+                "a@http-only-2",
+                "a@http-only-3"
+            ]
+        );
+        let runner = StandIn {
+            steps: Mutex::new(vec![Step::Finish; 6]),
+            calls: Mutex::new(Vec::new()),
+        };
+        let result = run_suite(&plan, &runner, &Shutdown::new(), &mut Vec::new())
+            .await
+            .unwrap();
+        let sizes: Vec<(String, usize)> = result
+            .comparison
+            .groups
+            .iter()
+            .map(|g| (g.name.clone(), g.runs.len()))
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                ("a@http-only".to_string(), 3),
+                ("a@cdp-all".to_string(), 1),
+                ("b@http-only".to_string(), 1),
+                ("b@cdp-all".to_string(), 1)
+            ]
+        );
+        // A file stem names every mode of that file.
+        let by_stem = SuitePlan::new(
+            &files,
+            &[Throttling::HttpOnly, Throttling::CdpAll],
+            1,
+            &dir.path().join("out2"),
+            Overrides::default(),
+        )
+        .unwrap()
+        .with_run_repeats(&["b=2".parse().unwrap()])
+        .unwrap();
+        assert_eq!(by_stem.runs().len(), 6);
+        assert!(by_stem
+            .scenarios
+            .iter()
+            .all(|s| s.repeat == if s.name.starts_with('b') { 2 } else { 1 }));
+    }
+
+    #[test]
+    fn a_repeat_for_no_run_of_the_suite_names_the_runs_it_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = scenarios(dir.path(), &["a"]);
+        let plan = || {
+            SuitePlan::new(
+                &files,
+                &[Throttling::HttpOnly],
+                1,
+                &dir.path().join("out"),
+                Overrides::default(),
+            )
+            .unwrap()
+        };
+        let err = plan()
+            .with_run_repeats(&["a@tc=2".parse().unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`a@tc`") && err.contains("a@http-only"),
+            "{err}"
+        );
+        for bad in ["a", "a=0", "a=two", "=3"] {
+            let err = bad.parse::<RunRepeat>().unwrap_err();
+            assert!(err.contains("NAME=K"), "{bad}: {err}");
+        }
+        // The repeats' folders are checked too.
+        std::fs::create_dir_all(dir.path().join("out/a@http-only-2")).unwrap();
+        std::fs::write(dir.path().join("out/a@http-only-2/x"), "").unwrap();
+        let err = plan()
+            .with_run_repeats(&["a=2".parse().unwrap()])
+            .unwrap_err();
+        assert!(err.to_string().contains("new or empty folder"), "{err}");
     }
 
     #[tokio::test]

@@ -24,7 +24,8 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
         args.repeat,
         &args.out,
         overrides,
-    )?;
+    )?
+    .with_run_repeats(&args.repeat_run)?;
     let plan = match &args.swarm_size_file {
         Some(path) => plan.with_size_file(path)?,
         None => plan,
