@@ -31,7 +31,7 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         // `cargo test --all-targets` builds and starts every bench; a demo takes half an
         // hour, so only `cargo bench --bench demo` runs it.
-        println!("demo bench: run it with `cargo bench --bench demo` (about 47 minutes a repeat)");
+        println!("demo bench: run it with `cargo bench --bench demo` (about 49 minutes a repeat)");
         return;
     }
     let dirs = match std::env::var("VIEWERFLEET_BENCH_DEMO_DIRS") {
