@@ -73,7 +73,6 @@ pub struct SuiteRun {
 pub struct SuitePlan {
     /// In run order.
     pub scenarios: Vec<SuiteScenario>,
-    pub repeat: u32,
     pub out: PathBuf,
     /// `--swarm-size-file`: where the swarm sizes are kept between suites.
     pub size_file: Option<PathBuf>,
@@ -253,7 +252,6 @@ impl SuitePlan {
         }
         let plan = Self {
             scenarios: named,
-            repeat,
             out: out.to_path_buf(),
             size_file: None,
             kept_sizes: SwarmSizes::default(),
@@ -1001,16 +999,19 @@ fleet:
     async fn one_run_repeated_more_than_the_others_runs_its_extra_rounds_alone() {
         let dir = tempfile::tempdir().unwrap();
         let files = scenarios(dir.path(), &["a", "b"]);
-        let plan = SuitePlan::new(
-            &files,
-            &[Throttling::HttpOnly, Throttling::CdpAll],
-            1,
-            &dir.path().join("out"),
-            Overrides::default(),
-        )
-        .unwrap()
-        .with_run_repeats(&["a@http-only=3".parse().unwrap()])
-        .unwrap();
+        let both_modes = |out: &str, repeat: &str| {
+            SuitePlan::new(
+                &files,
+                &[Throttling::HttpOnly, Throttling::CdpAll],
+                1,
+                &dir.path().join(out),
+                Overrides::default(),
+            )
+            .unwrap()
+            .with_run_repeats(&[repeat.parse().unwrap()])
+            .unwrap()
+        };
+        let plan = both_modes("out", "a@http-only=3");
         let names: Vec<String> = plan.runs().iter().map(|r| dir_name(&r.dir)).collect();
         assert_eq!(
             names,
@@ -1046,16 +1047,7 @@ fleet:
             ]
         );
         // A file stem names every mode of that file.
-        let by_stem = SuitePlan::new(
-            &files,
-            &[Throttling::HttpOnly, Throttling::CdpAll],
-            1,
-            &dir.path().join("out2"),
-            Overrides::default(),
-        )
-        .unwrap()
-        .with_run_repeats(&["b=2".parse().unwrap()])
-        .unwrap();
+        let by_stem = both_modes("out2", "b=2");
         assert_eq!(by_stem.runs().len(), 6);
         assert!(by_stem
             .scenarios
