@@ -7,9 +7,12 @@
 use std::path::Path;
 
 /// The files the player page loads, relative to `web/`.
-const FILES: [&str; 5] = [
+const FILES: [&str; 8] = [
     "embed.html",
+    "light.html",
     "player.js",
+    "light.js",
+    "p2p-config.js",
     "node_modules/hls.js/dist/hls.mjs",
     "node_modules/p2p-media-loader-core/dist/p2p-media-loader-core.es.min.js",
     "node_modules/p2p-media-loader-hlsjs/dist/p2p-media-loader-hlsjs.es.min.js",

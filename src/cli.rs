@@ -197,6 +197,10 @@ pub struct RunArgs {
     /// share the browser's address and link, see README "Several viewers per browser").
     #[arg(long)]
     pub per_browser: Option<u32>,
+    /// Light peers instead of the scenario's `swarm.light_peers` (0 turns them off; see
+    /// README "Light peers").
+    #[arg(long, value_name = "N")]
+    pub light_peers: Option<u32>,
     /// Do not build the report at the end of the run.
     #[arg(long)]
     pub no_report: bool,
@@ -320,6 +324,10 @@ pub struct SuiteArgs {
     /// share the browser's address and link, see README "Several viewers per browser").
     #[arg(long)]
     pub per_browser: Option<u32>,
+    /// Light peers instead of the scenario's `swarm.light_peers` (0 turns them off; see
+    /// README "Light peers").
+    #[arg(long, value_name = "N")]
+    pub light_peers: Option<u32>,
     /// Print a JSON summary on stdout (schema: schemas/suite-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]

@@ -8,6 +8,7 @@
 
 import Hls from "hls.js";
 import { HlsJsP2PEngine } from "p2p-media-loader-hlsjs";
+import { coreConfig, liveSyncDurationCount } from "/web/p2p-config.js";
 
 const cfg = JSON.parse(document.getElementById("refsite-config").textContent);
 const query = new URLSearchParams(location.search);
@@ -65,24 +66,10 @@ const totals = { http: 0, p2pDown: 0, p2pUp: 0 };
 const peers = new Set();
 const counts = { errors: 0, stalls: 0, resolutionChanges: 0 };
 
-const trackerUrl =
-  (location.protocol === "https:" ? "wss://" : "ws://") + location.host + cfg.trackerPath;
-
 const HlsWithP2P = HlsJsP2PEngine.injectMixin(Hls);
 const hls = new HlsWithP2P({
-  // PeerTube: 5 segments behind the live edge (normal latency), 10 (high latency).
-  liveSyncDurationCount: latency === "high" ? 10 : 5,
-  p2p: {
-    core: {
-      announceTrackers: [trackerUrl],
-      // As PeerTube's player: the instance's webrtc.stun_servers, one iceServer each.
-      rtcConfig: { iceServers: (cfg.stunServers || []).map((s) => ({ urls: s })) },
-      swarmId: "refsite-" + cfg.videoId,
-      isP2PDisabled: !p2pEnabled,
-      // PeerTube's settings: a short high-demand window for live, the default for VOD.
-      highDemandTimeWindow: cfg.isLive ? 4 : 15,
-    },
-  },
+  liveSyncDurationCount: liveSyncDurationCount(latency),
+  p2p: { core: coreConfig(cfg, p2pEnabled) },
 });
 player.hls = hls;
 player.p2pEngine = hls.p2pEngine;

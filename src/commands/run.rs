@@ -18,6 +18,7 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
         fleet: args.fleet,
         apply: args.apply,
         per_browser: args.per_browser,
+        light_peers: args.light_peers,
     };
     // Validate before anything else, so a bad file costs nothing; the engine runs this plan.
     let plan = scenario::load(&args.scenario, &overrides)?;

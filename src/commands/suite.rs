@@ -17,6 +17,7 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
         fleet: args.fleet,
         apply: None,
         per_browser: args.per_browser,
+        light_peers: args.light_peers,
     };
     let plan = SuitePlan::new(
         &args.scenarios,

@@ -22,6 +22,8 @@ pub(super) fn write_manifest(
     viewer_url: &str,
     started_wall: chrono::DateTime<chrono::Utc>,
 ) -> anyhow::Result<()> {
+    let fleet_description = crate::fleet::with_packing(fleet.description(plan), plan);
+    let light = super::light_task::summary(plan, &fleet_description);
     let manifest = Manifest {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         git_commit: hostinfo::git_commit(),
@@ -38,7 +40,7 @@ pub(super) fn write_manifest(
             ("ffmpeg", "ffmpeg", &["-version"]),
             ("kernel", "uname", &["-r"]),
         ]),
-        fleet: crate::fleet::with_packing(fleet.description(plan), plan),
+        fleet: fleet_description,
         browser: Some(plan.browser.clone()),
         target: TargetDescription {
             kind: plan.target.kind,
@@ -65,6 +67,7 @@ pub(super) fn write_manifest(
             auto_cpu_below: plan.auto.map(|a| a.cpu_below),
             thresholds: plan.thresholds.iter().map(|t| t.text()).collect(),
             churn: plan.churn.as_ref().map(|c| c.describe()),
+            light,
         },
     };
     let json = serde_json::to_vec_pretty(&manifest)?;

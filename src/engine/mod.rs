@@ -5,6 +5,7 @@
 mod browsers;
 pub mod canary;
 mod governor;
+mod light_task;
 mod manifest;
 mod node_sampler;
 mod progress;

@@ -2,8 +2,8 @@
 //! arrive over a channel, so viewers never block on disk and no record is interleaved.
 
 use crate::model::rawdata::{
-    self, ExporterSample, HostSample, JsonlWriter, NodeSample, RunEvent, RunEventKind, ViewerEvent,
-    ViewerNetwork, ViewerSample,
+    self, ExporterSample, HostSample, JsonlWriter, LightSample, NodeSample, RunEvent, RunEventKind,
+    ViewerEvent, ViewerNetwork, ViewerSample,
 };
 use std::path::Path;
 use std::time::Instant;
@@ -18,6 +18,7 @@ pub enum Record {
     Host(HostSample),
     Node(NodeSample),
     Network(ViewerNetwork),
+    Light(LightSample),
 }
 
 /// Cheap handle for producers: stamps times relative to the run's start.
@@ -65,6 +66,9 @@ impl Recorder {
         let mut host = JsonlWriter::append(&run_dir.join(rawdata::HOST_SAMPLES))?;
         let mut node = JsonlWriter::append(&run_dir.join(rawdata::NODE_SAMPLES))?;
         let mut networks = JsonlWriter::append(&run_dir.join(rawdata::VIEWER_NETWORKS))?;
+        // Only runs with light peers get their file.
+        let light_path = run_dir.join(rawdata::LIGHT_SAMPLES);
+        let mut light: Option<JsonlWriter> = None;
         let (tx, mut rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             while let Some(record) = rx.recv().await {
@@ -76,6 +80,14 @@ impl Recorder {
                     Record::Host(r) => host.write(r),
                     Record::Node(r) => node.write(r),
                     Record::Network(r) => networks.write(r),
+                    Record::Light(r) => match &mut light {
+                        Some(w) => w.write(r),
+                        None => JsonlWriter::append(&light_path).and_then(|mut w| {
+                            let written = w.write(r);
+                            light = Some(w);
+                            written
+                        }),
+                    },
                 };
                 if let Err(err) = result {
                     tracing::error!("writing raw data: {err}");

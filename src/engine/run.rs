@@ -3,7 +3,7 @@
 
 use super::recorder::{Recorder, RecorderHandle};
 use super::shared::Shared;
-use super::{governor, manifest, progress, samplers, viewer_task, RunOutcome};
+use super::{governor, light_task, manifest, progress, samplers, viewer_task, RunOutcome};
 use crate::fleet::{self, Fleet};
 use crate::metrics::controller::ControllerMetrics;
 use crate::metrics::scrape::Scraper;
@@ -295,6 +295,7 @@ async fn run_with_fleet(
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);
     let mut background =
         start_samplers(plan, ctx, &shared, target.as_ref(), &placement, target_pid);
+    let mut light_pages = light_task::release(plan, &shared);
     let release = tokio::spawn(release_viewers(plan.clone(), shared.clone()));
     follow_timeline(plan, ctx, &shared, &mut background).await;
     shared.run_end.cancel();
@@ -303,6 +304,7 @@ async fn run_with_fleet(
         tokio::task::JoinSet::new()
     });
     close_viewers(&mut viewers).await;
+    close_viewers(&mut light_pages).await;
     while background.join_next().await.is_some() {}
     let live = shared.live();
     let summary = progress::summarize(plan, &live);

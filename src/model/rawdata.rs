@@ -14,6 +14,7 @@
 //!   raw/viewer_samples.jsonl   ViewerSample (cumulative counters per viewer)
 //!   raw/exporter_samples.jsonl ExporterSample (sums of the target's Prometheus counters)
 //!   raw/host_samples.jsonl     HostSample (load generator and target processes)
+//!   raw/light_samples.jsonl    LightSample (cumulative counters per light peer)
 //! ```
 //! Times (`t`) are seconds since the run's start (`manifest.started_at_unix_ms`).
 
@@ -30,6 +31,8 @@ pub const VIEWER_SAMPLES: &str = "raw/viewer_samples.jsonl";
 pub const EXPORTER_SAMPLES: &str = "raw/exporter_samples.jsonl";
 pub const HOST_SAMPLES: &str = "raw/host_samples.jsonl";
 pub const NODE_SAMPLES: &str = "raw/node_samples.jsonl";
+/// Light peers' reads (`swarm.light_peers`): one record per peer per read.
+pub const LIGHT_SAMPLES: &str = "raw/light_samples.jsonl";
 /// Where each viewer sits on the (emulated) internet: its class, NAT and addresses.
 pub const VIEWER_NETWORKS: &str = "raw/viewer_networks.jsonl";
 pub const MANIFEST: &str = "manifest.json";
@@ -65,6 +68,10 @@ named_enum! {
         Interrupted = "interrupted",
         Finished = "finished",
         Error = "error",
+        /// A page of light peers started (`detail`: which peers, where, how shaped).
+        LightStarted = "light_started",
+        /// A page of light peers could not start or was lost (`detail`: which and why).
+        LightFailed = "light_failed",
     }
 }
 
@@ -311,6 +318,40 @@ pub struct EngineEvents {
     pub p2p_timeouts: u32,
     /// P2P segment downloads that failed for any reason.
     pub p2p_failures: u32,
+}
+
+/// One read of one light peer (`swarm.light_peers`): a swarm member that runs the page's own
+/// P2P engine against a simulated playhead, with nothing decoded. Counters are cumulative
+/// since its page opened; `group` is the page (one browser session) that hosts it, whose
+/// timers (`lag`) all of its peers share.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LightSample {
+    pub t: f64,
+    /// Its number among the run's light peers, 0-based.
+    pub peer: u32,
+    pub group: u32,
+    pub http_down_bytes: u64,
+    pub p2p_down_bytes: u64,
+    pub p2p_up_bytes: u64,
+    /// Connected P2P peers now.
+    pub peers: u32,
+    /// The simulated playhead has started (its first segment arrived).
+    pub playing: bool,
+    /// Where the playhead is, seconds on the stream's timeline.
+    pub position_s: f64,
+    /// Segments loaded (HTTP or P2P).
+    pub segments_loaded: u64,
+    /// Times the playhead reached a segment that had not arrived (a real player would stall).
+    pub segments_late: u32,
+    /// Time the playhead spent waiting for late segments, ms.
+    pub waited_ms: f64,
+    pub errors: u32,
+    /// The page's lag meter, shared by the group's peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<PageLag>,
+    /// The last error the peer saw, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// One scrape of the target's Prometheus exporter.
@@ -585,6 +626,19 @@ pub struct PlanSummary {
     /// `viewers.churn`, in words (absent without churn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub churn: Option<String>,
+    /// `swarm.light_peers`: light peers beside the viewers (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light: Option<LightSummary>,
+}
+
+/// The light peers of a run, as planned and how they were shaped.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LightSummary {
+    pub peers: u32,
+    /// Peers per page (one browser session each).
+    pub per_page: u32,
+    /// How their HTTP and P2P were shaped, in words.
+    pub shaping: String,
 }
 
 impl RunEvent {

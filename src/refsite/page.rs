@@ -9,6 +9,10 @@ use std::time::Duration;
 /// The npm packages whose `dist/` files the page loads.
 pub const NPM_PACKAGES: [&str; 3] = ["hls.js", "p2p-media-loader-core", "p2p-media-loader-hlsjs"];
 
+/// The project's own scripts under `web/`: the player, the light peers' page, and the P2P
+/// configuration both share.
+pub const SCRIPTS: [&str; 3] = ["player.js", "light.js", "p2p-config.js"];
+
 /// Content type of a servable `web/` path, or `None` if it must not be served.
 pub fn servable_web_path(path: &str) -> Option<&'static str> {
     if path
@@ -17,7 +21,7 @@ pub fn servable_web_path(path: &str) -> Option<&'static str> {
     {
         return None;
     }
-    let allowed = path == "player.js"
+    let allowed = SCRIPTS.contains(&path)
         || NPM_PACKAGES
             .iter()
             .any(|p| path.starts_with(&format!("node_modules/{p}/dist/")));
@@ -53,14 +57,32 @@ fn page_config(
     })
 }
 
-/// Renders the embed page from `web/embed.html`.
-pub async fn embed_html(
+/// A page of the site: the player (`embed.html`) or the light peers (`light.html`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageKind {
+    Embed,
+    Light,
+}
+
+impl PageKind {
+    fn template(self) -> &'static str {
+        match self {
+            PageKind::Embed => "embed.html",
+            PageKind::Light => "light.html",
+        }
+    }
+}
+
+/// Renders the embed page from `web/embed.html`, or the light peers' page from
+/// `web/light.html`: the same settings injected into each.
+pub async fn page_html(
+    kind: PageKind,
     web: &super::web::WebFiles,
     video: &Video,
     metrics_interval: Duration,
     stun_servers: &[String],
 ) -> std::io::Result<String> {
-    let template = String::from_utf8(web.read("embed.html").await?.into_owned())
+    let template = String::from_utf8(web.read(kind.template()).await?.into_owned())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     // `<` escaped so the JSON cannot close the script element.
     let config = page_config(video, metrics_interval, stun_servers)

@@ -50,6 +50,7 @@ pub fn app(state: AppState) -> Router {
         .route("/", get(index))
         .route("/videos/embed/{id}", get(embed))
         .route("/w/{id}", get(embed))
+        .route("/videos/light/{id}", get(light))
         .route("/web/{*path}", get(web_file))
         .route("/static/streaming-playlists/hls/{id}/{*path}", get(media))
         .route("/api/v1/metrics/playback", post(playback))
@@ -74,7 +75,11 @@ fn kind_of(path: &str) -> ServedKind {
         } else {
             ServedKind::Other
         }
-    } else if path == "/" || path.starts_with("/videos/embed/") || path.starts_with("/w/") {
+    } else if path == "/"
+        || path.starts_with("/videos/embed/")
+        || path.starts_with("/videos/light/")
+        || path.starts_with("/w/")
+    {
         ServedKind::Page
     } else if path.starts_with("/web/") {
         ServedKind::Static
@@ -140,10 +145,20 @@ async fn index(State(state): State<AppState>) -> Response {
 }
 
 async fn embed(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let Some(video) = state.video(&id) else {
+    page(&state, &id, page::PageKind::Embed).await
+}
+
+/// The light peers' page (viewerfleet's own path: PeerTube has no such page).
+async fn light(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    page(&state, &id, page::PageKind::Light).await
+}
+
+async fn page(state: &AppState, id: &str, kind: page::PageKind) -> Response {
+    let Some(video) = state.video(id) else {
         return not_found(format!("no video {id}; see / for the list"));
     };
-    match page::embed_html(
+    match page::page_html(
+        kind,
         &state.web,
         video,
         state.metrics_interval,
@@ -152,7 +167,7 @@ async fn embed(State(state): State<AppState>, Path(id): Path<String>) -> Respons
     .await
     {
         Ok(html) => counted(
-            &state,
+            state,
             Bytes::from(html),
             &video.id,
             ServedKind::Page,

@@ -13,9 +13,12 @@ mod embedded {
 
 /// The files the page needs, relative to `web/`: the template, the player and the three
 /// npm packages' files its import map names.
-const NEEDED: [&str; 5] = [
+const NEEDED: [&str; 8] = [
     "embed.html",
+    "light.html",
     "player.js",
+    "light.js",
+    "p2p-config.js",
     "node_modules/hls.js/dist/hls.mjs",
     "node_modules/p2p-media-loader-core/dist/p2p-media-loader-core.es.min.js",
     "node_modules/p2p-media-loader-hlsjs/dist/p2p-media-loader-hlsjs.es.min.js",

@@ -40,7 +40,7 @@ pub fn build(run: &RunData) -> RunReport {
     );
     let steady = steady(&windows);
     let tables = source_tables(&exp, &ply, &windows, data_end);
-    let reconciliations = reconciliations(run, &exp, &tables);
+    let reconciliations = reconciliations(run, &exp, &ply, &tables);
     let arrivals = arrival::per_viewer(&run.viewer_events);
     let mut q = qoe::compute(run, &ply.per_viewer, &arrivals, data_end);
     // Arrivals run to the last record: the ramp may outlast the players' data.
@@ -112,6 +112,7 @@ pub fn build(run: &RunData) -> RunReport {
     summary.thresholds = super::thresholds::evaluate(&plan.thresholds, &summary);
     summary.connectivity = super::connectivity::analyse(run);
     summary.churn = super::churn::analyse(run);
+    summary.light = super::light::analyse(run, &ply, steady);
     RunReport {
         summary,
         name: run_name(run),
@@ -204,12 +205,16 @@ fn source_tables(
 fn reconciliations(
     run: &RunData,
     exp: &traffic::ExporterTraffic,
+    ply: &traffic::PlayerTraffic,
     tables: &Tables,
 ) -> Reconciliations {
     let players = tables.players.as_ref();
+    let light = ply.light.as_ref();
+    let light_p2p = light.map(|l| l.p2p_total.round().max(0.0) as u64);
     Reconciliations {
-        http: players.and_then(|p| reconcile::http(run, exp, p.http_bytes)),
-        p2p: players.and_then(|p| reconcile::p2p(run, p.p2p_uploaded_bytes, p.p2p_bytes)),
+        http: players.and_then(|p| reconcile::http(run, exp, p.http_bytes, light)),
+        p2p: players
+            .and_then(|p| reconcile::p2p(run, p.p2p_uploaded_bytes, p.p2p_bytes, light_p2p)),
     }
 }
 
@@ -527,6 +532,7 @@ fn summary(
         thresholds: Vec::new(),
         connectivity: None,
         churn: None,
+        light: None,
     }
 }
 
@@ -665,6 +671,7 @@ mod tests {
             exporter_samples: exporter,
             host_samples: vec![],
             node_samples: vec![],
+            light_samples: vec![],
             truncated_files: vec![],
         }
     }

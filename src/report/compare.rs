@@ -227,6 +227,11 @@ impl Comparison {
                 Some(MeanCi { mean, .. }) => format!("{mean:.1}/{requested}"),
                 None => format!("—/{requested}"),
             };
+            // The swarm: "5/6 + 40 light peers" (the first run's light peers that started).
+            let viewers = match &first.light {
+                Some(l) => format!("{viewers} + {}", super::light::peers_phrase(l.started)),
+                None => viewers,
+            };
             let notes: Vec<String> = g
                 .runs
                 .iter()

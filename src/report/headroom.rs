@@ -311,30 +311,60 @@ fn merge(spans: Vec<Span>) -> Vec<Span> {
 
 /// What a page's lag meter counted between two of its samples.
 #[derive(Debug, Clone, Copy)]
-struct LagInterval {
-    from: f64,
-    to: f64,
-    ticks: f64,
-    late_ms: f64,
-    late_ticks: f64,
-    max_ms: f64,
+pub(super) struct LagInterval {
+    pub from: f64,
+    pub to: f64,
+    pub ticks: f64,
+    pub late_ms: f64,
+    pub late_ticks: f64,
+    pub max_ms: f64,
 }
 
 impl LagInterval {
     fn starved(&self) -> bool {
-        self.ticks > 0.0
-            && (self.late_ms / self.ticks > PAGE_LATE_MEAN_MS
-                || self.late_ticks / self.ticks > PAGE_LATE_TICKS_SHARE)
+        page_starved(self.ticks, self.late_ms, self.late_ticks)
     }
+}
+
+/// The page rule on a lag meter's counts over some stretch of time: its ticks ran later
+/// than [`PAGE_LATE_MEAN_MS`] on average or more than [`PAGE_LATE_TICKS_SHARE`] of them
+/// were late. No ticks, no verdict of starvation.
+pub fn page_starved(ticks: f64, late_ms: f64, late_ticks: f64) -> bool {
+    ticks > 0.0
+        && (late_ms / ticks > PAGE_LATE_MEAN_MS || late_ticks / ticks > PAGE_LATE_TICKS_SHARE)
+}
+
+/// A page's lag meter over a window, judged by the page rule; `None` when the window holds
+/// fewer than [`PAGE_MIN_TICKS`] ticks (too little to judge). Shared by the viewers' pages
+/// and the light peers' pages (`report::light`), so both are starved by one rule.
+pub fn judge_page(ticks: f64, late_ms: f64, late_ticks: f64, max_ms: f64) -> Option<PageLagWindow> {
+    (ticks >= PAGE_MIN_TICKS).then(|| PageLagWindow {
+        ticks,
+        mean_late_ms: late_ms / ticks,
+        late_ticks_share: late_ticks / ticks,
+        max_ms,
+        starved: page_starved(ticks, late_ms, late_ticks),
+    })
 }
 
 /// The intervals between a viewer's consecutive lag-meter samples (its first sample is a
 /// baseline: page start-up is no steady state). A meter that went down was restarted (the
 /// page reloaded): its new value counts, as for byte counters.
 fn lag_intervals(samples: &[&ViewerSample]) -> Vec<LagInterval> {
-    let with_lag: Vec<(f64, PageLag)> = samples
+    let reads: Vec<(f64, PageLag)> = samples
         .iter()
         .filter_map(|s| s.lag.map(|l| (s.t, l)))
+        .collect();
+    meter_intervals(&reads)
+}
+
+/// The intervals between consecutive reads `(t, meter)` of one page's lag meter, in time
+/// order, by the rules of [`lag_intervals`] (reads with impossible figures skipped). Also
+/// what judges a light peers' page (`report::light`).
+pub(super) fn meter_intervals(reads: &[(f64, PageLag)]) -> Vec<LagInterval> {
+    let with_lag: Vec<(f64, PageLag)> = reads
+        .iter()
+        .copied()
         .filter(|(_, l)| l.late_ms.is_finite() && l.late_ms >= 0.0 && l.max_ms.is_finite())
         .collect();
     with_lag
@@ -377,17 +407,7 @@ fn page_window(intervals: &[LagInterval], steady: Steady) -> Option<PageLagWindo
         late_ticks += i.late_ticks * f;
         max_ms = max_ms.max(i.max_ms);
     }
-    (ticks >= PAGE_MIN_TICKS).then(|| {
-        let mean_late_ms = late_ms / ticks;
-        let late_ticks_share = late_ticks / ticks;
-        PageLagWindow {
-            ticks,
-            mean_late_ms,
-            late_ticks_share,
-            max_ms,
-            starved: mean_late_ms > PAGE_LATE_MEAN_MS || late_ticks_share > PAGE_LATE_TICKS_SHARE,
-        }
-    })
+    judge_page(ticks, late_ms, late_ticks, max_ms)
 }
 
 /// The rules as the report states them.
@@ -975,6 +995,7 @@ mod tests {
                 exporter_samples: vec![],
                 host_samples: vec![],
                 node_samples: vec![],
+                light_samples: vec![],
                 truncated_files: vec![],
             },
             rows,

@@ -193,6 +193,7 @@ mod tests {
             exporter_samples: Vec::new(),
             host_samples: Vec::new(),
             node_samples: Vec::new(),
+            light_samples: Vec::new(),
             truncated_files: Vec::new(),
         };
         let named = |run: &RunData| {

@@ -156,7 +156,17 @@ fn bandwidth_section(b: &mut String, r: &RunReport) {
             "From each player's own stats, summed over viewers.",
         ),
     ];
+    let players_caption = if s.light.is_some() {
+        "From each player's own stats, summed over viewers and light peers (the whole swarm)."
+    } else {
+        "From each player's own stats, summed over viewers."
+    };
     for (source, [http, p2p, up], caption) in sources {
+        let caption = if source == "players" {
+            players_caption
+        } else {
+            caption
+        };
         if let Some(svg) = bandwidth_chart(r, source, http, p2p, up) {
             figure(b, svg, caption);
         }
@@ -561,6 +571,9 @@ impl Renderer for HtmlRenderer {
             arrival_section(&mut b, r, a);
         }
         qoe_section(&mut b, r);
+        if let Some(l) = &s.light {
+            super::light::html_section(&mut b, l);
+        }
         b.push_str("<h2>Honesty</h2>\n");
         list(&mut b, &prose::honesty_lines(s));
         b.push_str("<h2>Method</h2>\n");

@@ -4,7 +4,8 @@
 //! killed run (counted, so the report can say so) and naming the file and the fix otherwise.
 
 use crate::model::rawdata::{
-    self, ExporterSample, HostSample, Manifest, NodeSample, RunEvent, ViewerEvent, ViewerSample,
+    self, ExporterSample, HostSample, LightSample, Manifest, NodeSample, RunEvent, ViewerEvent,
+    ViewerSample,
 };
 use std::path::{Path, PathBuf};
 
@@ -42,6 +43,9 @@ pub struct RunData {
     /// Reads of the viewer nodes' load endpoints (absent in runs of older versions and on
     /// fleets without such endpoints).
     pub node_samples: Vec<NodeSample>,
+    /// Reads of the light peers (`swarm.light_peers`; absent in runs without them and in
+    /// runs of older versions).
+    pub light_samples: Vec<LightSample>,
     /// Raw files whose last line was cut short (the writer was killed mid-line).
     pub truncated_files: Vec<String>,
 }
@@ -85,11 +89,14 @@ impl RunData {
             read(dir, rawdata::HOST_SAMPLES, &mut truncated_files)?;
         let mut node_samples: Vec<NodeSample> =
             read(dir, rawdata::NODE_SAMPLES, &mut truncated_files)?;
+        let mut light_samples: Vec<LightSample> =
+            read(dir, rawdata::LIGHT_SAMPLES, &mut truncated_files)?;
         // Writers append in time order, but several tasks write viewer samples: sort (stable).
         viewer_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
         exporter_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
         host_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
         node_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
+        light_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
         Ok(Self {
             dir: dir.to_path_buf(),
             manifest,
@@ -99,6 +106,7 @@ impl RunData {
             exporter_samples,
             host_samples,
             node_samples,
+            light_samples,
             truncated_files,
         })
     }
@@ -115,6 +123,7 @@ impl RunData {
             .chain(self.exporter_samples.iter().map(|s| s.t))
             .chain(self.host_samples.iter().map(|s| s.t))
             .chain(self.node_samples.iter().map(|s| s.t))
+            .chain(self.light_samples.iter().map(|s| s.t))
         {
             if t.is_finite() {
                 last = last.max(t);

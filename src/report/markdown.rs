@@ -119,6 +119,9 @@ impl Renderer for MarkdownRenderer {
             }
             out.push('\n');
         }
+        if let Some(l) = &s.light {
+            super::light::markdown_section(&mut out, l);
+        }
         out.push_str("## Honesty\n\n");
         bullets(&mut out, &prose::honesty_lines(s));
         out.push_str("## Re-run\n\n```sh\n");

@@ -3,7 +3,7 @@
 //! and suites of runs.
 //!
 //! Pipeline: `load` (read the folder) → `traffic` + `rates` (counter deltas → bytes per bin)
-//! → `table`, `qoe`, `headroom`, `honesty` (numbers) → `thresholds` (the scenario's
+//! → `table`, `qoe`, `headroom`, `honesty`, `light` (numbers) → `thresholds` (the scenario's
 //! conditions judged on those numbers) → `analysis` (one `RunReport`) → renderers
 //! (`json`, `csv`, `markdown`, `html` + `svg`, behind `render::Renderer`). `compare` and
 //! `suite` put several runs side by side.
@@ -19,6 +19,7 @@ pub mod headroom;
 pub mod honesty;
 mod html;
 mod json;
+pub mod light;
 mod load;
 mod markdown;
 mod model;

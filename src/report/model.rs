@@ -18,6 +18,9 @@ use std::collections::BTreeMap;
 /// (no event at all, or the run ended while they waited, were queued or had no first frame),
 /// `viewers.not_started` counts them; `arrival` (the arrivals asked for against the sessions
 /// and first frames obtained).
+///
+/// Light peers (`light`, and their bytes in the `players` table) came as an optional
+/// addition: a reader of schema 3 that ignores `light` still reads every field it knew.
 pub const SCHEMA_VERSION: u32 = 3;
 
 /// `report.json`: one run's numbers.
@@ -90,6 +93,11 @@ pub struct ReportSummary {
     /// Who left, who replaced them, who came late (runs with `viewers.churn`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub churn: Option<super::churn::Churn>,
+    /// The light peers (`swarm.light_peers`): what they moved, their P2P upload against the
+    /// viewers', their pages' starvation (absent in runs without light peers). Their bytes
+    /// are also in the `players` table, which is the whole swarm's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light: Option<super::light::LightReport>,
 }
 
 impl ReportSummary {
@@ -201,7 +209,11 @@ pub struct HttpReconciliation {
     /// The likely size of both: their count × the mean completed response (an estimate;
     /// the origin may have sent all of it while the browser held the headers).
     pub waiting_estimate_bytes: u64,
-    /// Origin − (completed + aborted + in flight + waiting estimate).
+    /// The light peers' own HTTP count up to the same time (they have no figures by
+    /// outcome, so their bytes are taken as read to the end); absent without light peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light_bytes: Option<u64>,
+    /// Origin − (completed + aborted + in flight + waiting estimate + light peers').
     pub rest_bytes: i64,
     pub rest_share: Option<f64>,
 }
@@ -215,7 +227,11 @@ pub struct P2pReconciliation {
     /// Uploads − downloads (negative when peers outside the run uploaded to ours).
     pub undelivered_bytes: i64,
     pub undelivered_share: Option<f64>,
-    /// WebRTC data-channel bytes that arrived, summed over receivers.
+    /// Of the downloads, the light peers' (absent without light peers): WebRTC's own
+    /// counts below come from the viewers' pages only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light_downloaded_bytes: Option<u64>,
+    /// WebRTC data-channel bytes that arrived, summed over the viewers' pages.
     pub rtc_received_bytes: Option<u64>,
     pub rtc_sent_bytes: Option<u64>,
     pub p2p_timeouts: Option<u64>,

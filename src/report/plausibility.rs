@@ -8,7 +8,7 @@
 
 use super::load::RunData;
 use crate::model::rawdata::{
-    self, ExporterSample, HostSample, NodeSample, RunEvent, ViewerEvent, ViewerSample,
+    self, ExporterSample, HostSample, LightSample, NodeSample, RunEvent, ViewerEvent, ViewerSample,
 };
 use std::borrow::Cow;
 use std::path::Path;
@@ -35,6 +35,8 @@ pub struct Screened<'a> {
 struct Bounds {
     /// Viewer ids are `0..viewers`; `None` when the manifest plans none (ids unchecked).
     viewers: Option<u32>,
+    /// Light peer ids are `0..peers`; `None` when the manifest plans none (ids unchecked).
+    light_peers: Option<u32>,
     /// Latest plausible `t`.
     t_max_s: f64,
     planned_s: f64,
@@ -68,6 +70,7 @@ impl Bounds {
         };
         Bounds {
             viewers,
+            light_peers: plan.light.as_ref().map(|l| l.peers).filter(|n| *n > 0),
             t_max_s: planned_s + SLACK_S,
             planned_s,
         }
@@ -120,6 +123,25 @@ impl Bounds {
             .or_else(|| self.bytes("p2p_down_bytes", s.p2p_down_bytes, s.t))
             .or_else(|| self.bytes("p2p_up_bytes", s.p2p_up_bytes, s.t))
             .or_else(|| self.elapsed_ms("stalled_ms", s.stalled_ms, s.t))
+    }
+
+    /// A light peer's read: the same bounds as a viewer's, against the planned light peers.
+    fn light_sample(&self, s: &LightSample) -> Option<String> {
+        let peer = |peer: u32| {
+            let n = self.light_peers?;
+            (peer >= n).then(|| {
+                format!(
+                    "light peer {peer} is not in the plan (light peers 0 to {})",
+                    n - 1
+                )
+            })
+        };
+        self.time(s.t)
+            .or_else(|| peer(s.peer))
+            .or_else(|| self.bytes("http_down_bytes", s.http_down_bytes, s.t))
+            .or_else(|| self.bytes("p2p_down_bytes", s.p2p_down_bytes, s.t))
+            .or_else(|| self.bytes("p2p_up_bytes", s.p2p_up_bytes, s.t))
+            .or_else(|| self.elapsed_ms("waited_ms", s.waited_ms, s.t))
     }
 
     fn viewer_event(&self, e: &ViewerEvent) -> Option<String> {
@@ -236,6 +258,15 @@ pub fn screen(run: &RunData) -> Screened<'_> {
     ) {
         changed.to_mut().node_samples = kept;
     }
+    if let Some(kept) = keep(
+        dir,
+        rawdata::LIGHT_SAMPLES,
+        &run.light_samples,
+        |s| b.light_sample(s),
+        &mut warnings,
+    ) {
+        changed.to_mut().light_samples = kept;
+    }
     Screened {
         run: changed,
         warnings,
@@ -313,6 +344,7 @@ mod tests {
             exporter_samples: vec![],
             host_samples: vec![],
             node_samples: vec![],
+            light_samples: vec![],
             truncated_files: vec![],
         }
     }
@@ -356,5 +388,33 @@ mod tests {
             "{warning}"
         );
         assert!(warning.contains("and 2 more"), "{warning}");
+    }
+
+    #[test]
+    fn impossible_light_peer_reads_are_left_out_and_named() {
+        use crate::model::rawdata::{LightSample, LightSummary};
+        let mut data = run(vec![]);
+        data.manifest.plan.light = Some(LightSummary {
+            peers: 4,
+            per_page: 2,
+            shaping: String::new(),
+        });
+        let read = |t: f64, peer: u32| LightSample {
+            t,
+            peer,
+            ..Default::default()
+        };
+        data.light_samples = vec![read(2.0, 3), read(1e12, 0), read(4.0, 4)];
+        let screened = screen(&data);
+        assert_eq!(screened.run.light_samples, vec![read(2.0, 3)]);
+        let warning = &screened.warnings[0];
+        assert!(
+            warning.starts_with("raw/light_samples.jsonl: 2 lines left out"),
+            "{warning}"
+        );
+        assert!(
+            warning.contains("light peer 4 is not in the plan (light peers 0 to 3)"),
+            "{warning}"
+        );
     }
 }

@@ -30,21 +30,31 @@ pub fn run_lines(s: &ReportSummary) -> Vec<String> {
             s.viewers.lost,
             s.viewers.p2p_off
         ),
-        format!(
-            "Measured on {} ({} CPUs, {}, {} RAM, {}, kernel {}) with viewerfleet {}{}.",
-            m.host.hostname,
-            m.host.cpus,
-            m.host.cpu_model,
-            bytes(Some(m.host.mem_total_bytes)),
-            m.host.os,
-            m.host.kernel,
-            m.tool_version,
-            m.git_commit
-                .as_ref()
-                .map(|c| format!(" ({c})"))
-                .unwrap_or_default()
-        ),
     ];
+    if let Some(l) = &s.light {
+        out.push(format!(
+            "Swarm: {} viewers + {} started ({} viewers + {} planned); the players' figures \
+             count both, QoE the viewers only.",
+            s.viewers.started,
+            super::light::peers_phrase(l.started),
+            s.viewers.requested,
+            super::light::peers_phrase(l.planned.unwrap_or(l.reported)),
+        ));
+    }
+    out.push(format!(
+        "Measured on {} ({} CPUs, {}, {} RAM, {}, kernel {}) with viewerfleet {}{}.",
+        m.host.hostname,
+        m.host.cpus,
+        m.host.cpu_model,
+        bytes(Some(m.host.mem_total_bytes)),
+        m.host.os,
+        m.host.kernel,
+        m.tool_version,
+        m.git_commit
+            .as_ref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default()
+    ));
     if !m.versions.is_empty() {
         out.push(format!(
             "Versions: {}.",
@@ -107,6 +117,18 @@ pub fn method_lines(s: &ReportSummary) -> Vec<String> {
          players = each viewer's own stats read from its page, summed; origin (truth) = \
          media segment bytes the reference site's server really sent."
             .to_string(),
+    ];
+    if s.light.is_some() {
+        out.push(
+            "Light peers are in the swarm: the players' figures add each light peer's own \
+             counters to the viewers' (the same counter rules, each starting at zero one \
+             sampling interval before its first read), the origin served their HTTP and the \
+             exporter counts their playback reports. QoE and the per-viewer figures are the \
+             viewers' alone."
+                .to_string(),
+        );
+    }
+    out.extend([
         format!(
             "T (the measurement point) = {:.0} s after the run started ({}; the scenario's \
              measure_at is {:.0} s after the target was ready). \"At T\" values are means over \
@@ -136,7 +158,7 @@ pub fn method_lines(s: &ReportSummary) -> Vec<String> {
             "Top-level numbers in report.json come from the {} source.",
             s.source
         ),
-    ];
+    ]);
     if let Some(note) = &w.steady_note {
         out.push(format!("Note: {note}."));
     }

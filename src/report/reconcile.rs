@@ -10,7 +10,7 @@
 
 use super::load::RunData;
 use super::model::{HttpReconciliation, P2pReconciliation};
-use super::traffic::ExporterTraffic;
+use super::traffic::{ExporterTraffic, Traffic};
 use crate::model::rawdata::{EngineEvents, HttpOutcomes, RtcCounts, ViewerSample};
 use std::collections::BTreeMap;
 
@@ -21,7 +21,7 @@ pub const HTTP_REST_WARN_SHARE: f64 = 0.02;
 
 /// The increase of a per-viewer cumulative counter over its samples: a value below the
 /// previous one is a new page (the viewer was created again) counting from zero.
-fn increase(values: impl Iterator<Item = u64>) -> u64 {
+pub(super) fn increase(values: impl Iterator<Item = u64>) -> u64 {
     let mut total = 0u64;
     let mut previous = 0u64;
     for v in values {
@@ -73,7 +73,14 @@ fn last_sum<T>(
 /// The origin against the players, at the players' last samples (the origin's bytes up to
 /// the mean time of each viewer's last sample: viewers sample on their own clocks). `None`
 /// without an origin (a platform other than refsite) or without the pages' own figures.
-pub fn http(run: &RunData, exp: &ExporterTraffic, players_http: u64) -> Option<HttpReconciliation> {
+/// The light peers (`light`: their part of the swarm's traffic) fetch from the same origin
+/// but count no outcomes: their HTTP bytes up to the same time are explained as read.
+pub fn http(
+    run: &RunData,
+    exp: &ExporterTraffic,
+    players_http: u64,
+    light: Option<&Traffic>,
+) -> Option<HttpReconciliation> {
     let (origin_bins, _) = exp.origin_segments.as_ref()?;
     let viewers = by_viewer(run);
     let last: Vec<f64> = viewers
@@ -95,7 +102,9 @@ pub fn http(run: &RunData, exp: &ExporterTraffic, players_http: u64) -> Option<H
     let waiting_estimate = completed.checked_div(responses).map_or(0, |mean| {
         waiting.saturating_add(aborted_waiting).saturating_mul(mean)
     });
+    let light_bytes = light.map(|l| l.http.sum_between(0.0, at_s).round().max(0.0) as u64);
     let explained = completed
+        .saturating_add(light_bytes.unwrap_or(0))
         .saturating_add(aborted)
         .saturating_add(in_flight)
         .saturating_add(waiting_estimate);
@@ -119,14 +128,21 @@ pub fn http(run: &RunData, exp: &ExporterTraffic, players_http: u64) -> Option<H
         waiting_requests: waiting,
         aborted_waiting,
         waiting_estimate_bytes: waiting_estimate,
+        light_bytes,
         rest_bytes: rest,
         rest_share: (origin > 0).then(|| rest as f64 / origin as f64),
     })
 }
 
 /// The swarm's uploads against its downloads, WebRTC's count, the engine's events.
-/// `None` when no P2P byte moved at all.
-pub fn p2p(run: &RunData, uploaded: u64, downloaded: u64) -> Option<P2pReconciliation> {
+/// `None` when no P2P byte moved at all. `light_downloaded`: the light peers' part of the
+/// downloads (their pages report no WebRTC or engine counts).
+pub fn p2p(
+    run: &RunData,
+    uploaded: u64,
+    downloaded: u64,
+    light_downloaded: Option<u64>,
+) -> Option<P2pReconciliation> {
     if uploaded == 0 && downloaded == 0 {
         return None;
     }
@@ -139,6 +155,7 @@ pub fn p2p(run: &RunData, uploaded: u64, downloaded: u64) -> Option<P2pReconcili
         downloaded_bytes: downloaded,
         undelivered_bytes: undelivered,
         undelivered_share: (uploaded > 0).then(|| undelivered as f64 / uploaded as f64),
+        light_downloaded_bytes: light_downloaded,
         rtc_received_bytes: swarm_sum(&viewers, rtc, |r| r.received_bytes),
         rtc_sent_bytes: swarm_sum(&viewers, rtc, |r| r.sent_bytes),
         p2p_timeouts: swarm_sum(&viewers, engine, |e| e.p2p_timeouts as u64),
@@ -184,6 +201,14 @@ pub fn http_lines(r: &HttpReconciliation) -> Vec<String> {
         r.aborted_waiting,
         mb(r.waiting_estimate_bytes),
     )];
+    if let Some(light) = r.light_bytes {
+        lines.push(format!(
+            "The light peers counted {}{} of HTTP up to then (they count no outcomes: taken as \
+             read to the end, so their aborted and in-flight bytes fall into the rest).",
+            mb(light),
+            pct(light)
+        ));
+    }
     if let Some(share) = r.rest_share {
         lines.push(format!(
             "Unexplained rest: {:+.2} MB ({:+.1}% of the origin's bytes){}.",
@@ -241,17 +266,31 @@ pub fn p2p_lines(r: &P2pReconciliation) -> Vec<String> {
         ));
     }
     if let Some(received) = r.rtc_received_bytes {
-        let vs = if r.downloaded_bytes > 0 {
+        // WebRTC's count comes from the viewers' pages: compare it with their downloads.
+        let viewers_downloaded = r
+            .downloaded_bytes
+            .saturating_sub(r.light_downloaded_bytes.unwrap_or(0));
+        let vs = if viewers_downloaded > 0 {
             format!(
-                " ({:+.1}% against the engines' downloads; WebRTC also counts the engines' \
+                " ({:+.1}% against the engines' downloads{}; WebRTC also counts the engines' \
                  commands, and the two are read at slightly different moments)",
-                (received as f64 - r.downloaded_bytes as f64) * 100.0 / r.downloaded_bytes as f64
+                (received as f64 - viewers_downloaded as f64) * 100.0 / viewers_downloaded as f64,
+                if r.light_downloaded_bytes.is_some() {
+                    format!(" on those pages ({})", mb(viewers_downloaded))
+                } else {
+                    String::new()
+                }
             )
         } else {
             String::new()
         };
         lines.push(format!(
-            "WebRTC's own count on the receiving side: {} arrived on data channels{vs}.",
+            "WebRTC's own count on the receiving side{}: {} arrived on data channels{vs}.",
+            if r.light_downloaded_bytes.is_some() {
+                " (the viewers' pages; the light peers report none)"
+            } else {
+                ""
+            },
             mb(received)
         ));
     }

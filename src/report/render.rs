@@ -524,13 +524,21 @@ pub fn starved_viewers_table(h: &Headroom) -> Table {
 pub fn run_text(report: &RunReport) -> String {
     let s = &report.summary;
     let mut out = format!(
-        "{} ({} {}, fleet {}): {}/{} viewers started, {} failed{}, {} lost{}\n",
+        "{} ({} {}, fleet {}): {}/{} viewers{} started, {} failed{}, {} lost{}\n",
         s.scenario,
         s.target.kind,
         s.target.video,
         s.target.fleet,
         s.viewers.started,
         s.viewers.requested,
+        s.light
+            .as_ref()
+            .map(|l| format!(
+                " + {}/{} light peers",
+                l.started,
+                l.planned.unwrap_or(l.reported)
+            ))
+            .unwrap_or_default(),
         s.viewers.failed,
         super::prose::never_started(s),
         s.viewers.lost,

@@ -50,6 +50,11 @@ pub trait Target: Send + Sync {
     fn read_script(&self) -> &'static str;
     /// The platform's Prometheus exporter, if it has one.
     fn exporter_url(&self) -> Option<String>;
+    /// The page that hosts light peers (`swarm.light_peers`), if the platform has one; the
+    /// engine adds the page's query (`peers`, `first`, the link) to it.
+    fn light_url(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The player's media segments since the page opened: asked for, loaded (from HTTP or

@@ -71,6 +71,15 @@ impl Target for PeerTubeTarget {
     fn exporter_url(&self) -> Option<String> {
         self.exporter_url.clone()
     }
+
+    /// refsite's light peers' page, beside the embed page, with the same parameters (the
+    /// live latency mode). A PeerTube instance has none: plans refuse light peers there.
+    fn light_url(&self) -> Option<String> {
+        Some(
+            self.viewer_url(true)
+                .replacen("/videos/embed/", "/videos/light/", 1),
+        )
+    }
 }
 
 /// The probe, for other adapters whose pages expose the same player interface.

@@ -404,6 +404,25 @@ impl Viewer {
         }
     }
 
+    /// Runs a script in the page and returns its value (a viewer with a session of its own;
+    /// a tab answers with an error).
+    pub async fn execute(
+        &self,
+        what: &'static str,
+        script: &str,
+    ) -> Result<serde_json::Value, ViewerError> {
+        match &self.kind {
+            Kind::Session { client, .. } => {
+                self.call_repeatable(what, || client.execute(script, vec![]))
+                    .await
+            }
+            Kind::Tab(_) => Err(ViewerError::Command {
+                what,
+                message: "not available in a shared browser's tab".into(),
+            }),
+        }
+    }
+
     /// Reads the player's stats once.
     pub async fn read(&self, target: &dyn Target) -> Result<PlayerStats, ViewerError> {
         let value = match &self.kind {

@@ -18,6 +18,7 @@ mod fuzz;
 mod installed;
 mod json_output;
 mod layers;
+mod light_report;
 mod netns_preflight;
 mod node_load;
 mod refsite_cli;

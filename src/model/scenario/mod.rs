@@ -10,6 +10,7 @@
 mod browser;
 pub mod churn;
 pub mod fleet;
+pub mod light;
 mod limits;
 pub mod networks;
 pub mod packing;
@@ -61,6 +62,8 @@ pub struct Overrides {
     pub per_browser: Option<u32>,
     /// `--canary`: a cloud fleet starts with a canary node (`fleet.canary: true`).
     pub canary: bool,
+    /// `--light-peers N`: light peers instead of `swarm.light_peers`.
+    pub light_peers: Option<u32>,
 }
 
 impl Overrides {
@@ -83,6 +86,9 @@ impl Overrides {
         }
         if let Some(a) = self.apply {
             out.extend(["--apply".to_string(), a.to_string()]);
+        }
+        if let Some(n) = self.light_peers {
+            out.extend(["--light-peers".to_string(), n.to_string()]);
         }
         if let Some(n) = self.per_browser {
             out.extend(["--per-browser".to_string(), n.to_string()]);

@@ -53,6 +53,8 @@ pub struct Plan {
     pub networks_from_shorthand: bool,
     /// `viewers.churn`: who leaves (and is replaced) and who joins late.
     pub churn: Option<super::churn::ChurnPlan>,
+    /// `swarm.light_peers`: light peers beside the viewers.
+    pub light: Option<super::light::LightPlan>,
 }
 
 /// A headroom-governed ramp: one browser (its `per_browser` viewers) at a time, each once
@@ -238,8 +240,12 @@ impl Plan {
             .as_ref()
             .map(|c| format!("; {}", c.describe()))
             .unwrap_or_default();
+        let light = self
+            .light
+            .map(|l| format!(" + {}", l.describe()))
+            .unwrap_or_default();
         format!(
-            "{viewers}{packing} ({}% P2P off) on {} {}, ramp {}, duration {}, measured at {}{clock}, fleet {}{churn}",
+            "{viewers}{packing} ({}% P2P off){light} on {} {}, ramp {}, duration {}, measured at {}{clock}, fleet {}{churn}",
             (self.p2p_off_share * 100.0).round(),
             self.target.kind,
             self.target.video,
@@ -345,6 +351,7 @@ pub(super) fn build(
     let (per_browser, per_browser_not_applied) =
         super::packing::unshaped_under_tc(per_browser, overrides.per_browser, tc_shaped);
     let churn = churn(&check, &spec, overrides, per_browser, auto.is_some())?;
+    let light = light(&check, &spec, overrides, &target)?;
     if let FleetPlan::Netns(netns) = &mut fleet {
         netns.internet = !networks.is_empty() && !networks_from_shorthand;
     }
@@ -358,6 +365,11 @@ pub(super) fn build(
     if let Some(n) = per_browser_not_applied {
         yaml.push_str(&format!(
             "# Not applied: viewers.per_browser = {n} (under tc, one viewer per browser; --per-browser packs a tc run)\n"
+        ));
+    }
+    if let Some(n) = overrides.light_peers {
+        yaml.push_str(&format!(
+            "# Overridden on the command line: swarm.light_peers = {n}\n"
         ));
     }
     if overrides.viewers.is_some()
@@ -410,7 +422,29 @@ pub(super) fn build(
         networks,
         networks_from_shorthand,
         churn,
+        light,
     })
+}
+
+/// `swarm:`, with `--light-peers`; light peers speak refsite's swarm for now.
+fn light(
+    check: &Checker,
+    spec: &ScenarioSpec,
+    overrides: &Overrides,
+    target: &TargetPlan,
+) -> Result<Option<super::light::LightPlan>, ScenarioError> {
+    let light = super::light::LightPlan::from_spec(spec.swarm.as_ref(), overrides.light_peers)
+        .map_err(|(field, message)| check.err(&field, message))?;
+    if light.is_some() && target.kind != TargetKind::Refsite {
+        return Err(check.err(
+            "swarm.light_peers",
+            format!(
+                "light peers join refsite's swarm only for now, not a `{}` target: remove `swarm.light_peers` (or give `--light-peers 0`), or run against `target.kind: refsite`",
+                target.kind
+            ),
+        ));
+    }
+    Ok(light)
 }
 
 /// `viewers.churn`, its durations stretched like the run's clock.

@@ -32,6 +32,9 @@ pub struct ScenarioSpec {
     /// `thresholds`); a failed one makes the run exit 99.
     #[serde(default)]
     pub thresholds: Option<super::thresholds::ThresholdsSpec>,
+    /// Light peers beside the viewers (see `light`).
+    #[serde(default)]
+    pub swarm: Option<super::light::SwarmSpec>,
     pub fleet: FleetSpec,
 }
 

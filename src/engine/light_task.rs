@@ -1,0 +1,492 @@
+//! Light peers in a run (`swarm.light_peers`): pages of the target's light-peer page, one
+//! browser session each, that join the viewers' swarm with the player's own P2P engine and a
+//! simulated playhead (`web/light.js`). Each page is opened along the ramp in a slot of the
+//! run's fleet (so on `netns` its peers share one address and one tc-shaped link, on a Grid
+//! they run on its nodes), read every sampling interval into `raw/light_samples.jsonl`, and
+//! closed with its session and slot on every exit path.
+
+use super::recorder::Record;
+use super::shared::Shared;
+use crate::model::kinds::Throttling;
+use crate::model::rawdata::{FleetDescription, LightSample, LightSummary, PageLag, RunEventKind};
+use crate::model::scenario::fleet::netns::MAX_VIEWERS;
+use crate::model::scenario::light::LightGroup;
+use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
+use crate::viewer::{Viewer, ViewerSlot};
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the engine asks of a light-peer page.
+const READ_SCRIPT: &str = "return window.viewerfleetLight ? window.viewerfleetLight.read() : null;";
+const STOP_SCRIPT: &str =
+    "if (window.viewerfleetLight) window.viewerfleetLight.stop(); return true;";
+/// Consecutive failed reads after which a page counts as lost.
+const LOST_AFTER_FAILED_READS: u32 = 3;
+/// The last read and the stop request at the end of the run may take this long.
+const CLOSING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The pages of light peers, each started at its place on the ramp (with `count: auto`, at
+/// once: the governed ramp then measures the host with them).
+pub(super) fn release(plan: &Plan, shared: &Arc<Shared>) -> tokio::task::JoinSet<()> {
+    let mut pages = tokio::task::JoinSet::new();
+    let Some(light) = plan.light else {
+        return pages;
+    };
+    let groups = light.groups();
+    let n = groups.len() as u32;
+    let profile = page_profile(plan);
+    for group in groups {
+        let due = if plan.auto.is_some() || n <= 1 {
+            Duration::ZERO
+        } else {
+            plan.ramp.mul_f64(group.index as f64 / n as f64)
+        };
+        // The peers of a page start evenly over the time until the next page's.
+        let spread = if n <= 1 { plan.ramp } else { plan.ramp / n };
+        pages.spawn(light_page(
+            PagePlan {
+                group,
+                due,
+                spread,
+                profile,
+            },
+            shared.clone(),
+        ));
+    }
+    pages
+}
+
+/// The link profile light peers take: the run's `viewers.network`, else its first class's.
+fn page_profile(plan: &Plan) -> Option<NetworkProfile> {
+    plan.network
+        .or_else(|| plan.networks.iter().find_map(|class| class.profile))
+}
+
+/// How the run's light peers are shaped, in words, for the manifest.
+pub(super) fn summary(plan: &Plan, fleet: &FleetDescription) -> Option<LightSummary> {
+    let light = plan.light?;
+    Some(LightSummary {
+        peers: light.peers,
+        per_page: light.per_page,
+        shaping: shaping_words(
+            page_profile(plan).as_ref(),
+            fleet.p2p_shaped,
+            light.per_page,
+        ),
+    })
+}
+
+fn shaping_words(profile: Option<&NetworkProfile>, slots_shape: bool, per_page: u32) -> String {
+    let Some(p) = profile
+        .filter(|p| p.download_kbps.is_some() || p.upload_kbps.is_some() || p.latency_ms.is_some())
+    else {
+        return "not shaped (the scenario has no network profile)".into();
+    };
+    let rate = |k: Option<u32>| k.map_or("-".into(), |k| k.to_string());
+    let latency = p.latency_ms.unwrap_or(0);
+    match p.apply.unwrap_or(Throttling::HttpOnly) {
+        Throttling::HttpOnly | Throttling::CdpAll => format!(
+            "each light peer's HTTP held to {} kbit/s down and {latency} ms in its page, as a real viewer's http-only throttle; their WebRTC is not shaped{}",
+            rate(p.download_kbps),
+            if p.apply == Some(Throttling::CdpAll) {
+                " (cdp-all throttles real viewers' data channels, not light peers')"
+            } else {
+                ""
+            }
+        ),
+        Throttling::Tc if slots_shape => format!(
+            "the up to {per_page} light peers of a page share one tc-shaped link at {per_page} times the profile ({} / {} kbit/s each); P2P between light peers of one page crosses no link",
+            rate(p.download_kbps),
+            rate(p.upload_kbps)
+        ),
+        Throttling::Tc => {
+            "tc asked for, but this fleet has no per-viewer interfaces: not applied".into()
+        }
+    }
+}
+
+/// One page's part of the plan.
+#[derive(Debug, Clone, Copy)]
+struct PagePlan {
+    group: LightGroup,
+    due: Duration,
+    spread: Duration,
+    profile: Option<NetworkProfile>,
+}
+
+/// The HTTP link the page gives each of its peers (what the fleet's slot does not already).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct PageLink {
+    down_kbps: u32,
+    rtt_ms: u32,
+}
+
+fn page_link(profile: Option<&NetworkProfile>, slot: &ViewerSlot) -> PageLink {
+    let Some(p) = profile else {
+        return PageLink::default();
+    };
+    let latency = p.latency_ms.unwrap_or(0);
+    match p.apply.unwrap_or(Throttling::HttpOnly) {
+        Throttling::HttpOnly | Throttling::CdpAll => PageLink {
+            down_kbps: p.download_kbps.unwrap_or(0),
+            rtt_ms: latency,
+        },
+        // The slot's queues carry the rates; a slot without a delay queue leaves the
+        // latency to the page, as it does for real viewers.
+        Throttling::Tc if slot.shaping.rates && !slot.shaping.latency => PageLink {
+            down_kbps: 0,
+            rtt_ms: latency,
+        },
+        Throttling::Tc => PageLink::default(),
+    }
+}
+
+/// The browser (slot) of page `index`: numbered from the top of the netns fleet's range
+/// down, far from the viewers' browsers, which count up from 0.
+fn browser_plan(page: &PagePlan) -> anyhow::Result<BrowserPlan> {
+    let index = (MAX_VIEWERS - 1)
+        .checked_sub(page.group.index)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "more pages of light peers than a fleet has slots; raise swarm.per_page"
+            )
+        })?;
+    let viewer = ViewerPlan {
+        index,
+        start_after: Duration::ZERO,
+        p2p: true,
+        network: page.profile,
+        browser: index,
+        access: Default::default(),
+    };
+    // Each peer of the page counts once in the slot's link (the netns fleet sums them).
+    Ok(BrowserPlan {
+        index,
+        viewers: vec![viewer; page.group.count as usize],
+    })
+}
+
+/// `first–last`, for messages.
+fn peer_range(group: &LightGroup) -> String {
+    match group.count {
+        1 => group.first.to_string(),
+        n => format!("{}–{}", group.first, group.first + n - 1),
+    }
+}
+
+async fn light_page(page: PagePlan, shared: Arc<Shared>) {
+    tokio::select! {
+        _ = tokio::time::sleep(page.due) => {}
+        _ = shared.run_end.cancelled() => return,
+    }
+    let who = format!(
+        "light page {} (peers {})",
+        page.group.index,
+        peer_range(&page.group)
+    );
+    let opened = tokio::select! {
+        opened = open_page(&page, &shared) => opened,
+        _ = shared.run_end.cancelled() => return,
+    };
+    let (viewer, slot) = match opened {
+        Ok(opened) => opened,
+        Err(err) => {
+            shared
+                .rec
+                .run_event(RunEventKind::LightFailed, Some(format!("{who}: {err:#}")));
+            return;
+        }
+    };
+    let link = page_link(page.profile.as_ref(), &slot);
+    let result = drive(&page, &shared, &viewer, link, &slot, &who).await;
+    if let Err(err) = result {
+        shared
+            .rec
+            .run_event(RunEventKind::LightFailed, Some(format!("{who}: {err:#}")));
+    }
+    let session = viewer.session_id.clone();
+    viewer.close().await;
+    if let Some(id) = session {
+        shared.fleet.session_closed(&id);
+    }
+    shared.fleet.close_viewer(&slot).await;
+}
+
+/// A slot and a session, within the fleet's limit on concurrent starts.
+async fn open_page(page: &PagePlan, shared: &Shared) -> anyhow::Result<(Viewer, ViewerSlot)> {
+    let _permit = shared.starts.acquire().await?;
+    let browser = browser_plan(page)?;
+    let mut slot = shared.fleet.open_browser(&browser).await?;
+    match Viewer::create_with(&slot, shared.timeouts.clone(), &shared.browser).await {
+        Ok(viewer) => {
+            if let Some(id) = &viewer.session_id {
+                shared.fleet.session_placed(&mut slot, id).await;
+            }
+            Ok((viewer, slot))
+        }
+        Err(err) => {
+            shared.fleet.session_refused();
+            shared.fleet.close_viewer(&slot).await;
+            Err(err.into())
+        }
+    }
+}
+
+/// Opens the page and reads it until the run ends; a last read and a stop request then.
+async fn drive(
+    page: &PagePlan,
+    shared: &Shared,
+    viewer: &Viewer,
+    link: PageLink,
+    slot: &ViewerSlot,
+    who: &str,
+) -> anyhow::Result<()> {
+    let base = shared
+        .target
+        .light_url()
+        .ok_or_else(|| anyhow::anyhow!("this target has no light-peer page"))?;
+    let url = format!(
+        "{base}&peers={}&first={}&down_kbps={}&rtt_ms={}&spread_ms={}",
+        page.group.count,
+        page.group.first,
+        link.down_kbps,
+        link.rtt_ms,
+        page.spread.as_millis()
+    );
+    viewer.goto(&url).await?;
+    shared.rec.run_event(
+        RunEventKind::LightStarted,
+        Some(format!(
+            "{who} on {}{}",
+            slot.node,
+            slot.address
+                .as_ref()
+                .map(|a| format!(" ({a})"))
+                .unwrap_or_default()
+        )),
+    );
+    let mut tick = tokio::time::interval(shared.sampling_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failed_reads = 0;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shared.run_end.cancelled() => break,
+        }
+        match read(viewer, page.group.index, shared).await {
+            Ok(()) => failed_reads = 0,
+            Err(err) => {
+                failed_reads += 1;
+                if failed_reads >= LOST_AFTER_FAILED_READS {
+                    anyhow::bail!("lost after {failed_reads} failed reads: {err:#}");
+                }
+            }
+        }
+    }
+    // The figures up to the end of the run, then the peers leave the swarm.
+    let _ = tokio::time::timeout(CLOSING_TIMEOUT, async {
+        let _ = read(viewer, page.group.index, shared).await;
+        let _ = viewer.execute("stopping light peers", STOP_SCRIPT).await;
+    })
+    .await;
+    Ok(())
+}
+
+/// One read of the page: a record per peer.
+async fn read(viewer: &Viewer, group: u32, shared: &Shared) -> anyhow::Result<()> {
+    let value = viewer.execute("reading light peers", READ_SCRIPT).await?;
+    let t = shared.rec.now();
+    let Some(read) = parse_read(value)? else {
+        return Ok(()); // the page's script has not run yet
+    };
+    for sample in read.samples(t, group) {
+        shared.rec.send(Record::Light(sample));
+    }
+    Ok(())
+}
+
+/// The page's answer; `None` before its script ran.
+fn parse_read(value: serde_json::Value) -> anyhow::Result<Option<PageRead>> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("the light-peer page answered in an unexpected form: {e}"))
+}
+
+/// What `window.viewerfleetLight.read()` returns.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct PageRead {
+    lag: Option<PageLagRead>,
+    peers: Vec<PeerRead>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct PageLagRead {
+    ticks: u64,
+    late_ms: f64,
+    late_ticks: u64,
+    max_ms: f64,
+    hidden_ticks: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct PeerRead {
+    peer: u32,
+    http_down_bytes: f64,
+    p2p_down_bytes: f64,
+    p2p_up_bytes: f64,
+    peers: u32,
+    playing: bool,
+    position_s: f64,
+    segments_loaded: u64,
+    segments_late: u32,
+    waited_ms: f64,
+    errors: u32,
+    last_error: Option<String>,
+}
+
+impl PageRead {
+    fn samples(self, t: f64, group: u32) -> Vec<LightSample> {
+        let lag = self.lag.map(|l| PageLag {
+            ticks: l.ticks,
+            late_ms: l.late_ms,
+            late_ticks: l.late_ticks,
+            max_ms: l.max_ms,
+            hidden_ticks: l.hidden_ticks,
+        });
+        self.peers
+            .into_iter()
+            .map(|p| LightSample {
+                t,
+                peer: p.peer,
+                group,
+                http_down_bytes: p.http_down_bytes.max(0.0) as u64,
+                p2p_down_bytes: p.p2p_down_bytes.max(0.0) as u64,
+                p2p_up_bytes: p.p2p_up_bytes.max(0.0) as u64,
+                peers: p.peers,
+                playing: p.playing,
+                position_s: p.position_s,
+                segments_loaded: p.segments_loaded,
+                segments_late: p.segments_late,
+                waited_ms: p.waited_ms,
+                errors: p.errors,
+                lag,
+                last_error: p.last_error,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::viewer::SlotShaping;
+
+    fn profile(apply: Throttling) -> NetworkProfile {
+        NetworkProfile {
+            download_kbps: Some(2000),
+            upload_kbps: Some(300),
+            latency_ms: Some(500),
+            apply: Some(apply),
+        }
+    }
+
+    fn slot(rates: bool, latency: bool) -> ViewerSlot {
+        ViewerSlot {
+            webdriver_url: "http://127.0.0.1:1/".into(),
+            chrome_binary: None,
+            extra_args: Vec::new(),
+            node: "local".into(),
+            address: None,
+            public_addresses: Vec::new(),
+            nat: None,
+            shaping: SlotShaping { rates, latency },
+            viewers: 1,
+        }
+    }
+
+    #[test]
+    fn http_only_peers_are_throttled_in_their_page_and_tc_peers_by_their_slot() {
+        let http = profile(Throttling::HttpOnly);
+        assert_eq!(
+            page_link(Some(&http), &slot(false, false)),
+            PageLink {
+                down_kbps: 2000,
+                rtt_ms: 500
+            }
+        );
+        let tc = profile(Throttling::Tc);
+        assert_eq!(page_link(Some(&tc), &slot(true, true)), PageLink::default());
+        assert_eq!(
+            page_link(Some(&tc), &slot(true, false)),
+            PageLink {
+                down_kbps: 0,
+                rtt_ms: 500
+            },
+            "a slot without a delay queue leaves the latency to the page"
+        );
+        assert_eq!(page_link(None, &slot(false, false)), PageLink::default());
+    }
+
+    #[test]
+    fn the_manifest_says_how_light_peers_were_shaped() {
+        let words = shaping_words(Some(&profile(Throttling::Tc)), true, 25);
+        assert!(
+            words.contains("25 light peers of a page share one tc-shaped link"),
+            "{words}"
+        );
+        let words = shaping_words(Some(&profile(Throttling::Tc)), false, 25);
+        assert!(words.contains("not applied"), "{words}");
+        let words = shaping_words(Some(&profile(Throttling::HttpOnly)), false, 25);
+        assert!(words.contains("2000 kbit/s down and 500 ms"), "{words}");
+        assert!(shaping_words(None, false, 25).starts_with("not shaped"));
+    }
+
+    #[test]
+    fn a_page_read_becomes_one_record_per_peer_with_the_pages_lag() {
+        let value = serde_json::json!({
+            "lag": {"ticks": 40, "lateMs": 120.5, "lateTicks": 1, "maxMs": 101.0, "hiddenTicks": 0},
+            "peers": [
+                {"peer": 25, "httpDownBytes": 1000, "p2pDownBytes": 3000, "p2pUpBytes": 2000,
+                 "peers": 4, "playing": true, "positionS": 12.5, "segmentsLoaded": 7,
+                 "segmentsLate": 1, "waitedMs": 250.0, "errors": 0, "lastError": null},
+                {"peer": 26, "httpDownBytes": 0, "p2pDownBytes": 0, "p2pUpBytes": 0,
+                 "peers": 0, "playing": false, "positionS": 0, "segmentsLoaded": 0,
+                 "segmentsLate": 0, "waitedMs": 0, "errors": 1, "lastError": "start: TypeError"}
+            ],
+            "errors": []
+        });
+        let samples = parse_read(value).unwrap().unwrap().samples(10.0, 1);
+        assert_eq!(samples.len(), 2);
+        assert_eq!(samples[0].peer, 25);
+        assert_eq!(samples[0].group, 1);
+        assert_eq!(samples[0].p2p_down_bytes, 3000);
+        assert_eq!(samples[0].lag.unwrap().late_ticks, 1);
+        assert_eq!(samples[1].last_error.as_deref(), Some("start: TypeError"));
+        assert!(parse_read(serde_json::Value::Null).unwrap().is_none());
+        assert!(parse_read(serde_json::json!({"peers": "x"})).is_err());
+    }
+
+    #[test]
+    fn light_pages_take_browser_numbers_from_the_top_down() {
+        let page = PagePlan {
+            group: LightGroup {
+                index: 2,
+                first: 50,
+                count: 25,
+            },
+            due: Duration::ZERO,
+            spread: Duration::ZERO,
+            profile: None,
+        };
+        let browser = browser_plan(&page).unwrap();
+        assert_eq!(browser.index, MAX_VIEWERS - 3);
+        assert_eq!(browser.viewers.len(), 25);
+    }
+}
