@@ -48,6 +48,20 @@ pub enum Command {
     Ladder(LadderArgs),
     /// Measure what one viewer costs here (PSS, CPU, bytes) per browser profile.
     Calibrate(CalibrateArgs),
+    /// Check light peers against real viewers: one swarm size, all real vs real + light.
+    ///
+    /// The scenario runs at a swarm of N (`--swarm`), as N real viewers (A) and as K real
+    /// viewers (`--real`) + N − K light peers (B), `--repeat` times each, interleaved
+    /// (A B A B …), each run in its own folder under `--out` (`all-real-<k>`,
+    /// `with-light-<k>`). B passes when the swarm's P2P savings at T are within ±5 points of
+    /// A's (means over the runs), the P2P upload per swarm member, pooled over the runs, has
+    /// its median and p90 within 2× of A's, B's real viewers all played and stall at most
+    /// 0.05 times per viewer-minute more, and every light peer joined. A run that is not a
+    /// finding (saturated, starved, cut short, failed) makes the verdict `inconclusive`. The
+    /// table goes to stdout and the verdict to OUT/fidelity.json, which a scenario names in
+    /// `swarm.fidelity` so its runs' reports say which verdict they rely on. Exit code 0 on
+    /// pass, 1 on FAIL or inconclusive, 130/143 when interrupted.
+    Fidelity(FidelityArgs),
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +106,44 @@ pub struct CalibrateArgs {
     /// human-readable text then goes to stderr.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `viewerfleet fidelity SCENARIO --swarm N [--real K] [--repeat K] --out DIR [--json]`.
+/// Why a subcommand and not a mode of `calibrate`: see `commands/fidelity.rs`.
+#[derive(Debug, Args)]
+pub struct FidelityArgs {
+    /// Scenario file (YAML) with a refsite target; its viewer count and `swarm.light_peers`
+    /// are replaced by each arm's, and its `swarm.fidelity` is left out.
+    pub scenario: PathBuf,
+    /// Swarm members in both arms: A runs this many real viewers.
+    #[arg(long, value_name = "N")]
+    pub swarm: u32,
+    /// Real viewers in B, beside `swarm − real` light peers (at least 1, fewer than --swarm).
+    #[arg(long, value_name = "K", default_value_t = 2)]
+    pub real: u32,
+    /// Runs of each arm, interleaved A B A B … so a drift of the machine hits both.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+    /// Output folder: one run folder per run, fidelity.json; it must not hold an earlier
+    /// measurement's runs.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Apply every network profile this way in both arms: `http-only`, `tc` or `cdp-all`.
+    #[arg(long)]
+    pub apply: Option<Throttling>,
+    /// Run both arms on this fleet instead of the scenario's: `local` or `netns` (as root).
+    #[arg(long)]
+    pub fleet: Option<FleetKind>,
+    /// Override the scenario's duration in both arms (e.g. 5m).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Print fidelity.json's document on stdout, in the `--json` envelope (schema:
+    /// schemas/fidelity-summary.v1.json); the table then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
+    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -292,8 +344,9 @@ pub struct SuiteArgs {
     /// Run each scenario this many times; rates get a 95% confidence interval.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
-    /// Run one scenario K times instead, e.g. `live-normal@http-only=3` (a run's name, or a
-    /// file stem for all its modes); repeatable. For a figure that moves from run to run
+    /// Run one scenario K times instead, e.g. `live-normal@http-only=3` (a run's name, or
+    /// its start up to an `@`: a file stem for all its modes and sizes, `<scenario>@<mode>`
+    /// for all its swarm sizes); repeatable. For a figure that moves from run to run
     /// more than the others: the comparison shows the mean of its K runs with a 95% CI.
     #[arg(long, value_name = "NAME=K")]
     pub repeat_run: Vec<crate::suite::RunRepeat>,
@@ -328,6 +381,20 @@ pub struct SuiteArgs {
     /// README "Light peers").
     #[arg(long, value_name = "N")]
     pub light_peers: Option<u32>,
+    /// Run every scenario (and every --apply mode) once per swarm size N, e.g. 4,16,64,256
+    /// (positive whole numbers, sorted, repeats dropped): each run keeps the scenario's real
+    /// viewers (`viewers.count` or --viewers: a number, not `auto`) and adds N − viewers
+    /// light peers (refsite targets; `swarm.per_page` kept); a size below a scenario's
+    /// viewers is an error. Runs are named `<scenario>[@<mode>]@<N>`. With two sizes or more
+    /// the comparison adds "P2P offload against swarm size": per scenario@mode, the swarm's
+    /// P2P savings and HTTP share at T, the bound 1 − 1/N that p2p-media-loader's design
+    /// allows, and headroom, as tables and a plot.
+    #[arg(long, value_name = "N,N,…", conflicts_with = "light_peers")]
+    pub swarm_sizes: Option<crate::suite::SweepSizes>,
+    /// Check every scenario and print the runs (name, folder, viewers and light peers),
+    /// then exit without starting anything.
+    #[arg(long, conflicts_with = "json")]
+    pub dry_run: bool,
     /// Print a JSON summary on stdout (schema: schemas/suite-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]

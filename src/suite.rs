@@ -2,11 +2,18 @@
 //! robin so slow drifts of the host spread over all scenarios), keeps going after a failed
 //! run, stops starting runs on Ctrl-C/SIGTERM (the engine ends the current one and says
 //! `interrupted`), then compares what finished: mean and 95% CI per scenario with repeats.
+//! With `--swarm-sizes` (`sizes`), every scenario runs once per swarm size and the
+//! comparison draws P2P offload against swarm size.
+
+mod sizes;
+
+pub use sizes::{SweepError, SweepSizes};
 
 use crate::engine::{RunOutcome, RunSource};
 use crate::model::kinds::Throttling;
 use crate::model::scenario::{Overrides, Plan};
 use crate::report::compare::{dir_name, Comparison, FailedRun};
+use crate::report::swarm_curve::SwarmPoint;
 use crate::report::RunReport;
 use crate::sys::shutdown::Shutdown;
 use std::io::Write;
@@ -56,6 +63,9 @@ pub struct SuiteScenario {
     pub plan: Plan,
     /// How many times the suite runs it (`--repeat`, or `--repeat-run` for this one).
     pub repeat: u32,
+    /// `--swarm-sizes`: the swarm it runs (its viewers + light peers) and the curve it is a
+    /// point of (`<scenario>@<mode>`).
+    pub swarm: Option<SwarmPoint>,
 }
 
 /// One run of a suite: a scenario's plan and the folder it goes to.
@@ -170,8 +180,10 @@ pub enum SuiteError {
     DuplicateName(String),
     #[error("{0}: already holds files; give `suite --out` a new or empty folder so no earlier run is mixed in")]
     OutNotEmpty(PathBuf),
-    #[error("--repeat-run {name}=…: no run of this suite is named `{name}`; its runs are {known} (or give a file stem for all its modes)")]
+    #[error("--repeat-run {name}=…: no run of this suite is named `{name}`; its runs are {known} (or give a file stem for all its modes and sizes)")]
     UnknownRun { name: String, known: String },
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
 }
 
 /// `--repeat-run NAME=K`: run NAME K times.
@@ -214,6 +226,20 @@ impl SuitePlan {
         out: &Path,
         overrides: Overrides,
     ) -> anyhow::Result<Self> {
+        Self::sweep(scenarios, modes, None, repeat, out, overrides)
+    }
+
+    /// [`SuitePlan::new`], and with `sizes` (`--swarm-sizes`) every scenario and mode once
+    /// per swarm size: its viewers (a number, not `auto`) and size − viewers light peers, the
+    /// run named `<scenario>[@<mode>]@<size>`.
+    pub fn sweep(
+        scenarios: &[PathBuf],
+        modes: &[Throttling],
+        sizes: Option<&SweepSizes>,
+        repeat: u32,
+        out: &Path,
+        overrides: Overrides,
+    ) -> anyhow::Result<Self> {
         if repeat == 0 {
             return Err(SuiteError::Repeat.into());
         }
@@ -223,6 +249,8 @@ impl SuitePlan {
             modes.iter().copied().map(Some).collect()
         };
         let mut named: Vec<SuiteScenario> = Vec::new();
+        // Each file (and mode) once: the names of its runs, and of its sizes' curve.
+        let mut series: Vec<String> = Vec::new();
         for path in scenarios {
             let stem = path
                 .file_stem()
@@ -238,16 +266,31 @@ impl SuitePlan {
                     Some(mode) => format!("{stem}@{mode}"),
                     None => stem.clone(),
                 };
-                if named.iter().any(|s| s.name == name) {
+                if series.contains(&name) {
                     return Err(SuiteError::DuplicateName(name).into());
                 }
-                named.push(SuiteScenario {
-                    name,
-                    path: path.clone(),
-                    overrides,
-                    plan,
-                    repeat,
-                });
+                series.push(name.clone());
+                let Some(sizes) = sizes else {
+                    named.push(SuiteScenario {
+                        name,
+                        path: path.clone(),
+                        overrides,
+                        plan,
+                        repeat,
+                        swarm: None,
+                    });
+                    continue;
+                };
+                for sized in sizes::expand(&name, path, &overrides, &plan, sizes)? {
+                    named.push(SuiteScenario {
+                        name: sized.name,
+                        path: path.clone(),
+                        overrides: sized.overrides,
+                        plan: sized.plan,
+                        repeat,
+                        swarm: Some(sized.swarm),
+                    });
+                }
             }
         }
         let plan = Self {
@@ -262,8 +305,9 @@ impl SuitePlan {
 
     /// Runs some scenarios more often than `--repeat` (`--repeat-run NAME=K`): a figure
     /// that moves from run to run more than the others gets the mean of K runs without
-    /// repeating the steady ones. NAME is a run's name (`live-normal@http-only`) or a file
-    /// stem (every mode of that file).
+    /// repeating the steady ones. NAME is a run's name (`live-normal@http-only@16`) or the
+    /// start of one up to an `@`: a file stem (every mode and size of that file), a
+    /// `<scenario>@<mode>` (every swarm size of it).
     pub fn with_run_repeats(mut self, repeats: &[RunRepeat]) -> Result<Self, SuiteError> {
         for RunRepeat { name, times } in repeats {
             if *times == 0 {
@@ -271,8 +315,11 @@ impl SuitePlan {
             }
             let mut matched = false;
             for s in &mut self.scenarios {
-                let stem = s.name.split('@').next().unwrap_or(&s.name);
-                if s.name == *name || stem == name {
+                let within = s
+                    .name
+                    .strip_prefix(name.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('@'));
+                if within {
                     s.repeat = *times;
                     matched = true;
                 }
@@ -307,6 +354,27 @@ impl SuitePlan {
         Ok(self)
     }
 
+    /// The runs one line each, in run order (`suite --dry-run`): name, folder, swarm.
+    pub fn describe(&self) -> String {
+        let runs = self.runs();
+        let mut out = format!(
+            "{} run{} into {}:\n",
+            runs.len(),
+            if runs.len() == 1 { "" } else { "s" },
+            self.out.display()
+        );
+        for (i, run) in runs.iter().enumerate() {
+            out.push_str(&format!(
+                "{:>3}. {} → {}: {}\n",
+                i + 1,
+                run.name,
+                run.dir.display(),
+                swarm_phrase(&run.plan)
+            ));
+        }
+        out
+    }
+
     /// The runs in run order: round robin over repeats (a scenario with fewer repeats
     /// drops out of the later rounds).
     pub fn runs(&self) -> Vec<SuiteRun> {
@@ -324,6 +392,28 @@ impl SuitePlan {
             }
         }
         runs
+    }
+}
+
+/// A plan's swarm in words: `4 viewers + 12 light peers (25 per page): a swarm of 16`.
+fn swarm_phrase(plan: &Plan) -> String {
+    let viewers = match plan.auto {
+        Some(_) => format!("auto, at most {} viewers", plan.viewers),
+        None => format!("{} viewers", plan.viewers),
+    };
+    match &plan.light {
+        Some(l) if plan.auto.is_none() => format!(
+            "{viewers} + {} ({} per page): a swarm of {}",
+            crate::report::light::peers_phrase(l.peers),
+            l.per_page,
+            plan.viewers + l.peers
+        ),
+        Some(l) => format!(
+            "{viewers} + {} ({} per page)",
+            crate::report::light::peers_phrase(l.peers),
+            l.per_page
+        ),
+        None => viewers,
     }
 }
 
@@ -614,6 +704,12 @@ fn compare_in_suite_order(
         },
         failed,
     )
+    .with_swarm_points(|name| {
+        plan.scenarios
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.swarm.clone())
+    })
 }
 
 #[cfg(test)]
@@ -1154,6 +1250,245 @@ fleet:
         assert!(err.to_string().contains("new or empty folder"), "{err}");
         let missing = vec![dir.path().join("nope.yaml")];
         assert!(SuitePlan::new(&missing, &[], 1, dir.path(), Overrides::default()).is_err());
+    }
+
+    /// A sweep of the `scenarios` named `names` (2 viewers each) over `sizes`.
+    fn sweep(
+        dir: &Path,
+        names: &[&str],
+        modes: &[Throttling],
+        sizes: &str,
+        overrides: Overrides,
+    ) -> anyhow::Result<SuitePlan> {
+        let files = scenarios(dir, names);
+        let sizes: SweepSizes = sizes.parse().unwrap();
+        SuitePlan::sweep(&files, modes, Some(&sizes), 1, &dir.join("out"), overrides)
+    }
+
+    #[test]
+    fn a_swarm_size_sweep_runs_each_scenario_and_mode_once_per_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let modes = [Throttling::HttpOnly, Throttling::CdpAll];
+        let plan = sweep(
+            dir.path(),
+            &["a", "b"],
+            &modes,
+            "16,2,4,16",
+            Overrides::default(),
+        )
+        .unwrap();
+        let runs = plan.runs();
+        let names: Vec<String> = runs.iter().map(|r| dir_name(&r.dir)).collect();
+        assert_eq!(
+            names,
+            [
+                "a@http-only@2-1",
+                "a@http-only@4-1",
+                "a@http-only@16-1",
+                "a@cdp-all@2-1",
+                "a@cdp-all@4-1",
+                "a@cdp-all@16-1",
+                "b@http-only@2-1",
+                "b@http-only@4-1",
+                "b@http-only@16-1",
+                "b@cdp-all@2-1",
+                "b@cdp-all@4-1",
+                "b@cdp-all@16-1"
+            ]
+        );
+        // The file's 2 viewers in every run, the rest of the swarm light peers; the mode
+        // as named.
+        let swarms: Vec<(u32, Option<u32>, Option<u32>)> = runs[..3]
+            .iter()
+            .map(|r| {
+                (
+                    r.plan.viewers,
+                    r.overrides.light_peers,
+                    r.plan.light.as_ref().map(|l| l.peers),
+                )
+            })
+            .collect();
+        assert_eq!(
+            swarms,
+            [
+                (2, Some(0), None),
+                (2, Some(2), Some(2)),
+                (2, Some(14), Some(14))
+            ]
+        );
+        assert!(runs.iter().all(|r| {
+            let mode = r.overrides.apply.unwrap().to_string();
+            r.name.split('@').nth(1) == Some(mode.as_str())
+        }));
+        assert!(runs[2]
+            .plan
+            .yaml
+            .contains("# Overridden on the command line: swarm.light_peers = 14"));
+        // Each run is a point of its scenario@mode's curve.
+        assert_eq!(
+            plan.scenarios[2].swarm,
+            Some(SwarmPoint {
+                series: "a@http-only".into(),
+                size: 16,
+                viewers: 2,
+                light_peers: 14
+            })
+        );
+        let listed = plan.describe();
+        assert!(listed.starts_with("12 runs into "), "{listed}");
+        assert!(
+            listed.contains(&format!(
+                "  3. a@http-only@16 → {}: 2 viewers + 14 light peers (25 per page): a swarm of 16\n",
+                dir.path().join("out/a@http-only@16-1").display()
+            )),
+            "{listed}"
+        );
+        assert!(listed.contains("  1. a@http-only@2 → "), "{listed}");
+        assert!(
+            listed.lines().nth(1).unwrap().ends_with(": 2 viewers"),
+            "{listed}"
+        );
+        // `--repeat-run` names a scenario@mode for all its sizes, or one size.
+        let repeated = plan
+            .clone()
+            .with_run_repeats(&["a@cdp-all=2".parse().unwrap()])
+            .unwrap();
+        let times: Vec<(&str, u32)> = repeated
+            .scenarios
+            .iter()
+            .filter(|s| s.repeat > 1)
+            .map(|s| (s.name.as_str(), s.repeat))
+            .collect();
+        assert_eq!(
+            times,
+            [("a@cdp-all@2", 2), ("a@cdp-all@4", 2), ("a@cdp-all@16", 2)]
+        );
+        let one = plan
+            .with_run_repeats(&["b@http-only@4=3".parse().unwrap()])
+            .unwrap();
+        assert_eq!(one.runs().len(), 12 + 2);
+        let err = one
+            .with_run_repeats(&["a@http-only@8=2".parse().unwrap()])
+            .unwrap_err();
+        assert!(err.to_string().contains("`a@http-only@8`"), "{err}");
+    }
+
+    #[test]
+    fn a_sweep_without_modes_names_runs_by_scenario_and_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = sweep(dir.path(), &["a"], &[], "4,2", Overrides::default()).unwrap();
+        let names: Vec<String> = plan.runs().iter().map(|r| dir_name(&r.dir)).collect();
+        assert_eq!(names, ["a@2-1", "a@4-1"]);
+        assert_eq!(
+            plan.scenarios[1].swarm.as_ref().map(|s| s.series.as_str()),
+            Some("a")
+        );
+        // `--viewers` sets the viewers the swarm keeps.
+        let one = Overrides {
+            viewers: Some(1),
+            ..Overrides::default()
+        };
+        let plan = sweep(dir.path(), &["a"], &[], "1,4", one).unwrap();
+        let swarms: Vec<(u32, u32)> = plan
+            .scenarios
+            .iter()
+            .map(|s| {
+                let p = s.swarm.as_ref().unwrap();
+                (p.viewers, p.light_peers)
+            })
+            .collect();
+        assert_eq!(swarms, [(1, 0), (1, 3)]);
+    }
+
+    #[test]
+    fn a_sweep_needs_a_number_of_viewers_no_larger_than_its_smallest_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad_input = |err: &anyhow::Error| {
+            err.chain()
+                .any(|c| c.downcast_ref::<SuiteError>().is_some())
+        };
+        let err = sweep(dir.path(), &["a"], &[], "1,4", Overrides::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("--swarm-sizes 1:")
+                && text.contains("a.yaml runs 2 real viewers, more than a swarm of 1")
+                && text.contains("sizes of at least 2"),
+            "{text}"
+        );
+        assert!(bad_input(&err));
+        let auto = Overrides {
+            auto_viewers: true,
+            ..Overrides::default()
+        };
+        let err = sweep(dir.path(), &["a"], &[], "4", auto).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("--swarm-sizes keeps each scenario's real viewers")
+                && text.contains("(--viewers auto)")
+                && text.contains("give --viewers N instead"),
+            "{text}"
+        );
+        assert!(bad_input(&err));
+        let file = dir.path().join("c.yaml");
+        std::fs::write(
+            &file,
+            format!("name: c\n{SCENARIO}").replace("count: 2", "count: auto"),
+        )
+        .unwrap();
+        let sizes: SweepSizes = "4".parse().unwrap();
+        let err = SuitePlan::sweep(
+            &[file],
+            &[],
+            Some(&sizes),
+            1,
+            &dir.path().join("out"),
+            Overrides::default(),
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("c.yaml: --swarm-sizes")
+                && text.contains("(viewers.count: auto)")
+                && text.contains("write a number in viewers.count, or give --viewers N"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sweep_suite_compares_its_sizes_on_one_curve() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = sweep(dir.path(), &["a"], &[], "2,4", Overrides::default()).unwrap();
+        let runner = StandIn {
+            steps: Mutex::new(vec![Step::Finish; 2]),
+            calls: Mutex::new(Vec::new()),
+        };
+        let result = run_suite(&plan, &runner, &Shutdown::new(), &mut Vec::new())
+            .await
+            .unwrap();
+        let curves = result.comparison.swarm_curves();
+        assert_eq!(curves.len(), 1);
+        let c = &curves[0];
+        assert_eq!(c.name, "a");
+        let points: Vec<(u32, f64, Option<f64>)> = c
+            .points
+            .iter()
+            .map(|p| (p.swarm_size, p.bound, p.p2p_savings.map(|s| s.mean)))
+            .collect();
+        // The fixture's players saved 2/3 at T.
+        assert_eq!(
+            points,
+            [(2, 0.5, Some(2.0 / 3.0)), (4, 0.75, Some(2.0 / 3.0))]
+        );
+        let md = std::fs::read_to_string(result.html.with_file_name("compare.md")).unwrap();
+        assert!(md.contains("## P2P offload against swarm size"), "{md}");
+        assert!(
+            md.contains("| 4 (2 + 2) | 1 | 66.7% | 33.3% | 75.0% | NOT A FINDING: 4/4 starved |"),
+            "{md}"
+        );
+        assert!(result
+            .comparison
+            .text()
+            .contains("P2P offload against swarm size"));
     }
 
     #[test]

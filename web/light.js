@@ -33,12 +33,19 @@ const DOWN_KBPS = intParam("down_kbps", 0);
 const RTT_MS = intParam("rtt_ms", 0);
 const SPREAD_MS = intParam("spread_ms", 0);
 const SEND_METRICS = query.get("metrics") !== "0";
+// p2p_off=I,J,…: these peers (by number) have P2P off, as a viewer of the run's P2P-off share.
+const P2P_OFF = new Set(
+  (query.get("p2p_off") ?? "")
+    .split(",")
+    .filter((s) => s !== "")
+    .map(Number),
+);
 const LATENCY = query.get("latency") === "high" ? "high" : "normal";
 // debug=1: the engine's peer and tracker events on the console, for a person at the page.
 const DEBUG = query.get("debug") === "1";
 
 /** The playhead's and the loader's clock. */
-const TICK_MS = 250;
+const TICK_MS = intParam("tick_ms", 250);
 /** hls.js's default ABR factor: a rendition is picked when its bitrate fits 70% of the link. */
 const ABR_UP_FACTOR = 0.7;
 /** After a failed segment, the next attempt waits this long (hls.js retries after ~1 s). */
@@ -129,6 +136,7 @@ const lag = { ticks: 0, lateMs: 0, lateTicks: 0, maxMs: 0, hiddenTicks: 0 };
 class LightPeer {
   constructor(number) {
     this.number = number;
+    this.p2p = !P2P_OFF.has(number);
     this.link = new Link(DOWN_KBPS, RTT_MS);
     this.totals = { http: 0, p2pDown: 0, p2pUp: 0 };
     this.sent = { http: 0, p2pDown: 0, p2pUp: 0, errors: 0, late: 0 };
@@ -154,7 +162,7 @@ class LightPeer {
     const { Core } = await engineModule(this.number);
     const link = this.link;
     this.core = new Core({
-      ...coreConfig(cfg, true),
+      ...coreConfig(cfg, this.p2p),
       // The request the engine would make, tagged so window.fetch sends it over this link.
       httpRequestSetup: async (url, _range, signal, requestRange) => {
         const headers = new Headers(
@@ -370,25 +378,41 @@ class LightPeer {
     if (sn === undefined || this.listedOut?.has(sn) || this.loaded.has(sn)) return;
     const segment = this.segments.get(sn);
     this.loading = sn;
+    const done = () => {
+      this.loaded.add(sn);
+      this.segmentsLoaded += 1;
+      this.loading = null;
+      this.forgetOld();
+    };
+    const failed = (message) => {
+      this.fail("segment: " + message);
+      this.loading = null;
+      this.retryAt = performance.now() + RETRY_MS;
+    };
+    // As p2p-media-loader-hlsjs's fragment loader: a segment the engine does not take (P2P
+    // off) is loaded by the player itself, over HTTP, and never reaches the engine.
+    if (!this.core.isSegmentLoadable(segment.runtimeId)) {
+      this.httpLoad(segment.url).then(done, (e) => failed(e));
+      return;
+    }
     this.core
       .loadSegment(segment.runtimeId, {
-        onSuccess: () => {
-          this.loaded.add(sn);
-          this.segmentsLoaded += 1;
-          this.loading = null;
-          this.forgetOld();
-        },
-        onError: (error) => {
-          this.fail("segment: " + (error?.type ?? error));
-          this.loading = null;
-          this.retryAt = performance.now() + RETRY_MS;
-        },
+        onSuccess: done,
+        onError: (error) => failed(error?.type ?? error),
       })
-      .catch((e) => {
-        this.fail("segment: " + e);
-        this.loading = null;
-        this.retryAt = performance.now() + RETRY_MS;
-      });
+      .catch((e) => failed(e));
+  }
+
+  /** A segment over this peer's HTTP link without the engine, its bytes counted as they come. */
+  async httpLoad(url) {
+    const response = await this.link.fetch(new Request(url));
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    const reader = response.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      this.totals.http += value.byteLength;
+    }
   }
 
   /** Segments long behind the playhead and out of the playlist are no longer needed here. */
@@ -410,7 +434,7 @@ class LightPeer {
       playerMode: "p2p-media-loader",
       resolution: this.level?.height,
       fps: cfg.fps ?? undefined,
-      p2pEnabled: true,
+      p2pEnabled: this.p2p,
       p2pPeers: this.peers.size,
       resolutionChanges: 0,
       errors: now.errors - this.sent.errors,

@@ -21,8 +21,9 @@ pub enum Verdict {
     Pass,
     /// Outside it on at least one rule: the profile changes what viewers do.
     Fail,
-    /// The rules held but the basis is too short to tell (one segment weighs more than the
-    /// bytes tolerance).
+    /// The figures cannot tell: for a profile, the rules held but the basis is too short
+    /// (one segment weighs more than the bytes tolerance); for light peers
+    /// (`light_fidelity`), a run was not a finding or a rule could not be judged.
     Inconclusive,
 }
 

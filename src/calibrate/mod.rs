@@ -13,10 +13,14 @@
 //! judged against the `default` profile of the same video and round (`fidelity`).
 //! `plan --calibration FILE` sizes fleets with the figures of the viewerfleet profiles
 //! (`budget`).
+//!
+//! `viewerfleet fidelity` judges light peers the same way (`light_fidelity`): one swarm
+//! size, all real viewers against real viewers plus light peers, through the engine.
 
 mod budget;
 pub mod fidelity;
 pub mod from_run;
+pub mod light_fidelity;
 mod measure;
 mod profiles;
 mod render;

@@ -252,7 +252,7 @@ pub fn compare(cmp: &Comparison, out: &Path) -> Value {
 /// `suite`'s figures: the comparison of the runs that finished, and which runs failed,
 /// went over their failure limit or failed a threshold.
 pub fn suite(result: &crate::suite::SuiteResult, out: &Path) -> Value {
-    json!({
+    let mut doc = json!({
         "runs_started": result.runs_started,
         "interrupted": result.interrupted,
         "groups": compared_runs(&result.comparison),
@@ -261,7 +261,41 @@ pub fn suite(result: &crate::suite::SuiteResult, out: &Path) -> Value {
         "thresholds_failed": result.thresholds_failed(),
         "compare_json": path(&out.join("compare.json")),
         "compare_html": path(&result.html),
-    })
+    });
+    let curves = result.comparison.swarm_curves();
+    if !curves.is_empty() {
+        doc["swarm_curves"] = swarm_curves(&curves);
+    }
+    doc
+}
+
+/// `suite --swarm-sizes`: P2P offload against swarm size, one curve per scenario@mode.
+fn swarm_curves(curves: &[crate::report::swarm_curve::SwarmCurve]) -> Value {
+    let ci = |v: &Option<crate::report::stats::MeanCi>| {
+        v.as_ref()
+            .map(|m| json!({"mean": m.mean, "ci95": m.ci95, "n": m.n}))
+    };
+    json!(curves
+        .iter()
+        .map(|c| json!({
+            "name": c.name,
+            "points": c.points.iter().map(|p| json!({
+                "group": p.group,
+                "swarm_size": p.swarm_size,
+                "viewers": p.viewers,
+                "light_peers": p.light_peers,
+                "n": p.n,
+                "p2p_savings": ci(&p.p2p_savings),
+                "http_share": ci(&p.http_share),
+                "bound": p.bound,
+                "headroom": p.headroom,
+                "not_a_finding_runs": p.not_a_finding_runs,
+                "headroom_unknown_runs": p.headroom_unknown_runs,
+                "light_pages_judged": p.light_pages_judged,
+                "light_pages_starved": p.light_pages_starved,
+            })).collect::<Vec<_>>(),
+        }))
+        .collect::<Vec<_>>())
 }
 
 /// One node type of a fleet plan.

@@ -29,6 +29,7 @@ macro_rules! eprintln {
 mod calibrate;
 mod compare;
 mod down;
+mod fidelity;
 mod gc;
 mod grid;
 pub mod json;
@@ -69,6 +70,7 @@ fn json_command(command: &Command) -> Option<&'static str> {
         Command::Compare(a) => ("compare", a.json),
         Command::Plan(a) => ("plan", a.json),
         Command::Calibrate(a) => ("calibrate", a.json),
+        Command::Fidelity(a) => ("fidelity", a.json),
         _ => return None,
     };
     json.then_some(name)
@@ -95,6 +97,7 @@ pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<Exit> {
         Command::Grid(args) => grid::run(args).await.map(Done::from),
         Command::Ladder(args) => ladder::run(args, quiet).await.map(Done::from),
         Command::Calibrate(args) => calibrate::run(args).await,
+        Command::Fidelity(args) => fidelity::run(args, quiet).await,
     };
     if let Some(name) = json {
         let text = match &result {

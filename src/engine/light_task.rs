@@ -30,7 +30,7 @@ const CLOSING_TIMEOUT: Duration = Duration::from_secs(10);
 /// once: the governed ramp then measures the host with them).
 pub(super) fn release(plan: &Plan, shared: &Arc<Shared>) -> tokio::task::JoinSet<()> {
     let mut pages = tokio::task::JoinSet::new();
-    let Some(light) = plan.light else {
+    let Some(light) = &plan.light else {
         return pages;
     };
     let groups = light.groups();
@@ -44,12 +44,16 @@ pub(super) fn release(plan: &Plan, shared: &Arc<Shared>) -> tokio::task::JoinSet
         };
         // The peers of a page start evenly over the time until the next page's.
         let spread = if n <= 1 { plan.ramp } else { plan.ramp / n };
+        let p2p_off = (group.first..group.first + group.count)
+            .filter(|&peer| !plan.light_peer_p2p(peer))
+            .collect();
         pages.spawn(light_page(
             PagePlan {
                 group,
                 due,
                 spread,
                 profile,
+                p2p_off,
             },
             shared.clone(),
         ));
@@ -65,7 +69,7 @@ fn page_profile(plan: &Plan) -> Option<NetworkProfile> {
 
 /// How the run's light peers are shaped, in words, for the manifest.
 pub(super) fn summary(plan: &Plan, fleet: &FleetDescription) -> Option<LightSummary> {
-    let light = plan.light?;
+    let light = plan.light.as_ref()?;
     Some(LightSummary {
         peers: light.peers,
         per_page: light.per_page,
@@ -74,6 +78,7 @@ pub(super) fn summary(plan: &Plan, fleet: &FleetDescription) -> Option<LightSumm
             fleet.p2p_shaped,
             light.per_page,
         ),
+        fidelity: light.fidelity.clone(),
     })
 }
 
@@ -107,12 +112,14 @@ fn shaping_words(profile: Option<&NetworkProfile>, slots_shape: bool, per_page: 
 }
 
 /// One page's part of the plan.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct PagePlan {
     group: LightGroup,
     due: Duration,
     spread: Duration,
     profile: Option<NetworkProfile>,
+    /// The page's peers with P2P off (the plan's P2P-off share), by number.
+    p2p_off: Vec<u32>,
 }
 
 /// The HTTP link the page gives each of its peers (what the fleet's slot does not already).
@@ -246,13 +253,15 @@ async fn drive(
         .target
         .light_url()
         .ok_or_else(|| anyhow::anyhow!("this target has no light-peer page"))?;
+    let p2p_off: Vec<String> = page.p2p_off.iter().map(u32::to_string).collect();
     let url = format!(
-        "{base}&peers={}&first={}&down_kbps={}&rtt_ms={}&spread_ms={}",
+        "{base}&peers={}&first={}&down_kbps={}&rtt_ms={}&spread_ms={}&p2p_off={}",
         page.group.count,
         page.group.first,
         link.down_kbps,
         link.rtt_ms,
-        page.spread.as_millis()
+        page.spread.as_millis(),
+        p2p_off.join(",")
     );
     viewer.goto(&url).await?;
     shared.rec.run_event(
@@ -474,6 +483,42 @@ mod tests {
     }
 
     #[test]
+    fn the_manifest_carries_the_fidelity_verdict_the_scenario_names() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("fidelity.json"),
+            r#"{"document": "viewerfleet-light-fidelity", "schema_version": 1, "verdict": "fail",
+                "created": "2026-12-04T10:00:00Z", "swarm": 8, "real": 2,
+                "p2p_savings": {"all_real_pct": 68.1, "with_light_pct": 60.0}}"#,
+        )
+        .unwrap();
+        let file = dir.path().join("s.yaml");
+        std::fs::write(
+            &file,
+            "name: s\ntarget:\n  kind: refsite\n  video: live\nviewers:\n  count: 2\nswarm:\n  light_peers: 6\n  fidelity: fidelity.json\nduration: 2m\nfleet:\n  kind: local\n",
+        )
+        .unwrap();
+        let plan = crate::model::scenario::load(&file, &Default::default()).unwrap();
+        let fleet = crate::model::rawdata::Manifest::example().fleet;
+        let light = summary(&plan, &fleet).unwrap();
+        let f = light.fidelity.unwrap();
+        assert_eq!(f.verdict.as_str(), "FAIL");
+        assert_eq!((f.swarm, f.real), (8, 2));
+        assert_eq!(f.with_light_p2p_savings_pct, Some(60.0));
+        assert!(f.file.ends_with("fidelity.json"), "{}", f.file);
+        // Without `swarm.fidelity`, none.
+        let plan = crate::model::scenario::load(
+            &file,
+            &crate::model::scenario::Overrides {
+                light_peers: Some(0),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(summary(&plan, &fleet).is_none());
+    }
+
+    #[test]
     fn light_pages_take_browser_numbers_from_the_top_down() {
         let page = PagePlan {
             group: LightGroup {
@@ -484,6 +529,7 @@ mod tests {
             due: Duration::ZERO,
             spread: Duration::ZERO,
             profile: None,
+            p2p_off: Vec::new(),
         };
         let browser = browser_plan(&page).unwrap();
         assert_eq!(browser.index, MAX_VIEWERS - 3);

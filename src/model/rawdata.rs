@@ -639,6 +639,10 @@ pub struct LightSummary {
     pub per_page: u32,
     /// How their HTTP and P2P were shaped, in words.
     pub shaping: String,
+    /// The fidelity verdict the scenario's `swarm.fidelity` named: light peers against an
+    /// all-real swarm (absent: the run relied on none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<crate::model::scenario::light::FidelityRecord>,
 }
 
 impl RunEvent {

@@ -4,6 +4,7 @@
 use super::model::{FiguresAtT, HeadroomFigures, HeadroomVerdict, ReportSummary, RunReport};
 use super::render::{self, Table, NONE};
 use super::stats::{mean_ci, MeanCi};
+use super::swarm_curve::{SwarmCurve, SwarmPoint};
 use crate::model::kinds::RateSource;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,9 @@ pub struct Group {
     pub name: String,
     pub runs: Vec<RunReport>,
     pub stats: GroupStats,
+    /// Where the group sits in a swarm-size sweep (`suite --swarm-sizes`), for the curve
+    /// of P2P offload against swarm size (`report::swarm_curve`).
+    pub swarm: Option<SwarmPoint>,
 }
 
 /// Means (with 95% CI across repeats) of the headline numbers.
@@ -108,7 +112,7 @@ impl GroupStats {
 
     /// The headroom column: `ok`, `NOT A FINDING` (with the starved viewers) or `unknown`;
     /// for repeats, how many of them were not findings.
-    fn headroom_cell(&self, runs: &[RunReport]) -> String {
+    pub(super) fn headroom_cell(&self, runs: &[RunReport]) -> String {
         if let [run] = runs {
             return match &run.summary.headroom {
                 None => NONE.to_string(),
@@ -163,6 +167,7 @@ impl Comparison {
                 name: r.name.clone(),
                 stats: GroupStats::of(std::slice::from_ref(&r)),
                 runs: vec![r],
+                swarm: None,
             })
             .collect();
         Self { groups, failed }
@@ -183,6 +188,7 @@ impl Comparison {
                     name: k,
                     runs: vec![run],
                     stats: GroupStats::default(),
+                    swarm: None,
                 }),
             }
         }
@@ -190,6 +196,21 @@ impl Comparison {
             g.stats = GroupStats::of(&g.runs);
         }
         Self { groups, failed }
+    }
+
+    /// Places each group in a swarm-size sweep by its name (`suite --swarm-sizes`): the
+    /// comparison then has a part on P2P offload against swarm size.
+    pub fn with_swarm_points(mut self, point: impl Fn(&str) -> Option<SwarmPoint>) -> Self {
+        for g in &mut self.groups {
+            g.swarm = point(&g.name);
+        }
+        self
+    }
+
+    /// P2P offload against swarm size, one curve per scenario@mode (empty unless the
+    /// groups hold more than one swarm size).
+    pub fn swarm_curves(&self) -> Vec<SwarmCurve> {
+        super::swarm_curve::curves(self)
     }
 
     /// Any group with repeats (then columns show mean ± 95% CI).
@@ -323,6 +344,7 @@ impl Comparison {
         for f in &self.failed {
             out.push_str(&format!("FAILED {}: {}\n", f.name, f.error));
         }
+        out.push_str(&super::swarm_curve::text(self));
         out
     }
 }
@@ -355,7 +377,8 @@ undelivered = share of the P2P bytes uploaders counted that no receiver got (P2P
 receivers'). Headroom = whether the viewers had CPU headroom in the steady window (NOT A FINDING: \
 the window was starved, see each run's report); the players' P2P savings are given over all viewers \
 and over the viewers with headroom. A name@mode run used that throttling mode (http-only: the 2023 conditions, HTTP \
-throttled and P2P free; tc: real per-viewer links for both). Rates come from the platform's exporter \
+throttled and P2P free; tc: real per-viewer links for both); a run named …@N (suite --swarm-sizes) \
+ran a swarm of N, the scenario's viewers plus light peers. Rates come from the platform's exporter \
 unless Notes say otherwise; each run's report.md says how.";
 
 /// `compare.json`.
@@ -364,6 +387,9 @@ pub struct CompareJson<'a> {
     pub schema_version: u32,
     pub groups: Vec<GroupJson<'a>>,
     pub failed_runs: &'a [FailedRun],
+    /// P2P offload against swarm size (suites with `--swarm-sizes` and more than one size).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub swarm_curves: Vec<SwarmCurve>,
 }
 
 #[derive(Debug, Serialize)]
@@ -401,6 +427,7 @@ impl Comparison {
                 })
                 .collect(),
             failed_runs: &self.failed,
+            swarm_curves: self.swarm_curves(),
         }
     }
 }

@@ -623,6 +623,7 @@ impl Renderer for HtmlRenderer {
         }
         group_charts(&mut b, cmp);
         http_per_run_chart(&mut b, cmp);
+        super::swarm_curve::html_section(&mut b, cmp);
         b.push_str("<h2>Runs</h2><ul>");
         for g in &cmp.groups {
             for r in &g.runs {

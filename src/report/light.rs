@@ -20,6 +20,7 @@ use super::stats::percentile;
 use super::table::Steady;
 use super::traffic::{LightPeerTotals, PlayerTraffic};
 use crate::model::rawdata::{LightSample, PageLag};
+use crate::model::scenario::light::FidelityRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -65,6 +66,13 @@ pub struct LightReport {
     pub groups_judged: u32,
     /// Groups whose page was starved by the page rule, in group order.
     pub starved_groups: Vec<LightGroup>,
+    /// Real viewers the plan asked for beside them (absent in reports of older versions).
+    #[serde(default)]
+    pub viewers_planned: u32,
+    /// The fidelity verdict the run relied on (`swarm.fidelity`, from the manifest);
+    /// absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<FidelityRecord>,
 }
 
 /// Bytes a set of light peers moved.
@@ -199,7 +207,23 @@ pub fn analyse(run: &RunData, ply: &PlayerTraffic, steady: Steady) -> Option<Lig
         last_errors: last_errors(&by_peer),
         groups_judged: judged.len() as u32,
         starved_groups,
+        viewers_planned: run.manifest.plan.viewers,
+        fidelity: plan.and_then(|l| l.fidelity.clone()),
     })
+}
+
+/// Each light peer's P2P upload over the run, in bytes, by peer: its counter's increase
+/// from zero (a reset counts from zero again), as `upload` spreads them. `viewerfleet
+/// fidelity` pools them with the viewers' per-viewer uploads.
+pub fn upload_per_peer(run: &RunData) -> Vec<u64> {
+    let mut by_peer: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for s in &run.light_samples {
+        by_peer.entry(s.peer).or_default().push(s.p2p_up_bytes);
+    }
+    by_peer
+        .into_values()
+        .map(|values| increase(values.into_iter()))
+        .collect()
 }
 
 /// The bytes of a set of light peers.
@@ -221,7 +245,7 @@ fn figures<'a>(peers: impl Iterator<Item = &'a LightPeerTotals>) -> LightFigures
 }
 
 /// Min, p10, median, p90 and max of bytes per member (percentiles interpolated).
-fn spread(values: &[f64]) -> Option<Spread> {
+pub fn spread(values: &[f64]) -> Option<Spread> {
     let at = |p: f64| percentile(values, p).map(|v| v.round().max(0.0) as u64);
     Some(Spread {
         members: values.len() as u32,
@@ -339,6 +363,7 @@ pub fn lines(l: &LightReport) -> Vec<String> {
         if l.groups == 1 { "" } else { "s" },
         l.started
     ));
+    out.push(fidelity_line(l));
     let a = &l.all;
     out.push(format!(
         "Over the run they downloaded {} over HTTP and {} over P2P (P2P share {}) and uploaded \
@@ -407,6 +432,41 @@ pub fn lines(l: &LightReport) -> Vec<String> {
         )
     });
     out
+}
+
+/// Which fidelity verdict the run relied on, or that it relied on none.
+pub fn fidelity_line(l: &LightReport) -> String {
+    let light = l.planned.unwrap_or(l.reported);
+    let real = l.viewers_planned;
+    let Some(f) = &l.fidelity else {
+        return format!(
+            "No fidelity verdict: these light peers were not checked against an all-real swarm \
+             of this size (`viewerfleet fidelity SCENARIO --swarm {} --real {real} --out DIR` \
+             measures one; name its fidelity.json in `swarm.fidelity`).",
+            real + light
+        );
+    };
+    let pct = |v: Option<f64>| v.map_or(NONE.to_string(), |v| format!("{v:.1}%"));
+    let shape = if (f.swarm, f.real) == (real + light, real) {
+        String::new()
+    } else {
+        format!(
+            " It was measured for another shape than this run's {real} real viewers + {}: \
+             it vouches for that shape only.",
+            peers_phrase(light)
+        )
+    };
+    format!(
+        "Fidelity: {} ({} real vs {} real + {} light, P2P savings at T {} vs {}, measured {}, {}).{shape}",
+        f.verdict.as_str(),
+        f.swarm,
+        f.real,
+        f.swarm.saturating_sub(f.real),
+        pct(f.all_real_p2p_savings_pct),
+        pct(f.with_light_p2p_savings_pct),
+        f.created.get(..10).unwrap_or(&f.created),
+        f.file
+    )
 }
 
 /// P2P upload per member: the light peers against the real viewers.
@@ -562,6 +622,7 @@ mod tests {
                 peers: groups * 2,
                 per_page: 2,
                 shaping: "none (loopback)".into(),
+                fidelity: None,
             }),
             ..Default::default()
         };
@@ -818,6 +879,69 @@ mod tests {
         let p = s.p2p_reconciliation.as_ref().unwrap();
         assert_eq!(p.light_downloaded_bytes, Some(36_000_000));
         assert_eq!(p.downloaded_bytes, 15_000_000 + 36_000_000);
+    }
+
+    #[test]
+    fn the_section_says_which_fidelity_verdict_the_run_relied_on() {
+        use crate::model::scenario::light::{FidelityRecord, FidelityVerdict};
+        // Without one: what would measure it, at this run's size (2 viewers + 4 peers).
+        let l = analysis::build(&crafted(2, &[])).summary.light.unwrap();
+        assert!(l.fidelity.is_none());
+        assert_eq!(
+            fidelity_line(&l),
+            "No fidelity verdict: these light peers were not checked against an all-real swarm \
+             of this size (`viewerfleet fidelity SCENARIO --swarm 6 --real 2 --out DIR` measures \
+             one; name its fidelity.json in `swarm.fidelity`)."
+        );
+        let json = serde_json::to_value(&l).unwrap();
+        assert!(json.get("fidelity").is_none());
+        // With one, from the manifest.
+        let mut run = crafted(2, &[]);
+        let record = FidelityRecord {
+            verdict: FidelityVerdict::Pass,
+            created: "2026-12-04T10:00:00Z".into(),
+            swarm: 6,
+            real: 2,
+            all_real_p2p_savings_pct: Some(68.1),
+            with_light_p2p_savings_pct: Some(66.0),
+            file: "fid/fidelity.json".into(),
+        };
+        run.manifest.plan.light.as_mut().unwrap().fidelity = Some(record.clone());
+        let l = analysis::build(&run).summary.light.unwrap();
+        assert_eq!(l.fidelity.as_ref(), Some(&record));
+        assert_eq!(
+            fidelity_line(&l),
+            "Fidelity: pass (6 real vs 2 real + 4 light, P2P savings at T 68.1% vs 66.0%, \
+             measured 2026-12-04, fid/fidelity.json)."
+        );
+        let mut md = String::new();
+        markdown_section(&mut md, &l);
+        assert!(
+            md.contains("- Fidelity: pass (6 real vs 2 real + 4 light,"),
+            "{md}"
+        );
+        let mut html = String::new();
+        html_section(&mut html, &l);
+        assert!(
+            html.contains("<li>Fidelity: pass (6 real vs 2 real + 4 light,"),
+            "{html}"
+        );
+        // A verdict for another shape says so.
+        let mut run = crafted(2, &[]);
+        run.manifest.plan.light.as_mut().unwrap().fidelity = Some(FidelityRecord {
+            verdict: FidelityVerdict::Fail,
+            swarm: 8,
+            ..record
+        });
+        let line = fidelity_line(&analysis::build(&run).summary.light.unwrap());
+        assert!(
+            line.starts_with("Fidelity: FAIL (8 real vs 2 real + 6 light,")
+                && line.ends_with(
+                    "It was measured for another shape than this run's 2 real viewers + 4 light \
+                     peers: it vouches for that shape only."
+                ),
+            "{line}"
+        );
     }
 
     #[test]

@@ -164,6 +164,7 @@ impl Renderer for MarkdownRenderer {
             }
             out.push('\n');
         }
+        super::swarm_curve::markdown_section(&mut out, cmp);
         out.push_str("## Runs\n\n");
         for g in &cmp.groups {
             for r in &g.runs {

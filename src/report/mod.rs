@@ -6,7 +6,8 @@
 //! → `table`, `qoe`, `headroom`, `honesty`, `light` (numbers) → `thresholds` (the scenario's
 //! conditions judged on those numbers) → `analysis` (one `RunReport`) → renderers
 //! (`json`, `csv`, `markdown`, `html` + `svg`, behind `render::Renderer`). `compare` and
-//! `suite` put several runs side by side.
+//! `suite` put several runs side by side; `swarm_curve` draws a suite's P2P offload against
+//! swarm size (`suite --swarm-sizes`).
 
 mod analysis;
 pub mod arrival;
@@ -31,6 +32,7 @@ mod reconcile;
 pub mod render;
 pub mod stats;
 mod svg;
+pub mod swarm_curve;
 mod table;
 pub mod thresholds;
 mod traffic;

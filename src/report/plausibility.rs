@@ -398,6 +398,7 @@ mod tests {
             peers: 4,
             per_page: 2,
             shaping: String::new(),
+            fidelity: None,
         });
         let read = |t: f64, peer: u32| LightSample {
             t,

@@ -3,12 +3,12 @@
 
 use std::fmt::Write;
 
-const W: f64 = 760.0;
-const H: f64 = 310.0;
-const LEFT: f64 = 64.0;
-const RIGHT: f64 = 16.0;
-const TOP: f64 = 46.0;
-const BOTTOM: f64 = 46.0;
+pub(super) const W: f64 = 760.0;
+pub(super) const H: f64 = 310.0;
+pub(super) const LEFT: f64 = 64.0;
+pub(super) const RIGHT: f64 = 16.0;
+pub(super) const TOP: f64 = 46.0;
+pub(super) const BOTTOM: f64 = 46.0;
 
 /// Colours: HTTP orange, P2P blue, upload green, others.
 pub const HTTP: &str = "#d9480f";
@@ -62,7 +62,7 @@ fn nice_step(range: f64, ticks: f64) -> f64 {
     step * mag
 }
 
-fn fmt_tick(v: f64) -> String {
+pub(super) fn fmt_tick(v: f64) -> String {
     if v == 0.0 {
         "0".into()
     } else if v.abs() >= 100.0 || (v.fract() == 0.0 && v.abs() >= 1.0) {
@@ -75,7 +75,7 @@ fn fmt_tick(v: f64) -> String {
     }
 }
 
-fn open_svg(out: &mut String, title: &str, height: f64) {
+pub(super) fn open_svg(out: &mut String, title: &str, height: f64) {
     let _ = write!(
         out,
         r##"<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" aria-label="{t}"><title>{t}</title><rect x="0" y="0" width="{W}" height="{height}" fill="#fff"/><text x="{LEFT}" y="18" font-size="14" font-weight="bold" fill="#212529">{t}</text>"##,
@@ -103,7 +103,7 @@ fn legend(out: &mut String, items: &[(String, &str, bool)]) {
     }
 }
 
-fn y_axis(out: &mut String, y_max: f64, y_label: &str, plot_h: f64) -> f64 {
+pub(super) fn y_axis(out: &mut String, y_max: f64, y_label: &str, plot_h: f64) -> f64 {
     let step = nice_step(y_max, 5.0);
     let top = (y_max / step).ceil().max(1.0) * step;
     let mut v = 0.0;
@@ -129,9 +129,9 @@ fn y_axis(out: &mut String, y_max: f64, y_label: &str, plot_h: f64) -> f64 {
 }
 
 /// Height of the plotting area, between the title and legend above and the x axis below.
-const PLOT_H: f64 = H - TOP - BOTTOM;
+pub(super) const PLOT_H: f64 = H - TOP - BOTTOM;
 /// Width of the plotting area, right of the y axis.
-const PLOT_W: f64 = W - LEFT - RIGHT;
+pub(super) const PLOT_W: f64 = W - LEFT - RIGHT;
 
 /// Renders a line chart; time axis in seconds (minutes when long).
 pub fn line_chart(chart: &LineChart) -> String {
@@ -209,7 +209,12 @@ fn time_axis(out: &mut String, x_max: f64, sx: &dyn Fn(f64) -> f64) {
 }
 
 /// One line as an SVG path (nothing for a line without points).
-fn path(out: &mut String, line: &Line, sx: &dyn Fn(f64) -> f64, sy: &dyn Fn(f64) -> f64) {
+pub(super) fn path(
+    out: &mut String,
+    line: &Line,
+    sx: &dyn Fn(f64) -> f64,
+    sy: &dyn Fn(f64) -> f64,
+) {
     if line.points.is_empty() {
         return;
     }
@@ -236,7 +241,7 @@ fn path(out: &mut String, line: &Line, sx: &dyn Fn(f64) -> f64, sy: &dyn Fn(f64)
 }
 
 /// The x axis line along the bottom of the plotting area.
-fn x_baseline(out: &mut String) {
+pub(super) fn x_baseline(out: &mut String) {
     let _ = write!(
         out,
         r##"<line x1="{LEFT}" y1="{yb}" x2="{xr}" y2="{yb}" stroke="#868e96"/>"##,

@@ -20,6 +20,7 @@ mod grid_scale;
 mod grid_tls;
 mod headroom;
 mod ladder_local;
+mod light_peers;
 mod nat_pairs;
 mod nat_types;
 mod netns_gc;

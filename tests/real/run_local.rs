@@ -6,8 +6,10 @@
 //! precisely even on a machine running other browsers.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::support::process::{kill, lines, start_run, wait_for_line, wait_released};
 
 fn scenario(dir: &Path, video: &str, viewers: u32, duration: &str) -> PathBuf {
     let latency = if video == "live" {
@@ -21,94 +23,6 @@ fn scenario(dir: &Path, video: &str, viewers: u32, duration: &str) -> PathBuf {
     let path = dir.join(format!("{video}.yaml"));
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn start_run(scenario: &Path, out: &Path, tag: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
-        .args(["--quiet", "run"])
-        .arg(scenario)
-        .arg("--out")
-        .arg(out)
-        .env("VIEWERFLEET_TEST_TAG", tag)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
-/// Processes (pid, name) that carry the tag in their environment.
-fn tagged_processes(tag: &str) -> Vec<(u32, String)> {
-    let needle = format!("VIEWERFLEET_TEST_TAG={tag}");
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            // Zombies are already gone but for their parent's bookkeeping.
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if state
-                .rsplit(')')
-                .next()
-                .is_some_and(|s| s.trim_start().starts_with('Z'))
-            {
-                continue;
-            }
-            found.push((pid, name.trim().to_string()));
-        }
-    }
-    found
-}
-
-/// Waits (bounded) until no tagged process is left; returns what is still there.
-fn wait_released(tag: &str, limit: Duration) -> Vec<(u32, String)> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = tagged_processes(tag);
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Waits (bounded) until a raw file has a line matching `pred`.
-fn wait_for_line(path: &Path, limit: Duration, pred: impl Fn(&serde_json::Value) -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if text
-                .lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .any(|v| pred(&v))
-            {
-                return true;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    false
-}
-
-fn lines(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn kill(child: &Child, signal: i32) {
-    // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, signal) };
 }
 
 #[test]

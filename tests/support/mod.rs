@@ -7,5 +7,6 @@ pub mod fixtures;
 pub mod grid;
 pub mod hog;
 pub mod internet;
+pub mod process;
 pub mod raw_run;
 pub mod schema;

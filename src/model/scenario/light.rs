@@ -2,8 +2,13 @@
 //! (tracker, WebRTC data channels, HTTP to the origin) against a simulated playhead, with
 //! nothing decoded, so one machine carries a swarm of hundreds where it carries a handful of
 //! real viewers. Many light peers share one page (one browser session): a group.
+//!
+//! `swarm.fidelity` names the verdict of `viewerfleet fidelity` (its `fidelity.json`) that
+//! says light peers offload like real viewers for this scenario: the run records it in its
+//! manifest and its report says which verdict it relied on.
 
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// Light peers per page unless `swarm.per_page` says otherwise.
 pub const DEFAULT_PER_PAGE: u32 = 25;
@@ -23,13 +28,150 @@ pub struct SwarmSpec {
     /// Light peers per page (one browser session each) [default: 25, at most 50].
     #[serde(default)]
     pub per_page: Option<u32>,
+    /// The `fidelity.json` of `viewerfleet fidelity` this scenario's light peers rely on
+    /// (relative to the scenario file).
+    #[serde(default)]
+    pub fidelity: Option<String>,
 }
 
 /// The light peers of a run, validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LightPlan {
     pub peers: u32,
     pub per_page: u32,
+    /// `swarm.fidelity`, read and checked.
+    pub fidelity: Option<FidelityRecord>,
+}
+
+/// What `fidelity.json` says it is (`document`), so a report or another JSON file given
+/// as `swarm.fidelity` is refused.
+pub const FIDELITY_DOCUMENT: &str = "viewerfleet-light-fidelity";
+/// The layout version of `fidelity.json` this program writes and reads.
+pub const FIDELITY_SCHEMA_VERSION: u32 = 1;
+/// A `fidelity.json` larger than this is not one.
+const FIDELITY_MAX_BYTES: u64 = 16 << 20;
+
+/// A fidelity verdict: light peers against an all-real swarm of the same size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FidelityVerdict {
+    Pass,
+    Fail,
+    Inconclusive,
+}
+
+impl FidelityVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FidelityVerdict::Pass => "pass",
+            FidelityVerdict::Fail => "FAIL",
+            FidelityVerdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// The verdict a run's light peers rely on, as its manifest keeps it: what
+/// `viewerfleet fidelity` found, when, at which sizes, and where it is written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FidelityRecord {
+    pub verdict: FidelityVerdict,
+    /// When it was measured (RFC 3339).
+    pub created: String,
+    /// The swarm compared: `swarm` real viewers against `real` viewers + `swarm − real`
+    /// light peers.
+    pub swarm: u32,
+    pub real: u32,
+    /// The swarm's P2P savings at T, mean over the all-real runs, in percent.
+    pub all_real_p2p_savings_pct: Option<f64>,
+    /// The same over the runs with light peers.
+    pub with_light_p2p_savings_pct: Option<f64>,
+    /// The file, as found from the scenario's folder.
+    pub file: String,
+}
+
+/// The part of `fidelity.json` a scenario reads.
+#[derive(Deserialize)]
+struct FidelityFile {
+    document: String,
+    schema_version: u32,
+    verdict: FidelityVerdict,
+    created: String,
+    swarm: u32,
+    real: u32,
+    p2p_savings: FidelityFileSavings,
+}
+
+#[derive(Deserialize)]
+struct FidelityFileSavings {
+    all_real_pct: Option<f64>,
+    with_light_pct: Option<f64>,
+}
+
+/// Where `swarm.fidelity: value` points: relative paths from the scenario file's folder.
+pub fn fidelity_path(value: &str, scenario_file: &Path) -> PathBuf {
+    let path = Path::new(value);
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    match scenario_file.parent() {
+        Some(dir) => dir.join(path),
+        None => path.to_path_buf(),
+    }
+}
+
+/// Reads `swarm.fidelity` (`value`, relative to `scenario_file`); the message says what is
+/// wrong and how to fix it.
+pub fn read_fidelity(value: &str, scenario_file: &Path) -> Result<FidelityRecord, String> {
+    const HOW: &str = "give the fidelity.json that `viewerfleet fidelity SCENARIO --swarm N --real K --out DIR` wrote (a path relative to the scenario file), or remove `swarm.fidelity`";
+    if value.trim().is_empty() {
+        return Err(format!("is empty; {HOW}"));
+    }
+    let path = fidelity_path(value, scenario_file);
+    let shown = path.display();
+    let meta = std::fs::metadata(&path).map_err(|err| match err.kind() {
+        std::io::ErrorKind::NotFound => format!("{shown}: no such file; {HOW}"),
+        _ => format!("{shown}: {err}; {HOW}"),
+    })?;
+    if !meta.is_file() || meta.len() > FIDELITY_MAX_BYTES {
+        return Err(format!(
+            "{shown} is not a fidelity.json (not a regular file of at most {} MiB); {HOW}",
+            FIDELITY_MAX_BYTES >> 20
+        ));
+    }
+    let text = std::fs::read_to_string(&path).map_err(|err| format!("{shown}: {err}; {HOW}"))?;
+    let malformed = |why: String| {
+        format!(
+            "{shown} is not a fidelity verdict written by `viewerfleet fidelity` ({why}); {HOW}"
+        )
+    };
+    let file: FidelityFile = serde_json::from_str(&text).map_err(|e| malformed(e.to_string()))?;
+    if file.document != FIDELITY_DOCUMENT {
+        return Err(malformed(format!(
+            "its `document` is `{}`, not `{FIDELITY_DOCUMENT}`",
+            file.document
+        )));
+    }
+    if file.schema_version != FIDELITY_SCHEMA_VERSION {
+        return Err(malformed(format!(
+            "layout version {}, this viewerfleet reads {FIDELITY_SCHEMA_VERSION}: measure it again with this version",
+            file.schema_version
+        )));
+    }
+    if file.real == 0 || file.real >= file.swarm {
+        return Err(malformed(format!(
+            "a swarm of {} with {} real viewers has no light peers to vouch for",
+            file.swarm, file.real
+        )));
+    }
+    Ok(FidelityRecord {
+        verdict: file.verdict,
+        created: file.created,
+        swarm: file.swarm,
+        real: file.real,
+        all_real_p2p_savings_pct: file.p2p_savings.all_real_pct,
+        with_light_p2p_savings_pct: file.p2p_savings.with_light_pct,
+        file: shown.to_string(),
+    })
 }
 
 /// One page of light peers: its number, and the peers it holds (`first..first + count`).
@@ -42,10 +184,12 @@ pub struct LightGroup {
 
 impl LightPlan {
     /// Validates `swarm:` (with `--light-peers` instead of its count when given); `None`
-    /// without light peers. Errors are `(field, message)`.
+    /// without light peers. `swarm.fidelity` is read from beside `scenario_file` (and
+    /// checked even when the light peers are turned off). Errors are `(field, message)`.
     pub fn from_spec(
         spec: Option<&SwarmSpec>,
         override_peers: Option<u32>,
+        scenario_file: &Path,
     ) -> Result<Option<Self>, (String, String)> {
         let peers = override_peers.unwrap_or(spec.map_or(0, |s| s.light_peers));
         if peers > MAX_LIGHT_PEERS {
@@ -61,7 +205,18 @@ impl LightPlan {
                 format!("{per_page} is out of range: 1 to {MAX_PER_PAGE} light peers per page (Chromium caps a page's peer connections)"),
             ));
         }
-        Ok((peers > 0).then_some(Self { peers, per_page }))
+        let fidelity = match spec.and_then(|s| s.fidelity.as_deref()) {
+            Some(value) => Some(
+                read_fidelity(value, scenario_file)
+                    .map_err(|message| ("swarm.fidelity".to_string(), message))?,
+            ),
+            None => None,
+        };
+        Ok((peers > 0).then_some(Self {
+            peers,
+            per_page,
+            fidelity,
+        }))
     }
 
     /// The pages, each as full as `per_page` allows, the last one holding the rest.
@@ -99,6 +254,7 @@ mod tests {
         let plan = LightPlan {
             peers: 60,
             per_page: 25,
+            fidelity: None,
         };
         let groups = plan.groups();
         assert_eq!(
@@ -126,42 +282,112 @@ mod tests {
 
     #[test]
     fn no_section_or_zero_means_no_light_peers_and_the_override_wins() {
-        assert_eq!(LightPlan::from_spec(None, None), Ok(None));
+        let file = Path::new("s.yaml");
+        assert_eq!(LightPlan::from_spec(None, None, file), Ok(None));
         let spec = SwarmSpec {
             light_peers: 10,
             per_page: Some(5),
+            fidelity: None,
         };
         assert_eq!(
-            LightPlan::from_spec(Some(&spec), Some(0)),
+            LightPlan::from_spec(Some(&spec), Some(0), file),
             Ok(None),
             "--light-peers 0 turns them off"
         );
         assert_eq!(
-            LightPlan::from_spec(Some(&spec), None),
+            LightPlan::from_spec(Some(&spec), None, file),
             Ok(Some(LightPlan {
                 peers: 10,
-                per_page: 5
+                per_page: 5,
+                fidelity: None,
             }))
         );
         assert_eq!(
-            LightPlan::from_spec(None, Some(30)),
+            LightPlan::from_spec(None, Some(30), file),
             Ok(Some(LightPlan {
                 peers: 30,
-                per_page: DEFAULT_PER_PAGE
+                per_page: DEFAULT_PER_PAGE,
+                fidelity: None,
             }))
         );
     }
 
     #[test]
     fn out_of_range_sizes_name_the_field() {
+        let file = Path::new("s.yaml");
         let page = SwarmSpec {
             light_peers: 10,
             per_page: Some(MAX_PER_PAGE + 1),
+            fidelity: None,
         };
-        let (field, message) = LightPlan::from_spec(Some(&page), None).unwrap_err();
+        let (field, message) = LightPlan::from_spec(Some(&page), None, file).unwrap_err();
         assert_eq!(field, "swarm.per_page");
         assert!(message.contains("1 to 50"), "{message}");
-        let (field, _) = LightPlan::from_spec(None, Some(MAX_LIGHT_PEERS + 1)).unwrap_err();
+        let (field, _) = LightPlan::from_spec(None, Some(MAX_LIGHT_PEERS + 1), file).unwrap_err();
         assert_eq!(field, "swarm.light_peers");
+    }
+
+    /// A fidelity.json as `viewerfleet fidelity` writes it (the fields a scenario reads).
+    const FIDELITY: &str = r#"{"document": "viewerfleet-light-fidelity", "schema_version": 1,
+        "verdict": "pass", "created": "2026-12-04T10:00:00Z", "swarm": 8, "real": 2,
+        "light": 6, "p2p_savings": {"all_real_pct": 68.1, "with_light_pct": 66.0}}"#;
+
+    #[test]
+    fn the_fidelity_verdict_is_read_from_beside_the_scenario() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("fid")).unwrap();
+        std::fs::write(dir.path().join("fid/fidelity.json"), FIDELITY).unwrap();
+        let scenario = dir.path().join("s.yaml");
+        let spec = SwarmSpec {
+            light_peers: 6,
+            per_page: None,
+            fidelity: Some("fid/fidelity.json".into()),
+        };
+        let plan = LightPlan::from_spec(Some(&spec), None, &scenario)
+            .unwrap()
+            .unwrap();
+        let f = plan.fidelity.unwrap();
+        assert_eq!(f.verdict, FidelityVerdict::Pass);
+        assert_eq!((f.swarm, f.real), (8, 2));
+        assert_eq!(f.all_real_p2p_savings_pct, Some(68.1));
+        assert_eq!(f.with_light_p2p_savings_pct, Some(66.0));
+        assert_eq!(f.created, "2026-12-04T10:00:00Z");
+        assert_eq!(
+            f.file,
+            dir.path().join("fid/fidelity.json").display().to_string()
+        );
+    }
+
+    #[test]
+    fn a_missing_or_malformed_fidelity_file_names_the_field_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let scenario = dir.path().join("s.yaml");
+        let spec = |path: &str| SwarmSpec {
+            light_peers: 6,
+            per_page: None,
+            fidelity: Some(path.into()),
+        };
+        let (field, message) =
+            LightPlan::from_spec(Some(&spec("nope.json")), None, &scenario).unwrap_err();
+        assert_eq!(field, "swarm.fidelity");
+        assert!(
+            message.contains("nope.json: no such file")
+                && message.contains("viewerfleet fidelity")
+                && message.contains("remove `swarm.fidelity`"),
+            "{message}"
+        );
+        std::fs::write(dir.path().join("report.json"), r#"{"scenario": "x"}"#).unwrap();
+        let (field, message) =
+            LightPlan::from_spec(Some(&spec("report.json")), None, &scenario).unwrap_err();
+        assert_eq!(field, "swarm.fidelity");
+        assert!(
+            message.contains("is not a fidelity verdict written by `viewerfleet fidelity`"),
+            "{message}"
+        );
+        let other = FIDELITY.replace("viewerfleet-light-fidelity", "calibration");
+        std::fs::write(dir.path().join("other.json"), other).unwrap();
+        let (_, message) =
+            LightPlan::from_spec(Some(&spec("other.json")), None, &scenario).unwrap_err();
+        assert!(message.contains("`document` is `calibration`"), "{message}");
     }
 }

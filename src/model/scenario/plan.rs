@@ -162,6 +162,12 @@ impl Plan {
             .collect()
     }
 
+    /// Whether light peer `peer` uses P2P: the plan's P2P-off share applies to light peers
+    /// as to viewers, spread the same way, so a half-P2P-off swarm stays half off.
+    pub fn light_peer_p2p(&self, peer: u32) -> bool {
+        !picked(peer, self.p2p_off_share)
+    }
+
     /// With `viewers.churn.late_share`: the late viewers and when they arrive, spread
     /// evenly from the ramp's end to three quarters of the run.
     pub fn late_arrivals(&self) -> std::collections::BTreeMap<u32, Duration> {
@@ -242,6 +248,7 @@ impl Plan {
             .unwrap_or_default();
         let light = self
             .light
+            .as_ref()
             .map(|l| format!(" + {}", l.describe()))
             .unwrap_or_default();
         format!(
@@ -433,8 +440,12 @@ fn light(
     overrides: &Overrides,
     target: &TargetPlan,
 ) -> Result<Option<super::light::LightPlan>, ScenarioError> {
-    let light = super::light::LightPlan::from_spec(spec.swarm.as_ref(), overrides.light_peers)
-        .map_err(|(field, message)| check.err(&field, message))?;
+    let light = super::light::LightPlan::from_spec(
+        spec.swarm.as_ref(),
+        overrides.light_peers,
+        std::path::Path::new(check.file),
+    )
+    .map_err(|(field, message)| check.err(&field, message))?;
     if light.is_some() && target.kind != TargetKind::Refsite {
         return Err(check.err(
             "swarm.light_peers",
