@@ -320,7 +320,7 @@ fn judge_groups(run: &RunData, steady: Steady) -> BTreeMap<u32, (PageLagWindow, 
         };
         let sum = |f: fn(&headroom::LagInterval) -> f64| chosen.iter().map(|i| f(i)).sum::<f64>();
         let max_ms = chosen.iter().map(|i| i.max_ms).fold(0.0, f64::max);
-        let page = headroom::judge_page(
+        let page = headroom::judge_light_page(
             sum(|i| i.ticks),
             sum(|i| i.late_ms),
             sum(|i| i.late_ticks),
@@ -408,13 +408,13 @@ pub fn lines(l: &LightReport) -> Vec<String> {
     let starved = l.starved_groups.len();
     out.push(if starved == 0 {
         format!(
-            "Pages starved of CPU: none of the {} judged by the page rule (Headroom's rules) of \
+            "Pages starved of CPU: none of the {} judged by the light pages' rule (more than 2% of the timer's ticks over 100 ms late) of \
              {} pages.",
             l.groups_judged, l.groups
         )
     } else {
         format!(
-            "{starved} of the {} pages judged by the page rule (Headroom's rules) {} starved \
+            "{starved} of the {} pages judged by the light pages' rule (more than 2% of the timer's ticks over 100 ms late) {} starved \
              of CPU: their {} share the page's late timers, miss the P2P engine's timeouts and \
              fall back to HTTP, so their figures are not a finding (listed below).{}",
             l.groups_judged,
@@ -670,6 +670,10 @@ mod tests {
                 let meter = lag.entry(g).or_default();
                 meter.ticks += 8;
                 meter.late_ms += 8.0 * late;
+                // A starved page also has one tick in eight over 100 ms late.
+                if late > 1.0 {
+                    meter.late_ticks += 1;
+                }
                 meter.max_ms = 3.0 * late;
                 let meter = *meter;
                 for k in 0..2u32 {
@@ -809,7 +813,7 @@ mod tests {
         let text = lines(l).join("\n");
         assert!(
             text.contains(
-                "1 of the 3 pages judged by the page rule (Headroom's rules) was starved of \
+                "1 of the 3 pages judged by the light pages' rule (more than 2% of the timer's ticks over 100 ms late) was starved of \
                  CPU: their 2 light peers share"
             ),
             "{text}"
@@ -819,7 +823,7 @@ mod tests {
         markdown_section(&mut md, l);
         assert!(md.contains("Starved pages (their peers' figures are not a finding):"));
         assert!(
-            md.contains("| 1 | 90–120 s (steady window) | 8.0 ms | 0.0% | 24 ms | 2 |"),
+            md.contains("| 1 | 90–120 s (steady window) | 8.0 ms | 12.5% | 24 ms | 2 |"),
             "{md}"
         );
     }
@@ -833,8 +837,10 @@ mod tests {
         let g = &l.starved_groups[0];
         assert!(!g.steady_window);
         assert_eq!((g.from_s, g.to_s), (50.0, 80.0));
-        // 5 intervals at 1 ms (up to 60 s) and 10 at 8 ms: 85 / 15 ms, above the rule's 5.
+        // 5 intervals at 1 ms (up to 60 s) and 10 at 8 ms with one tick in eight over 100 ms
+        // late: 10 of 120 ticks, above the light pages' rule's 2%.
         assert!((g.page.mean_late_ms - 85.0 / 15.0).abs() < 1e-9);
+        assert!((g.page.late_ticks_share - 10.0 / 120.0).abs() < 1e-9);
         assert!((g.page.ticks - 120.0).abs() < 1e-9);
     }
 
