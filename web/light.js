@@ -445,7 +445,7 @@ class LightPeer {
       videoId: cfg.videoId,
     };
     this.sent = now;
-    nativeFetch(cfg.metricsPath, {
+    nativeFetch(new URL(cfg.metricsPath, location.href), {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
