@@ -45,7 +45,7 @@ const LATENCY = query.get("latency") === "high" ? "high" : "normal";
 const DEBUG = query.get("debug") === "1";
 
 /** The playhead's and the loader's clock. */
-const TICK_MS = intParam("tick_ms", 250);
+const TICK_MS = 250;
 /** hls.js's default ABR factor: a rendition is picked when its bitrate fits 70% of the link. */
 const ABR_UP_FACTOR = 0.7;
 /** After a failed segment, the next attempt waits this long (hls.js retries after ~1 s). */

@@ -21,8 +21,6 @@ use crate::calibrate::Verdict;
 use crate::cli::FidelityArgs;
 use crate::model::exit::Exit;
 use crate::model::scenario::Overrides;
-use crate::suite::EngineRunner;
-use crate::sys::shutdown::Shutdown;
 
 pub async fn run(args: FidelityArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let plan = FidelityPlan::new(FidelityOptions {
@@ -38,13 +36,7 @@ pub async fn run(args: FidelityArgs, quiet: bool) -> anyhow::Result<super::Done>
             ..Overrides::default()
         },
     })?;
-    let shutdown = Shutdown::new();
-    shutdown.listen_for_signals()?;
-    let runner = EngineRunner {
-        shutdown: shutdown.clone(),
-        progress: !quiet,
-        confirm_paid: super::confirm_paid(args.yes),
-    };
+    let (shutdown, runner) = super::engine_runner(quiet, args.yes)?;
     let mut err = std::io::stderr();
     let result = light_fidelity::run(&plan, &runner, &shutdown, &mut err).await?;
     println!();

@@ -109,6 +109,22 @@ pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<Exit> {
     result.map(|done| done.exit)
 }
 
+/// The run engine for commands that run several scenarios (`suite`, `fidelity`), with the
+/// stop signal it shares: Ctrl-C or SIGTERM ends the current run and the command alike.
+pub fn engine_runner(
+    quiet: bool,
+    yes: bool,
+) -> anyhow::Result<(crate::sys::shutdown::Shutdown, crate::suite::EngineRunner)> {
+    let shutdown = crate::sys::shutdown::Shutdown::new();
+    shutdown.listen_for_signals()?;
+    let runner = crate::suite::EngineRunner {
+        shutdown: shutdown.clone(),
+        progress: !quiet,
+        confirm_paid: confirm_paid(yes),
+    };
+    Ok((shutdown, runner))
+}
+
 /// What asks before a cloud fleet's servers are bought: nothing with `--yes`; else a prompt
 /// on a terminal, and a refusal where nobody can answer (stdin not a terminal).
 pub fn confirm_paid(yes: bool) -> Option<crate::cloud::up::Confirm> {

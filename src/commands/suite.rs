@@ -4,8 +4,7 @@ use crate::cli::SuiteArgs;
 use crate::model::exit::Exit;
 use crate::model::scenario::Overrides;
 use crate::report::comparison_text;
-use crate::suite::{run_suite, EngineRunner, SuitePlan};
-use crate::sys::shutdown::Shutdown;
+use crate::suite::{run_suite, SuitePlan};
 
 pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let overrides = Overrides {
@@ -40,13 +39,7 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
             figures: None,
         });
     }
-    let shutdown = Shutdown::new();
-    shutdown.listen_for_signals()?;
-    let runner = EngineRunner {
-        shutdown: shutdown.clone(),
-        progress: !quiet,
-        confirm_paid: super::confirm_paid(args.yes),
-    };
+    let (shutdown, runner) = super::engine_runner(quiet, args.yes)?;
     let mut err = std::io::stderr();
     let result = run_suite(&plan, &runner, &shutdown, &mut err).await?;
     println!();

@@ -68,10 +68,11 @@ impl Traffic {
     /// Spreads one member's cumulative HTTP, P2P down and P2P up counters (`(t, http, p2p,
     /// up)` in time order) into the bins, the counters starting at zero at `zero_at`: the
     /// same rule for a viewer and a light peer. Returns the member's increases.
-    fn add_member(&mut self, points: &[(f64, [f64; 3])], zero_at: f64) -> [f64; 3] {
+    fn add_member(&mut self, points: &[(f64, [u64; 3])], zero_at: f64) -> [f64; 3] {
         let start = CounterStart::ZeroAt(zero_at);
-        let series =
-            |k: usize| -> Vec<(f64, f64)> { points.iter().map(|(t, v)| (*t, v[k])).collect() };
+        let series = |k: usize| -> Vec<(f64, f64)> {
+            points.iter().map(|(t, v)| (*t, v[k] as f64)).collect()
+        };
         let h = accumulate(&series(0), start, &mut self.http);
         let p = accumulate(&series(1), start, &mut self.p2p);
         let u = accumulate(&series(2), start, &mut self.up);
@@ -230,12 +231,9 @@ pub fn players(run: &RunData, bin_s: f64, end_s: f64, sampling_s: f64) -> Player
             .filter(|t| *t <= first_t)
             .unwrap_or((first_t - sampling_s).max(0.0));
         let start = CounterStart::ZeroAt(zero_at);
-        let points: Vec<(f64, [f64; 3])> = samples
+        let points: Vec<_> = samples
             .iter()
-            .map(|s| {
-                let bytes = [s.http_down_bytes, s.p2p_down_bytes, s.p2p_up_bytes];
-                (s.t, bytes.map(|b| b as f64))
-            })
+            .map(|s| (s.t, [s.http_down_bytes, s.p2p_down_bytes, s.p2p_up_bytes]))
             .collect();
         let [http, p2p, up] = traffic.add_member(&points, zero_at);
         let pts = |f: &dyn Fn(&ViewerSample) -> f64| -> Vec<(f64, f64)> {
@@ -288,12 +286,9 @@ fn light_peers(
     let mut totals = BTreeMap::new();
     for (peer, samples) in &by_peer {
         let zero_at = (samples[0].t - sampling_s).max(0.0);
-        let points: Vec<(f64, [f64; 3])> = samples
+        let points: Vec<_> = samples
             .iter()
-            .map(|s| {
-                let bytes = [s.http_down_bytes, s.p2p_down_bytes, s.p2p_up_bytes];
-                (s.t, bytes.map(|b| b as f64))
-            })
+            .map(|s| (s.t, [s.http_down_bytes, s.p2p_down_bytes, s.p2p_up_bytes]))
             .collect();
         let [http, p2p, up] = traffic.add_member(&points, zero_at);
         totals.insert(
