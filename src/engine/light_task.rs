@@ -7,13 +7,16 @@
 
 use super::recorder::Record;
 use super::shared::Shared;
+use crate::fleet::Fleet;
 use crate::model::kinds::Throttling;
 use crate::model::rawdata::{FleetDescription, LightSample, LightSummary, PageLag, RunEventKind};
 use crate::model::scenario::fleet::netns::MAX_VIEWERS;
-use crate::model::scenario::light::LightGroup;
+use crate::model::scenario::light::{LightGroup, LightRuntime};
 use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
+use crate::viewer::light_host::{self, LightHostInstall, LightHostProcess};
 use crate::viewer::{Viewer, ViewerSlot};
 use serde::Deserialize;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,9 +31,15 @@ const CLOSING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The pages of light peers, each started at its place on the ramp (with `count: auto`, at
 /// once: the governed ramp then measures the host with them).
-pub(super) fn release(plan: &Plan, shared: &Arc<Shared>) -> tokio::task::JoinSet<()> {
+/// `host` is what [`choose_host`] chose; each host process's log goes into `log_dir`.
+pub(super) fn release(
+    plan: &Plan,
+    host: Option<&LightHost>,
+    log_dir: &Path,
+    shared: &Arc<Shared>,
+) -> tokio::task::JoinSet<()> {
     let mut pages = tokio::task::JoinSet::new();
-    let Some(light) = &plan.light else {
+    let (Some(light), Some(host)) = (&plan.light, host) else {
         return pages;
     };
     let groups = light.groups();
@@ -55,6 +64,8 @@ pub(super) fn release(plan: &Plan, shared: &Arc<Shared>) -> tokio::task::JoinSet
                 profile,
                 p2p_off,
             },
+            host.clone(),
+            log_dir.to_path_buf(),
             shared.clone(),
         ));
     }
@@ -68,11 +79,16 @@ fn page_profile(plan: &Plan) -> Option<NetworkProfile> {
 }
 
 /// How the run's light peers are shaped, in words, for the manifest.
-pub(super) fn summary(plan: &Plan, fleet: &FleetDescription) -> Option<LightSummary> {
+pub(super) fn summary(
+    plan: &Plan,
+    fleet: &FleetDescription,
+    host: Option<&LightHost>,
+) -> Option<LightSummary> {
     let light = plan.light.as_ref()?;
     Some(LightSummary {
         peers: light.peers,
         per_page: light.per_page,
+        runtime: host.map(|h| h.name().to_string()),
         shaping: shaping_words(
             page_profile(plan).as_ref(),
             fleet.p2p_shaped,
@@ -182,7 +198,92 @@ fn peer_range(group: &LightGroup) -> String {
     }
 }
 
-async fn light_page(page: PagePlan, shared: Arc<Shared>) {
+/// What runs the run's pages of light peers: chosen once, before the manifest names it.
+#[derive(Debug, Clone)]
+pub(super) enum LightHost {
+    /// A Node.js process per page (`light-host/`), in the page's slot.
+    Node(LightHostInstall),
+    /// A Chromium page per page, one WebDriver session.
+    Browser,
+}
+
+impl LightHost {
+    fn name(&self) -> &'static str {
+        match self {
+            LightHost::Node(_) => "node",
+            LightHost::Browser => "browser",
+        }
+    }
+}
+
+/// Resolves `swarm.runtime` against the fleet: `node` where the fleet runs on this machine
+/// and the host is installed, a browser page elsewhere (`auto`); an error names the fix
+/// when `node` was asked for and cannot run.
+pub(super) fn choose_host(plan: &Plan, fleet: &dyn Fleet) -> anyhow::Result<Option<LightHost>> {
+    let Some(light) = &plan.light else {
+        return Ok(None);
+    };
+    let local = fleet.runs_local_processes();
+    Ok(Some(match light.runtime {
+        LightRuntime::Browser => LightHost::Browser,
+        LightRuntime::Node if !local => anyhow::bail!(
+            "swarm.runtime: node runs light peers in Node.js processes on this machine, and this fleet's pages run elsewhere (or on the emulated internet, where only browsers reach the target by name); set `swarm.runtime: browser` (or auto)"
+        ),
+        LightRuntime::Node => LightHost::Node(
+            light_host::locate().map_err(|e| anyhow::anyhow!("swarm.runtime: node: {e}"))?,
+        ),
+        LightRuntime::Auto if !local => LightHost::Browser,
+        LightRuntime::Auto => match light_host::locate() {
+            Ok(install) => LightHost::Node(install),
+            Err(why) => {
+                tracing::warn!("light peers run in browser pages: {why}");
+                LightHost::Browser
+            }
+        },
+    }))
+}
+
+/// One page of light peers while it runs: a browser session or a host process.
+enum OpenPage {
+    Browser(Viewer),
+    Node(LightHostProcess),
+}
+
+impl OpenPage {
+    async fn read(&mut self) -> anyhow::Result<serde_json::Value> {
+        match self {
+            OpenPage::Browser(viewer) => {
+                Ok(viewer.execute("reading light peers", READ_SCRIPT).await?)
+            }
+            OpenPage::Node(host) => host.read().await,
+        }
+    }
+
+    async fn stop(&mut self) {
+        match self {
+            OpenPage::Browser(viewer) => {
+                let _ = viewer.execute("stopping light peers", STOP_SCRIPT).await;
+            }
+            OpenPage::Node(host) => host.stop().await,
+        }
+    }
+
+    /// Releases the session or the process (after `stop`, or in its place).
+    async fn close(self, shared: &Shared) {
+        match self {
+            OpenPage::Browser(viewer) => {
+                let session = viewer.session_id.clone();
+                viewer.close().await;
+                if let Some(id) = session {
+                    shared.fleet.session_closed(&id);
+                }
+            }
+            OpenPage::Node(mut host) => host.kill().await,
+        }
+    }
+}
+
+async fn light_page(page: PagePlan, host: LightHost, log_dir: PathBuf, shared: Arc<Shared>) {
     tokio::select! {
         _ = tokio::time::sleep(page.due) => {}
         _ = shared.run_end.cancelled() => return,
@@ -192,12 +293,12 @@ async fn light_page(page: PagePlan, shared: Arc<Shared>) {
         page.group.index,
         peer_range(&page.group)
     );
-    let opened = tokio::select! {
-        opened = open_page(&page, &shared) => opened,
+    let slot = tokio::select! {
+        slot = open_slot(&page, &shared) => slot,
         _ = shared.run_end.cancelled() => return,
     };
-    let (viewer, slot) = match opened {
-        Ok(opened) => opened,
+    let mut slot = match slot {
+        Ok(slot) => slot,
         Err(err) => {
             shared
                 .rec
@@ -205,56 +306,69 @@ async fn light_page(page: PagePlan, shared: Arc<Shared>) {
             return;
         }
     };
-    let link = page_link(page.profile.as_ref(), &slot);
-    let result = drive(&page, &shared, &viewer, link, &slot, &who).await;
-    if let Err(err) = result {
-        shared
-            .rec
-            .run_event(RunEventKind::LightFailed, Some(format!("{who}: {err:#}")));
-    }
-    let session = viewer.session_id.clone();
-    viewer.close().await;
-    if let Some(id) = session {
-        shared.fleet.session_closed(&id);
+    let url = match page_url(&page, &shared, page_link(page.profile.as_ref(), &slot)) {
+        Ok(url) => url,
+        Err(err) => {
+            shared
+                .rec
+                .run_event(RunEventKind::LightFailed, Some(format!("{who}: {err:#}")));
+            shared.fleet.close_viewer(&slot).await;
+            return;
+        }
+    };
+    let log = log_dir.join(format!("light_host_{}.log", page.group.index));
+    let opened = tokio::select! {
+        opened = open_page(&host, &mut slot, &url, &log, &shared) => opened,
+        _ = shared.run_end.cancelled() => Err(anyhow::anyhow!("the run ended while the page opened")),
+    };
+    match opened {
+        Ok(mut open) => {
+            let where_ = format!(
+                "{who} in {} on {}{}",
+                host.name(),
+                slot.node,
+                slot.address
+                    .as_ref()
+                    .map(|a| format!(" ({a})"))
+                    .unwrap_or_default()
+            );
+            shared
+                .rec
+                .run_event(RunEventKind::LightStarted, Some(where_));
+            if let Err(err) = drive(&page, &shared, &mut open).await {
+                shared
+                    .rec
+                    .run_event(RunEventKind::LightFailed, Some(format!("{who}: {err:#}")));
+            }
+            open.close(&shared).await;
+        }
+        Err(err) if shared.run_end.is_cancelled() => {
+            tracing::debug!("{who}: {err:#}");
+        }
+        Err(err) => {
+            shared
+                .rec
+                .run_event(RunEventKind::LightFailed, Some(format!("{who}: {err:#}")));
+        }
     }
     shared.fleet.close_viewer(&slot).await;
 }
 
-/// A slot and a session, within the fleet's limit on concurrent starts.
-async fn open_page(page: &PagePlan, shared: &Shared) -> anyhow::Result<(Viewer, ViewerSlot)> {
+/// The page's slot in the fleet (its network, its link), within the limit on concurrent
+/// starts.
+async fn open_slot(page: &PagePlan, shared: &Shared) -> anyhow::Result<ViewerSlot> {
     let _permit = shared.starts.acquire().await?;
-    let browser = browser_plan(page)?;
-    let mut slot = shared.fleet.open_browser(&browser).await?;
-    match Viewer::create_with(&slot, shared.timeouts.clone(), &shared.browser).await {
-        Ok(viewer) => {
-            if let Some(id) = &viewer.session_id {
-                shared.fleet.session_placed(&mut slot, id).await;
-            }
-            Ok((viewer, slot))
-        }
-        Err(err) => {
-            shared.fleet.session_refused();
-            shared.fleet.close_viewer(&slot).await;
-            Err(err.into())
-        }
-    }
+    shared.fleet.open_browser(&browser_plan(page)?).await
 }
 
-/// Opens the page and reads it until the run ends; a last read and a stop request then.
-async fn drive(
-    page: &PagePlan,
-    shared: &Shared,
-    viewer: &Viewer,
-    link: PageLink,
-    slot: &ViewerSlot,
-    who: &str,
-) -> anyhow::Result<()> {
+/// The target's light page for this group, with the page's peers, link and P2P-off list.
+fn page_url(page: &PagePlan, shared: &Shared, link: PageLink) -> anyhow::Result<String> {
     let base = shared
         .target
         .light_url()
         .ok_or_else(|| anyhow::anyhow!("this target has no light-peer page"))?;
     let p2p_off: Vec<String> = page.p2p_off.iter().map(u32::to_string).collect();
-    let url = format!(
+    Ok(format!(
         "{base}&peers={}&first={}&down_kbps={}&rtt_ms={}&spread_ms={}&p2p_off={}",
         page.group.count,
         page.group.first,
@@ -262,19 +376,51 @@ async fn drive(
         link.rtt_ms,
         page.spread.as_millis(),
         p2p_off.join(",")
-    );
-    viewer.goto(&url).await?;
-    shared.rec.run_event(
-        RunEventKind::LightStarted,
-        Some(format!(
-            "{who} on {}{}",
-            slot.node,
-            slot.address
-                .as_ref()
-                .map(|a| format!(" ({a})"))
-                .unwrap_or_default()
-        )),
-    );
+    ))
+}
+
+/// Starts the page: a session that opens the URL, or a host process on it in the slot.
+async fn open_page(
+    host: &LightHost,
+    slot: &mut ViewerSlot,
+    url: &str,
+    log: &Path,
+    shared: &Shared,
+) -> anyhow::Result<OpenPage> {
+    match host {
+        LightHost::Node(install) => {
+            let prefix = shared.fleet.process_prefix(slot).ok_or_else(|| {
+                anyhow::anyhow!("this fleet runs no processes of this machine in its slots")
+            })?;
+            Ok(OpenPage::Node(LightHostProcess::spawn(
+                install, &prefix, url, log,
+            )?))
+        }
+        LightHost::Browser => {
+            let viewer = {
+                let _permit = shared.starts.acquire().await?;
+                match Viewer::create_with(slot, shared.timeouts.clone(), &shared.browser).await {
+                    Ok(viewer) => viewer,
+                    Err(err) => {
+                        shared.fleet.session_refused();
+                        return Err(err.into());
+                    }
+                }
+            };
+            if let Some(id) = &viewer.session_id {
+                shared.fleet.session_placed(slot, id).await;
+            }
+            if let Err(err) = viewer.goto(url).await {
+                OpenPage::Browser(viewer).close(shared).await;
+                return Err(err.into());
+            }
+            Ok(OpenPage::Browser(viewer))
+        }
+    }
+}
+
+/// Reads the page until the run ends; a last read and a stop request then.
+async fn drive(page: &PagePlan, shared: &Shared, open: &mut OpenPage) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(shared.sampling_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failed_reads = 0;
@@ -283,7 +429,7 @@ async fn drive(
             _ = tick.tick() => {}
             _ = shared.run_end.cancelled() => break,
         }
-        match read(viewer, page.group.index, shared).await {
+        match read(open, page.group.index, shared).await {
             Ok(()) => failed_reads = 0,
             Err(err) => {
                 failed_reads += 1;
@@ -295,16 +441,16 @@ async fn drive(
     }
     // The figures up to the end of the run, then the peers leave the swarm.
     let _ = tokio::time::timeout(CLOSING_TIMEOUT, async {
-        let _ = read(viewer, page.group.index, shared).await;
-        let _ = viewer.execute("stopping light peers", STOP_SCRIPT).await;
+        let _ = read(open, page.group.index, shared).await;
+        open.stop().await;
     })
     .await;
     Ok(())
 }
 
 /// One read of the page: a record per peer.
-async fn read(viewer: &Viewer, group: u32, shared: &Shared) -> anyhow::Result<()> {
-    let value = viewer.execute("reading light peers", READ_SCRIPT).await?;
+async fn read(open: &mut OpenPage, group: u32, shared: &Shared) -> anyhow::Result<()> {
+    let value = open.read().await?;
     let t = shared.rec.now();
     let Some(read) = parse_read(value)? else {
         return Ok(()); // the page's script has not run yet
@@ -500,7 +646,8 @@ mod tests {
         .unwrap();
         let plan = crate::model::scenario::load(&file, &Default::default()).unwrap();
         let fleet = crate::model::rawdata::Manifest::example().fleet;
-        let light = summary(&plan, &fleet).unwrap();
+        let light = summary(&plan, &fleet, Some(&LightHost::Browser)).unwrap();
+        assert_eq!(light.runtime.as_deref(), Some("browser"));
         let f = light.fidelity.unwrap();
         assert_eq!(f.verdict.as_str(), "FAIL");
         assert_eq!((f.swarm, f.real), (8, 2));
@@ -515,7 +662,7 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(summary(&plan, &fleet).is_none());
+        assert!(summary(&plan, &fleet, None).is_none());
     }
 
     #[test]

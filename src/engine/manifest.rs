@@ -21,9 +21,10 @@ pub(super) fn write_manifest(
     target: &dyn Target,
     viewer_url: &str,
     started_wall: chrono::DateTime<chrono::Utc>,
+    light_host: Option<&super::light_task::LightHost>,
 ) -> anyhow::Result<()> {
     let fleet_description = crate::fleet::with_packing(fleet.description(plan), plan);
-    let light = super::light_task::summary(plan, &fleet_description);
+    let light = super::light_task::summary(plan, &fleet_description, light_host);
     let manifest = Manifest {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         git_commit: hostinfo::git_commit(),

@@ -268,6 +268,7 @@ async fn run_with_fleet(
     let viewer_url = started.viewer_url();
     *target_slot = Some(started);
     rec.run_event(RunEventKind::TargetReady, Some(viewer_url.clone()));
+    let light_host = light_task::choose_host(plan, fleet.as_ref())?;
     manifest::write_manifest(
         plan,
         ctx,
@@ -275,6 +276,7 @@ async fn run_with_fleet(
         target.as_ref(),
         &viewer_url,
         started_wall,
+        light_host.as_ref(),
     )?;
     let shared = Arc::new(
         Shared::new(
@@ -295,7 +297,8 @@ async fn run_with_fleet(
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);
     let mut background =
         start_samplers(plan, ctx, &shared, target.as_ref(), &placement, target_pid);
-    let mut light_pages = light_task::release(plan, &shared);
+    let mut light_pages =
+        light_task::release(plan, light_host.as_ref(), &ctx.out.join("raw"), &shared);
     let release = tokio::spawn(release_viewers(plan.clone(), shared.clone()));
     follow_timeline(plan, ctx, &shared, &mut background).await;
     shared.run_end.cancel();

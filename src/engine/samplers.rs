@@ -14,6 +14,7 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
     let mut pressure = hostinfo::PressureMeter::default();
     pressure.sample();
     let mut browsers = hostinfo::ProcessGroupMeter::new("chromium", std::process::id());
+    let mut light_hosts = hostinfo::ProcessGroupMeter::new("node", std::process::id());
     let cores = hostinfo::host_info().cpus;
     let mut ticker = tokio::time::interval(shared.sampling_interval);
     ticker.tick().await;
@@ -29,6 +30,7 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
             let (total, available) = hostinfo::meminfo();
             let target = target_pid.and_then(hostinfo::process_tree_usage);
             let (all, own) = browsers.sample();
+            let (_, hosts) = light_hosts.sample();
             let sample = HostSample {
                 t,
                 cpu_busy: shares.map_or(0.0, |s| s.busy),
@@ -40,6 +42,9 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
                 own_browsers_cpu_s: Some(own.cpu_s),
                 own_browsers_pss_bytes: Some(own.pss_bytes),
                 own_browser_processes: Some(own.processes),
+                light_hosts_cpu_s: Some(hosts.cpu_s),
+                light_hosts_pss_bytes: Some(hosts.pss_bytes),
+                light_host_processes: Some(hosts.processes),
                 cores,
                 mem_used_bytes: total.saturating_sub(available),
                 mem_total_bytes: total,
@@ -47,16 +52,17 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
                 target_cpu_s: target.map(|(c, _)| c),
                 target_rss_bytes: target.map(|(_, r)| r),
             };
-            (cpu, pressure, browsers, sample)
+            (cpu, pressure, (browsers, light_hosts), sample)
         })
         .await;
-        let Ok((meter, pressure_meter, browsers_meter, sample)) = result else {
+        let Ok((meter, pressure_meter, (browsers_meter, hosts_meter), sample)) = result else {
             tracing::error!("host sampler stopped");
             return;
         };
         cpu = meter;
         pressure = pressure_meter;
         browsers = browsers_meter;
+        light_hosts = hosts_meter;
         shared.metrics.host_cpu_busy_ratio.set(sample.cpu_busy);
         if let Some(c) = sample.target_cpu_s {
             shared.metrics.target_cpu_seconds.set(c);

@@ -80,6 +80,14 @@ impl Fleet for LocalFleet {
 
     async fn close_viewer(&self, _slot: &ViewerSlot) {}
 
+    fn runs_local_processes(&self) -> bool {
+        true
+    }
+
+    fn process_prefix(&self, _slot: &ViewerSlot) -> Option<Vec<String>> {
+        Some(Vec::new())
+    }
+
     async fn shutdown(&self) -> anyhow::Result<()> {
         self.driver.shutdown().await;
         Ok(())

@@ -217,6 +217,16 @@ pub trait Fleet: Send + Sync {
     }
     /// Releases one viewer's slot after its session has been deleted.
     async fn close_viewer(&self, slot: &ViewerSlot);
+    /// Whether this fleet runs processes other than browsers on this machine (the Node.js
+    /// host of light peers). Default: no (remote nodes run browsers only).
+    fn runs_local_processes(&self) -> bool {
+        false
+    }
+    /// The command prefix that puts a process into `slot`'s network (empty: this host's
+    /// own); `None` where [`Fleet::runs_local_processes`] is false.
+    fn process_prefix(&self, _slot: &ViewerSlot) -> Option<Vec<String>> {
+        None
+    }
     /// How the engine starts sessions here: parallelism, retries, re-creation after loss.
     fn start_policy(&self) -> StartPolicy {
         StartPolicy::default()

@@ -343,6 +343,23 @@ impl Fleet for NetnsFleet {
         })
     }
 
+    /// Not on the emulated internet: there the target is a name only browsers map (their
+    /// host-resolver rules), and each page's address family is chosen per slot.
+    fn runs_local_processes(&self) -> bool {
+        !self.internet
+    }
+
+    fn process_prefix(&self, slot: &ViewerSlot) -> Option<Vec<String>> {
+        self.runs_local_processes().then(|| {
+            vec![
+                self.tools.ip.to_string_lossy().into_owned(),
+                "netns".into(),
+                "exec".into(),
+                slot.node.clone(),
+            ]
+        })
+    }
+
     async fn close_viewer(&self, slot: &ViewerSlot) {
         let Some(index) = slot
             .node

@@ -162,6 +162,20 @@ named_enum! {
 }
 
 named_enum! {
+    /// What runs a page of light peers (`swarm.runtime`).
+    pub enum LightRuntime {
+        /// Node.js where the fleet runs on this machine (`local`, `netns` without NAT
+        /// emulation) and the host is installed, else a browser page.
+        Auto = "auto",
+        /// A Node.js process (`light-host/`): WebRTC from node-datachannel, a fraction of a
+        /// browser page's CPU per peer; only on fleets of this machine.
+        Node = "node",
+        /// A Chromium page, one WebDriver session: runs on every fleet.
+        Browser = "browser",
+    }
+}
+
+named_enum! {
     /// Where a run's traffic rates were read.
     pub enum RateSource {
         /// The platform's Prometheus exporter.

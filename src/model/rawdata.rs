@@ -410,6 +410,16 @@ pub struct HostSample {
     /// This controller's own browser processes now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own_browser_processes: Option<u32>,
+    /// CPU seconds since the previous sample of this controller's Node.js light-peer hosts
+    /// (`node` processes below it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light_hosts_cpu_s: Option<f64>,
+    /// Their proportional set size, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light_hosts_pss_bytes: Option<u64>,
+    /// Light-peer host processes now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light_host_processes: Option<u32>,
 }
 
 /// One read of a viewer node's load endpoint (a Grid node set up by viewerfleet: local
@@ -635,8 +645,12 @@ pub struct PlanSummary {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct LightSummary {
     pub peers: u32,
-    /// Peers per page (one browser session each).
+    /// Peers per page (one browser session or host process each).
     pub per_page: u32,
+    /// What ran the pages: `node` (a Node.js process each) or `browser` (a Chromium page
+    /// each); absent in manifests written before light peers could run in Node.js.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
     /// How their HTTP and P2P were shaped, in words.
     pub shaping: String,
     /// The fidelity verdict the scenario's `swarm.fidelity` named: light peers against an

@@ -165,6 +165,33 @@ pub fn browser_cost(run: &RunData, window: Window) -> Result<BrowserCost, String
     }
 }
 
+/// What the Node.js light-peer hosts cost over `window` (host samples of `node` processes
+/// below the controller); `None` when no sample in it carries them (browser pages, or a
+/// run recorded before they were sampled).
+pub fn light_host_cost(run: &RunData, window: Window) -> Option<BrowserCost> {
+    let interval = run.manifest.plan.sampling_interval_s.max(0.1);
+    let series: Vec<Reading> = run
+        .host_samples
+        .iter()
+        .filter(|s| s.light_host_processes.unwrap_or(0) > 0)
+        .map(|s| Reading {
+            t: s.t,
+            cpu_s: s.light_hosts_cpu_s,
+            pss: s.light_hosts_pss_bytes.map(|b| b as f64),
+            processes: s.light_host_processes.map(f64::from),
+        })
+        .collect();
+    let got = over_window(&series, window, interval)?;
+    Some(BrowserCost {
+        source: CostSource::OwnBrowsers,
+        cores: got.cores,
+        pss_mean_bytes: got.pss_mean,
+        pss_max_bytes: got.pss_max,
+        processes_mean: got.processes_mean,
+        samples: got.samples,
+    })
+}
+
 /// One sample of a group of processes: CPU seconds since the previous sample, PSS and
 /// processes now.
 struct Reading {

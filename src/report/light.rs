@@ -36,6 +36,9 @@ pub struct LightReport {
     pub planned: Option<u32>,
     /// Peers per page, as planned.
     pub per_page: Option<u32>,
+    /// What ran the pages: `node` or `browser` (absent in older manifests: browser pages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
     /// How their HTTP and P2P were shaped, in words (from the manifest).
     pub shaping: Option<String>,
     /// Peers with at least one read.
@@ -73,6 +76,24 @@ pub struct LightReport {
     /// absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fidelity: Option<FidelityRecord>,
+    /// What the Node.js hosts cost over the steady window (absent with browser pages, whose
+    /// CPU is in the browsers').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cost: Option<LightHostCost>,
+}
+
+/// The Node.js light-peer hosts' CPU and memory over the steady window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LightHostCost {
+    /// CPU seconds per second, all hosts together.
+    pub cores: f64,
+    /// Mean PSS of the samples in the window, all hosts together, bytes.
+    pub pss_mean_bytes: f64,
+    /// Mean host processes in the window.
+    pub processes_mean: f64,
+    /// Per light peer that reported (cores and bytes).
+    pub cores_per_peer: f64,
+    pub pss_bytes_per_peer: f64,
 }
 
 /// Bytes a set of light peers moved.
@@ -183,6 +204,7 @@ pub fn analyse(run: &RunData, ply: &PlayerTraffic, steady: Steady) -> Option<Lig
     Some(LightReport {
         planned: plan.map(|l| l.peers),
         per_page: plan.map(|l| l.per_page),
+        runtime: plan.and_then(|l| l.runtime.clone()),
         shaping: plan.map(|l| l.shaping.clone()),
         reported: by_peer.len() as u32,
         started: by_peer
@@ -209,6 +231,21 @@ pub fn analyse(run: &RunData, ply: &PlayerTraffic, steady: Steady) -> Option<Lig
         starved_groups,
         viewers_planned: run.manifest.plan.viewers,
         fidelity: plan.and_then(|l| l.fidelity.clone()),
+        host_cost: crate::report::cost::light_host_cost(
+            run,
+            crate::report::cost::Window {
+                from_s: steady.from_s,
+                to_s: steady.to_s,
+            },
+        )
+        .filter(|_| !by_peer.is_empty())
+        .map(|c| LightHostCost {
+            cores: c.cores,
+            pss_mean_bytes: c.pss_mean_bytes,
+            processes_mean: c.processes_mean,
+            cores_per_peer: c.cores / by_peer.len() as f64,
+            pss_bytes_per_peer: c.pss_mean_bytes / by_peer.len() as f64,
+        }),
     })
 }
 
@@ -343,11 +380,23 @@ pub fn peers_phrase(n: u32) -> String {
     format!("{n} light peer{}", if n == 1 { "" } else { "s" })
 }
 
+/// What ran the pages, in words.
+fn runtime_words(runtime: Option<&str>) -> &'static str {
+    match runtime {
+        Some("node") => "each page a Node.js process with node-datachannel's WebRTC",
+        _ => "each page a Chromium page",
+    }
+}
+
 /// The section's sentences (the tables are below).
 pub fn lines(l: &LightReport) -> Vec<String> {
     let mut out = Vec::new();
     let planned = match (l.planned, l.per_page) {
-        (Some(n), Some(k)) => format!("{} planned, {k} per page", peers_phrase(n)),
+        (Some(n), Some(k)) => format!(
+            "{} planned, {k} per page ({})",
+            peers_phrase(n),
+            runtime_words(l.runtime.as_deref())
+        ),
         (Some(n), None) => format!("{} planned", peers_phrase(n)),
         _ => "Light peers without a plan in the manifest".to_string(),
     };
@@ -374,6 +423,16 @@ pub fn lines(l: &LightReport) -> Vec<String> {
         pct(a.p2p_share),
         bytes(Some(a.p2p_uploaded_bytes)),
     ));
+    if let Some(c) = &l.host_cost {
+        out.push(format!(
+            "Their Node.js hosts used {:.2} cores and {} (PSS) over the steady window, {:.1} processes on average: {:.4} cores and {} per light peer.",
+            c.cores,
+            bytes(Some(c.pss_mean_bytes as u64)),
+            c.processes_mean,
+            c.cores_per_peer,
+            bytes(Some(c.pss_bytes_per_peer as u64)),
+        ));
+    }
     out.push(format!(
         "Segments late (the playhead reached a segment that had not arrived, where a player \
          would stall): {}{}. Errors: {}{}.",
@@ -619,6 +678,7 @@ mod tests {
             steady_window_s: 30.0,
             duration_s: 150.0,
             light: (groups > 0).then(|| LightSummary {
+                runtime: Some("node".into()),
                 peers: groups * 2,
                 per_page: 2,
                 shaping: "none (loopback)".into(),

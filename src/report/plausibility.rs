@@ -395,6 +395,7 @@ mod tests {
         use crate::model::rawdata::{LightSample, LightSummary};
         let mut data = run(vec![]);
         data.manifest.plan.light = Some(LightSummary {
+            runtime: None,
             peers: 4,
             per_page: 2,
             shaping: String::new(),

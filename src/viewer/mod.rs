@@ -9,6 +9,7 @@ mod bidi;
 pub mod browser;
 mod commands;
 pub mod gc;
+pub mod light_host;
 
 pub use browser::SharedBrowser;
 

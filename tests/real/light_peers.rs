@@ -1,11 +1,13 @@
 //! Light peers (`swarm.light_peers`) in a real `viewerfleet run` on this machine: refsite's
 //! live stream, one real viewer in Chromium, and light peers that run the player page's own
-//! P2P engine in pages of their own (web/light.js). Checks that P2P bytes flow both ways
+//! P2P engine (web/light.js) in Node.js host processes (`swarm.runtime: node`, the default on
+//! this machine) or in Chromium pages (`browser`). Checks that P2P bytes flow both ways
 //! between the real viewer and the light peers, that their figures add up to what the origin
-//! sent and what the exporter and the tracker saw, and that SIGTERM releases every page.
+//! sent and what the exporter and the tracker saw, and that SIGTERM releases every page and
+//! host process.
 //!
-//! The swarm run (1 viewer + 3 light peers, 75 s) is shared by the first two tests: it is
-//! run once, by whichever of them comes first.
+//! The swarm run (1 viewer + 3 light peers in Node.js, 75 s) is shared by the first two
+//! tests: it is run once, by whichever of them comes first.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,9 +28,16 @@ use crate::support::raw_run::RawRun;
 /// little as three segments (0.49 MB) in 75 s. Unthrottled, it plays level with them (within
 /// ±2 s), so segments flow both ways in every run; the light pages' own throttle is not what
 /// these tests are about.
-fn scenario(dir: &Path, name: &str, light_peers: u32, per_page: u32, duration: &str) -> PathBuf {
+fn scenario(
+    dir: &Path,
+    name: &str,
+    light_peers: u32,
+    per_page: u32,
+    runtime: &str,
+    duration: &str,
+) -> PathBuf {
     let text = format!(
-        "name: {name}\ntarget:\n  kind: refsite\n  video: live\n  latency: normal\n  metrics_interval: 2s\nviewers:\n  count: 1\n  ramp: 4s\nswarm:\n  light_peers: {light_peers}\n  per_page: {per_page}\nduration: {duration}\nsampling_interval: 1s\nsteady_window: 20s\nfleet:\n  kind: local\n"
+        "name: {name}\ntarget:\n  kind: refsite\n  video: live\n  latency: normal\n  metrics_interval: 2s\nviewers:\n  count: 1\n  ramp: 4s\nswarm:\n  light_peers: {light_peers}\n  per_page: {per_page}\n  runtime: {runtime}\nduration: {duration}\nsampling_interval: 1s\nsteady_window: 20s\nfleet:\n  kind: local\n"
     );
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, text).unwrap();
@@ -86,7 +95,7 @@ fn swarm_run() -> &'static SwarmRun {
         let out = dir.join("run");
         let tag = format!("light-swarm-{}", std::process::id());
         let began = Instant::now();
-        let path = scenario(&dir, "light-swarm", SWARM_LIGHT_PEERS, 3, "75s");
+        let path = scenario(&dir, "light-swarm", SWARM_LIGHT_PEERS, 3, "node", "75s");
         let mut child = start_run(&path, &out, &tag);
         let status = child.wait().unwrap();
         let took = began.elapsed();
@@ -181,6 +190,13 @@ fn a_light_peers_figures_match_the_origins_the_exporters_and_the_trackers() {
     assert!(rec["light_bytes"].as_u64().unwrap_or(0) > 0, "{rec}");
     let rest = rec["rest_share"].as_f64().unwrap();
     assert!(rest.abs() <= 0.10, "the report's unexplained rest: {rec}");
+    // The Node.js host's CPU and memory were measured, as a browser's are.
+    let cost = &report["light"]["host_cost"];
+    assert!(
+        cost["cores"].as_f64().unwrap_or(0.0) > 0.0
+            && cost["pss_mean_bytes"].as_f64().unwrap_or(0.0) > 0.0,
+        "the light host's cost: {cost}"
+    );
 
     // The exporter: light peers post PeerTube's playback reports as players do. Reports are
     // deltas every metrics_interval (2 s) and scraped every 2 s, so the exporter trails the
@@ -226,12 +242,26 @@ fn a_light_peers_figures_match_the_origins_the_exporters_and_the_trackers() {
 }
 
 #[test]
-fn sigterm_mid_run_releases_every_light_page() {
+fn sigterm_mid_run_releases_every_light_host_process() {
+    sigterm_mid_run_releases_every_page("node");
+}
+
+#[test]
+fn sigterm_mid_run_releases_every_light_browser_page() {
+    sigterm_mid_run_releases_every_page("browser");
+}
+
+/// 1 viewer + 4 light peers in two pages of `runtime`, stopped by SIGTERM once both play.
+fn sigterm_mid_run_releases_every_page(runtime: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let tag = format!("light-sigterm-{}", std::process::id());
+    let tag = format!("light-sigterm-{runtime}-{}", std::process::id());
     let began = Instant::now();
-    let mut child = start_run(&scenario(dir.path(), "light-term", 4, 2, "5m"), &out, &tag);
+    let mut child = start_run(
+        &scenario(dir.path(), "light-term", 4, 2, runtime, "5m"),
+        &out,
+        &tag,
+    );
     // Both pages hold playing peers (so WebRTC connections are open) before the signal.
     let samples = out.join(LIGHT_SAMPLES);
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -252,6 +282,17 @@ fn sigterm_mid_run_releases_every_light_page() {
     assert_eq!(last.event, RunEventKind::Interrupted, "{events:?}");
     assert_eq!(last.detail.as_deref(), Some("SIGTERM"));
     assert_eq!(count(&events, RunEventKind::LightStarted), 2, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.event == RunEventKind::LightStarted)
+            .all(|e| e
+                .detail
+                .as_deref()
+                .unwrap_or("")
+                .contains(&format!(" in {runtime} "))),
+        "every page ran in {runtime}: {events:?}"
+    );
     assert_eq!(count(&events, RunEventKind::LightFailed), 0, "{events:?}");
     let finals = light_finals(&out);
     assert_eq!(finals.len(), 4, "every light peer was read: {finals:?}");
@@ -261,6 +302,7 @@ fn sigterm_mid_run_releases_every_light_page() {
         .as_str()
         .unwrap()
         .contains("SIGTERM"));
+    assert_eq!(manifest["plan"]["light"]["runtime"], runtime, "{manifest}");
     let left = wait_released(&tag, Duration::from_secs(20));
     assert!(left.is_empty(), "left running after SIGTERM: {left:?}");
 }

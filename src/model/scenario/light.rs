@@ -32,13 +32,20 @@ pub struct SwarmSpec {
     /// (relative to the scenario file).
     #[serde(default)]
     pub fidelity: Option<String>,
+    /// What runs a page of light peers [default: auto].
+    #[serde(default)]
+    pub runtime: Option<LightRuntime>,
 }
+
+pub use crate::model::kinds::LightRuntime;
 
 /// The light peers of a run, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LightPlan {
     pub peers: u32,
     pub per_page: u32,
+    /// `swarm.runtime`, as asked (the engine resolves `auto` against the fleet).
+    pub runtime: LightRuntime,
     /// `swarm.fidelity`, read and checked.
     pub fidelity: Option<FidelityRecord>,
 }
@@ -189,6 +196,7 @@ impl LightPlan {
     pub fn from_spec(
         spec: Option<&SwarmSpec>,
         override_peers: Option<u32>,
+        override_runtime: Option<LightRuntime>,
         scenario_file: &Path,
     ) -> Result<Option<Self>, (String, String)> {
         let peers = override_peers.unwrap_or(spec.map_or(0, |s| s.light_peers));
@@ -215,6 +223,9 @@ impl LightPlan {
         Ok((peers > 0).then_some(Self {
             peers,
             per_page,
+            runtime: override_runtime
+                .or(spec.and_then(|s| s.runtime))
+                .unwrap_or(LightRuntime::Auto),
             fidelity,
         }))
     }
@@ -254,6 +265,7 @@ mod tests {
         let plan = LightPlan {
             peers: 60,
             per_page: 25,
+            runtime: LightRuntime::Auto,
             fidelity: None,
         };
         let groups = plan.groups();
@@ -283,31 +295,34 @@ mod tests {
     #[test]
     fn no_section_or_zero_means_no_light_peers_and_the_override_wins() {
         let file = Path::new("s.yaml");
-        assert_eq!(LightPlan::from_spec(None, None, file), Ok(None));
+        assert_eq!(LightPlan::from_spec(None, None, None, file), Ok(None));
         let spec = SwarmSpec {
             light_peers: 10,
             per_page: Some(5),
             fidelity: None,
+            runtime: None,
         };
         assert_eq!(
-            LightPlan::from_spec(Some(&spec), Some(0), file),
+            LightPlan::from_spec(Some(&spec), Some(0), None, file),
             Ok(None),
             "--light-peers 0 turns them off"
         );
         assert_eq!(
-            LightPlan::from_spec(Some(&spec), None, file),
+            LightPlan::from_spec(Some(&spec), None, None, file),
             Ok(Some(LightPlan {
                 peers: 10,
                 per_page: 5,
                 fidelity: None,
+                runtime: LightRuntime::Auto,
             }))
         );
         assert_eq!(
-            LightPlan::from_spec(None, Some(30), file),
+            LightPlan::from_spec(None, Some(30), None, file),
             Ok(Some(LightPlan {
                 peers: 30,
                 per_page: DEFAULT_PER_PAGE,
                 fidelity: None,
+                runtime: LightRuntime::Auto,
             }))
         );
     }
@@ -319,11 +334,13 @@ mod tests {
             light_peers: 10,
             per_page: Some(MAX_PER_PAGE + 1),
             fidelity: None,
+            runtime: None,
         };
-        let (field, message) = LightPlan::from_spec(Some(&page), None, file).unwrap_err();
+        let (field, message) = LightPlan::from_spec(Some(&page), None, None, file).unwrap_err();
         assert_eq!(field, "swarm.per_page");
         assert!(message.contains("1 to 50"), "{message}");
-        let (field, _) = LightPlan::from_spec(None, Some(MAX_LIGHT_PEERS + 1), file).unwrap_err();
+        let (field, _) =
+            LightPlan::from_spec(None, Some(MAX_LIGHT_PEERS + 1), None, file).unwrap_err();
         assert_eq!(field, "swarm.light_peers");
     }
 
@@ -342,8 +359,9 @@ mod tests {
             light_peers: 6,
             per_page: None,
             fidelity: Some("fid/fidelity.json".into()),
+            runtime: None,
         };
-        let plan = LightPlan::from_spec(Some(&spec), None, &scenario)
+        let plan = LightPlan::from_spec(Some(&spec), None, None, &scenario)
             .unwrap()
             .unwrap();
         let f = plan.fidelity.unwrap();
@@ -366,9 +384,10 @@ mod tests {
             light_peers: 6,
             per_page: None,
             fidelity: Some(path.into()),
+            runtime: None,
         };
         let (field, message) =
-            LightPlan::from_spec(Some(&spec("nope.json")), None, &scenario).unwrap_err();
+            LightPlan::from_spec(Some(&spec("nope.json")), None, None, &scenario).unwrap_err();
         assert_eq!(field, "swarm.fidelity");
         assert!(
             message.contains("nope.json: no such file")
@@ -378,7 +397,7 @@ mod tests {
         );
         std::fs::write(dir.path().join("report.json"), r#"{"scenario": "x"}"#).unwrap();
         let (field, message) =
-            LightPlan::from_spec(Some(&spec("report.json")), None, &scenario).unwrap_err();
+            LightPlan::from_spec(Some(&spec("report.json")), None, None, &scenario).unwrap_err();
         assert_eq!(field, "swarm.fidelity");
         assert!(
             message.contains("is not a fidelity verdict written by `viewerfleet fidelity`"),
@@ -387,7 +406,36 @@ mod tests {
         let other = FIDELITY.replace("viewerfleet-light-fidelity", "calibration");
         std::fs::write(dir.path().join("other.json"), other).unwrap();
         let (_, message) =
-            LightPlan::from_spec(Some(&spec("other.json")), None, &scenario).unwrap_err();
+            LightPlan::from_spec(Some(&spec("other.json")), None, None, &scenario).unwrap_err();
         assert!(message.contains("`document` is `calibration`"), "{message}");
+    }
+
+    #[test]
+    fn the_runtime_comes_from_the_flag_then_the_scenario_then_auto() {
+        let file = Path::new("s.yaml");
+        let spec = SwarmSpec {
+            light_peers: 4,
+            per_page: None,
+            fidelity: None,
+            runtime: Some(LightRuntime::Browser),
+        };
+        let runtime = |spec: Option<&SwarmSpec>, flag| {
+            LightPlan::from_spec(spec, Some(4), flag, file)
+                .unwrap()
+                .unwrap()
+                .runtime
+        };
+        assert_eq!(runtime(Some(&spec), None), LightRuntime::Browser);
+        assert_eq!(
+            runtime(Some(&spec), Some(LightRuntime::Node)),
+            LightRuntime::Node
+        );
+        assert_eq!(runtime(None, None), LightRuntime::Auto);
+        let parsed: SwarmSpec = yaml_serde::from_str("light_peers: 3\nruntime: node\n").unwrap();
+        assert_eq!(parsed.runtime, Some(LightRuntime::Node));
+        let err = yaml_serde::from_str::<SwarmSpec>("light_peers: 3\nruntime: deno\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("deno"), "{err}");
     }
 }

@@ -64,6 +64,8 @@ pub struct Overrides {
     pub canary: bool,
     /// `--light-peers N`: light peers instead of `swarm.light_peers`.
     pub light_peers: Option<u32>,
+    /// `--light-runtime R`: what runs them instead of `swarm.runtime`.
+    pub light_runtime: Option<crate::model::kinds::LightRuntime>,
 }
 
 impl Overrides {
@@ -89,6 +91,9 @@ impl Overrides {
         }
         if let Some(n) = self.light_peers {
             out.extend(["--light-peers".to_string(), n.to_string()]);
+        }
+        if let Some(r) = self.light_runtime {
+            out.extend(["--light-runtime".to_string(), r.to_string()]);
         }
         if let Some(n) = self.per_browser {
             out.extend(["--per-browser".to_string(), n.to_string()]);

@@ -443,6 +443,7 @@ fn light(
     let light = super::light::LightPlan::from_spec(
         spec.swarm.as_ref(),
         overrides.light_peers,
+        overrides.light_runtime,
         std::path::Path::new(check.file),
     )
     .map_err(|(field, message)| check.err(&field, message))?;
