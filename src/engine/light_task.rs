@@ -117,7 +117,7 @@ fn shaping_words(profile: Option<&NetworkProfile>, slots_shape: bool, per_page: 
             }
         ),
         Throttling::Tc if slots_shape => format!(
-            "the up to {per_page} light peers of a page share one tc-shaped link at {per_page} times the profile ({} / {} kbit/s each); P2P between light peers of one page crosses no link",
+            "the light peers of a page (up to {per_page}) share one tc-shaped link at their number times the profile ({} / {} kbit/s each); P2P between light peers of one page crosses no link",
             rate(p.download_kbps),
             rate(p.upload_kbps)
         ),
@@ -593,7 +593,7 @@ mod tests {
     fn the_manifest_says_how_light_peers_were_shaped() {
         let words = shaping_words(Some(&profile(Throttling::Tc)), true, 25);
         assert!(
-            words.contains("25 light peers of a page share one tc-shaped link"),
+            words.contains("light peers of a page (up to 25) share one tc-shaped link"),
             "{words}"
         );
         let words = shaping_words(Some(&profile(Throttling::Tc)), false, 25);

@@ -256,12 +256,17 @@ impl Plan {
             (self.p2p_off_share * 100.0).round(),
             self.target.kind,
             self.target.video,
-            humantime::format_duration(self.ramp),
-            humantime::format_duration(self.duration),
-            humantime::format_duration(self.measure_at),
+            whole_ms(self.ramp),
+            whole_ms(self.duration),
+            whole_ms(self.measure_at),
             self.fleet.kind(),
         )
     }
+}
+
+/// A duration in words to the millisecond (a stretched clock makes nanoseconds no one reads).
+fn whole_ms(d: std::time::Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(std::time::Duration::from_millis(d.as_millis() as u64))
 }
 
 /// Whether viewer `index` belongs to a share, spreading the chosen ones evenly:
