@@ -62,6 +62,39 @@ pub enum Command {
     /// `swarm.fidelity` so its runs' reports say which verdict they rely on. Exit code 0 on
     /// pass, 1 on FAIL or inconclusive, 130/143 when interrupted.
     Fidelity(FidelityArgs),
+    /// The watchdog a cloud command starts: deletes the run if the controller dies first.
+    #[command(hide = true)]
+    Reaper(ReaperArgs),
+}
+
+/// The reaper's arguments (started by the controller; the API token comes on stdin).
+#[derive(Debug, Args)]
+pub struct ReaperArgs {
+    /// The run whose resources it deletes (label `viewerfleet-run`).
+    #[arg(long)]
+    pub run: String,
+    /// The Hetzner API's address.
+    #[arg(long)]
+    pub endpoint: String,
+    /// The controller's `pid:start time` (from /proc/<pid>/stat).
+    #[arg(long)]
+    pub controller: Option<String>,
+    #[arg(long, default_value = "10m")]
+    pub stale_after: String,
+    #[arg(long, default_value = "5s")]
+    pub poll: String,
+    #[arg(long, default_value = "60s")]
+    pub settle: String,
+    #[arg(long, default_value = "5m")]
+    pub keep_poll: String,
+    #[arg(long, default_value = "2m")]
+    pub beat: String,
+    #[arg(long, default_value = "1s")]
+    pub backoff: String,
+    #[arg(long, default_value = "60s")]
+    pub max_backoff: String,
+    #[arg(long, default_value = "24h")]
+    pub give_up: String,
 }
 
 #[derive(Debug, Args)]

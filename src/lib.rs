@@ -26,15 +26,46 @@ pub mod viewer;
 use std::process::ExitCode;
 
 /// Runs one command line. `main` only prints the error this returns (with `print_error`).
+/// A panic on the command's main path deletes the cloud runs it had not finished (their
+/// reapers would, too) before it ends the command as an internal error.
 pub fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     commands::output::guard_standard_streams();
     init_logging(cli.quiet);
     sys::hostinfo::raise_open_files_limit();
+    // Cloud fleets made by this binary start their reaper as `<this binary> reaper`.
+    if let Ok(me) = std::env::current_exe() {
+        cloud::reaper::enable(me);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let exit = runtime.block_on(commands::dispatch(cli.command, cli.quiet))?;
+    let exit = runtime.block_on(async {
+        use futures::FutureExt;
+        match std::panic::AssertUnwindSafe(commands::dispatch(cli.command, cli.quiet))
+            .catch_unwind()
+            .await
+        {
+            Ok(result) => result,
+            Err(panic) => Err(after_panic(panic).await),
+        }
+    })?;
     Ok(ExitCode::from(exit.code()))
+}
+
+/// Tears down the cloud runs a panicking command left, and says so in its error.
+async fn after_panic(panic: Box<dyn std::any::Any + Send>) -> anyhow::Error {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into());
+    let runs = cloud::reaper::after_panic().await;
+    let torn = if runs.is_empty() {
+        String::new()
+    } else {
+        format!("; cloud runs torn down: {}", runs.join("; "))
+    };
+    anyhow::anyhow!("internal error (a bug): {text}{torn}")
 }
 
 /// Prints `Error: …` on stderr and returns the exit code of the error's category (see
@@ -55,8 +86,10 @@ fn init_logging(quiet: bool) {
     use tracing_subscriber::EnvFilter;
     let default = if quiet { "warn" } else { "info" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();

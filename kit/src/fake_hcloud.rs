@@ -75,6 +75,11 @@ pub enum FaultKind {
     DropAnswer,
     /// Answer this status with Hetzner's error body, without executing.
     Status(u16),
+    /// Close the connection without executing or answering: the network lost the request.
+    Refuse,
+    /// Execute the request only after this long, whether or not the client still waits (a
+    /// request in flight when its client died: Hetzner executes what it received).
+    Late(Duration),
 }
 
 /// A fault injected into matching requests.
@@ -169,6 +174,8 @@ pub struct Recorded {
     pub body: Value,
     /// The answer's status.
     pub status: u16,
+    /// The client's `User-Agent`.
+    pub user_agent: String,
 }
 
 /// What the fake counted.
@@ -184,6 +191,10 @@ pub struct Counts {
     pub dropped: u64,
     /// Answered by a `FaultKind::Status` fault.
     pub faulted: u64,
+    /// Connections closed unexecuted by a `FaultKind::Refuse` fault.
+    pub refused: u64,
+    /// Requests held by a `FaultKind::Late` fault (counted when they arrive).
+    pub late: u64,
 }
 
 struct Stored {
@@ -656,6 +667,12 @@ async fn gate(
     let path = format!("/v1{}", req.uri().path());
     let query = req.uri().query().unwrap_or_default().to_string();
     let kill = req.extensions().get::<ConnectionKill>().cloned();
+    let user_agent = req
+        .headers()
+        .get("user-agent")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let limit = config.rate_limit.map_or(3600, |r| r.limit);
     let auth = req
         .headers()
@@ -686,6 +703,8 @@ async fn gate(
             (Err(_), _) => inner.counts.rate_limited += 1,
             (_, Some(FaultKind::Status(_))) => inner.counts.faulted += 1,
             (_, Some(FaultKind::DropAnswer)) => inner.counts.dropped += 1,
+            (_, Some(FaultKind::Refuse)) => inner.counts.refused += 1,
+            (_, Some(FaultKind::Late(_))) => inner.counts.late += 1,
             _ if fail => inner.counts.transient += 1,
             _ => {}
         }
@@ -720,6 +739,26 @@ async fn gate(
             "unavailable",
             "service temporarily unavailable",
         )
+    } else if fault == Some(FaultKind::Refuse) {
+        if let Some(ConnectionKill(kill)) = kill {
+            kill.notify_one();
+        }
+        return std::future::pending::<Response>().await;
+    } else if let Some(FaultKind::Late(after)) = fault {
+        // Spawned: it runs to the end even when the client goes away meanwhile.
+        let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            next.run(req).await
+        });
+        match late.await {
+            Ok(resp) => resp,
+            Err(_) => error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "late request failed",
+            ),
+        }
     } else {
         let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
         next.run(req).await
@@ -731,6 +770,7 @@ async fn gate(
         query,
         body: body_json,
         status: resp.status().as_u16(),
+        user_agent,
     });
     if fault == Some(FaultKind::DropAnswer) {
         if let Some(ConnectionKill(kill)) = kill {

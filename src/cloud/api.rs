@@ -67,9 +67,15 @@ pub fn q(key: &str, value: impl ToString) -> (String, String) {
 
 impl HcloudApi {
     pub fn new(endpoint: &str, token: &ApiToken) -> HcloudApi {
+        HcloudApi::with_agent(endpoint, token, "viewerfleet")
+    }
+
+    /// As [`HcloudApi::new`], its requests naming `agent` in their `User-Agent` (the reaper
+    /// says it is one).
+    pub fn with_agent(endpoint: &str, token: &ApiToken, agent: &str) -> HcloudApi {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
-            .user_agent(format!("viewerfleet/{}", env!("CARGO_PKG_VERSION")))
+            .user_agent(format!("{agent}/{}", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
         HcloudApi {
@@ -94,14 +100,27 @@ impl HcloudApi {
             .ok()
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
-        let mut api = HcloudApi::new(&endpoint, &token);
-        if endpoint != DEFAULT_ENDPOINT {
-            // A local fake answers in milliseconds: poll it quickly.
-            api.poll_interval = Duration::from_millis(100);
-            api.max_poll_interval = Duration::from_millis(500);
-            api.backoff = Duration::from_millis(100);
+        Ok(HcloudApi::new(&endpoint, &token).paced_for_endpoint())
+    }
+
+    /// Whether this client talks to something else than Hetzner's API (a fake, a proxy).
+    pub fn is_default_endpoint(&self) -> bool {
+        self.endpoint == DEFAULT_ENDPOINT
+    }
+
+    /// Polls a local fake quickly: it answers in milliseconds.
+    pub fn paced_for_endpoint(mut self) -> HcloudApi {
+        if !self.is_default_endpoint() {
+            self.poll_interval = Duration::from_millis(100);
+            self.max_poll_interval = Duration::from_millis(500);
+            self.backoff = Duration::from_millis(100);
         }
-        Ok(api)
+        self
+    }
+
+    /// The token, for handing it to the reaper over its pipe (never to argv, env or a file).
+    pub(crate) fn token(&self) -> &ApiToken {
+        &self.token
     }
 
     pub fn endpoint(&self) -> &str {

@@ -10,7 +10,15 @@
 //! - its run's heartbeat stopped more than the grace ago (10 minutes by default): the
 //!   heartbeat of a run is its hub's `viewerfleet-heartbeat` label (refreshed every minute
 //!   by a live controller, removed when a fleet is handed over to its TTL); a run without
-//!   a hub goes by the newest heartbeat its resources were created with.
+//!   a hub goes by the newest heartbeat its resources were created with;
+//! - its run has no controller's heartbeat (the fleet was left standing) and its reaper's
+//!   label (`viewerfleet-reaper`, refreshed by the reaper that enforces the run's TTL, see
+//!   `reaper`) stopped more than the grace ago: nobody but a `gc` would end that run now.
+//!
+//! Why the reaper's own label, and only on a fleet left standing: while a controller drives
+//! a run, its heartbeat says more (the run is in use) and the reaper stands by on the same
+//! machine; once the controller left, the reaper is what guards the run, and a reaper that
+//! can no longer write its label (its machine died, it was killed) guards nothing.
 //!
 //! Times are whole seconds; every sum saturates, so no `--older-than` overflows or wraps.
 //! Deletion goes through the same teardown as `down` (servers first, confirmed gone), but
@@ -19,7 +27,7 @@
 use super::api::HcloudApi;
 use super::provision::{
     self, Deleted, Inventory, Kind, Named, LABEL_EXPIRES, LABEL_HEARTBEAT, LABEL_MANAGED_BY,
-    LABEL_ROLE, LABEL_RUN, ROLES,
+    LABEL_REAPER, LABEL_ROLE, LABEL_RUN, ROLES,
 };
 use super::CloudError;
 use serde_json::Value;
@@ -136,7 +144,7 @@ fn seconds(v: &Value, key: &str) -> Option<i64> {
     label(v, key)?.trim().parse().ok()
 }
 
-fn when(t: i64) -> String {
+pub(crate) fn when(t: i64) -> String {
     chrono::DateTime::from_timestamp(t, 0)
         .map(|d| d.format("%Y-%m-%d %H:%M:%S UTC").to_string())
         .unwrap_or_else(|| t.to_string())
@@ -164,8 +172,23 @@ fn run_heartbeat(resources: &[Listed]) -> Option<i64> {
         .max()
 }
 
-/// The verdict on one resource of a run with heartbeat `heartbeat`, at `now`.
-fn judge(r: &Listed, heartbeat: Option<i64>, opts: &GcOptions, now: i64) -> Verdict {
+/// The newest reaper's label of a run's resources (the reaper writes it on the first hub).
+fn run_reaper(resources: &[Listed]) -> Option<i64> {
+    resources
+        .iter()
+        .filter_map(|r| seconds(&r.json, LABEL_REAPER))
+        .max()
+}
+
+/// The verdict on one resource of a run with heartbeat `heartbeat` and reaper's label
+/// `reaper`, at `now`.
+fn judge(
+    r: &Listed,
+    heartbeat: Option<i64>,
+    reaper: Option<i64>,
+    opts: &GcOptions,
+    now: i64,
+) -> Verdict {
     let v = &r.json;
     if let Some(by) = label(v, LABEL_MANAGED_BY) {
         return Verdict::Keep(format!(
@@ -209,6 +232,20 @@ fn judge(r: &Listed, heartbeat: Option<i64>, opts: &GcOptions, now: i64) -> Verd
             now.saturating_sub(beat).max(0)
         ));
     }
+    if let Some(beat) = reaper {
+        if plus(beat, opts.heartbeat_grace) <= now {
+            return Verdict::Delete(format!(
+                "its reaper stopped at {} (more than {} ago): nothing enforces its TTL",
+                when(beat),
+                humantime::format_duration(opts.heartbeat_grace)
+            ));
+        }
+        return Verdict::Keep(format!(
+            "left standing until {}, its reaper alive ({} s ago)",
+            when(expires),
+            now.saturating_sub(beat).max(0)
+        ));
+    }
     Verdict::Keep(format!("within its lifetime (until {})", when(expires)))
 }
 
@@ -228,18 +265,52 @@ pub async fn find(api: &HcloudApi, opts: &GcOptions) -> Result<Vec<FoundRun>, Cl
         .into_iter()
         .map(|(run, listed)| {
             let heartbeat = run_heartbeat(&listed);
+            let reaper = run_reaper(&listed);
             let resources = listed
                 .iter()
                 .map(|r| Found {
                     kind: r.kind,
                     id: r.json["id"].as_i64().unwrap_or_default(),
                     name: r.json["name"].as_str().unwrap_or_default().to_string(),
-                    verdict: judge(r, heartbeat, opts, now),
+                    verdict: judge(r, heartbeat, reaper, opts, now),
                 })
                 .collect();
             FoundRun { run, resources }
         })
         .collect())
+}
+
+/// One warning per run that `gc` would delete now (its controller or its reaper is gone,
+/// or it expired), saying why and what removes it.
+pub fn warnings(runs: &[FoundRun]) -> Vec<String> {
+    runs.iter()
+        .filter_map(|run| {
+            let why = run.to_delete().find_map(|r| match &r.verdict {
+                Verdict::Delete(why) => Some(why.clone()),
+                Verdict::Keep(_) => None,
+            })?;
+            Some(format!(
+                "run {} is left over ({}: {why}); `viewerfleet gc --cloud` removes it",
+                run.run,
+                run.summary()
+            ))
+        })
+        .collect()
+}
+
+/// Warns (a log line each) about runs of the project that `gc` would delete; what cannot
+/// be listed is not worth stopping a command for.
+/// `except`: the run the command is about (`down` deletes it anyway).
+pub async fn warn_about_leftovers(api: &HcloudApi, except: Option<&str>) {
+    match find(api, &GcOptions::default()).await {
+        Ok(mut runs) => {
+            runs.retain(|r| Some(r.run.as_str()) != except);
+            for line in warnings(&runs) {
+                tracing::warn!("{line}");
+            }
+        }
+        Err(e) => tracing::debug!("leftover runs not checked: {e}"),
+    }
 }
 
 /// Deletes what `find` decided (nothing with `dry_run`).
@@ -300,7 +371,7 @@ mod tests {
                 ..GcOptions::default()
             };
             assert!(
-                matches!(judge(&r, None, &opts, now), Verdict::Keep(_)),
+                matches!(judge(&r, None, None, &opts, now), Verdict::Keep(_)),
                 "{age:?}"
             );
         }
@@ -314,12 +385,37 @@ mod tests {
         let r = server(labels, now - 3600);
         let opts = GcOptions::default();
         assert!(
-            matches!(judge(&r, Some(now - 11 * 60), &opts, now), Verdict::Delete(m) if m.contains("heartbeat stopped"))
+            matches!(judge(&r, Some(now - 11 * 60), None, &opts, now), Verdict::Delete(m) if m.contains("heartbeat stopped"))
         );
         assert!(
-            matches!(judge(&r, Some(now - 60), &opts, now), Verdict::Keep(m) if m.contains("alive"))
+            matches!(judge(&r, Some(now - 60), None, &opts, now), Verdict::Keep(m) if m.contains("alive"))
         );
-        assert!(matches!(judge(&r, None, &opts, now), Verdict::Keep(m) if m.contains("lifetime")));
+        assert!(
+            matches!(judge(&r, None, None, &opts, now), Verdict::Keep(m) if m.contains("lifetime"))
+        );
+    }
+
+    #[test]
+    fn a_fleet_left_standing_goes_when_its_reaper_stops_and_stays_while_it_beats() {
+        let now = 1_800_000_000;
+        let labels = json!({"viewerfleet-run": "r", "viewerfleet-role": "hub", "viewerfleet-expires": (now + 4 * 3600).to_string()});
+        let r = server(labels, now - 3600);
+        let opts = GcOptions::default();
+        assert!(
+            matches!(judge(&r, None, Some(now - 11 * 60), &opts, now), Verdict::Delete(m) if m.contains("reaper stopped"))
+        );
+        assert!(
+            matches!(judge(&r, None, Some(now - 60), &opts, now), Verdict::Keep(m) if m.contains("reaper alive"))
+        );
+        // A driven run: the controller's heartbeat speaks, whatever the reaper's label says.
+        assert!(
+            matches!(judge(&r, Some(now - 60), Some(now - 3600), &opts, now), Verdict::Keep(m) if m.contains("controller is alive"))
+        );
+        let hub = server(
+            json!({"viewerfleet-role": "hub", "viewerfleet-reaper": "500"}),
+            0,
+        );
+        assert_eq!(run_reaper(&[hub]), Some(500));
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! error, a panic, Ctrl-C or SIGTERM — the run's resources are deleted by label before the
 //! caller sees the outcome. Only success leaves them (to the fleet's `shutdown` or `down`).
 //! When the teardown itself cannot finish, its error (naming what is left and what to run)
-//! is what the caller gets.
+//! is what the caller gets, and the run's reaper (if any) is told to take over; after a
+//! complete teardown it is told the run is done.
 
 use super::api::HcloudApi;
 use super::provision;
+use super::reaper::ReaperLink;
 use super::CloudError;
 use std::future::Future;
 use std::time::Duration;
@@ -21,6 +23,7 @@ pub async fn teardown_unless_ok<T, F>(
     api: &HcloudApi,
     run_id: &str,
     cancel: &CancellationToken,
+    reaper: Option<&ReaperLink>,
     work: F,
 ) -> Result<T, CloudError>
 where
@@ -58,14 +61,23 @@ where
     match provision::teardown(api, run_id).await {
         Ok(deleted) => {
             tracing::info!("deleted {} of run {run_id}", deleted.summary());
+            if let Some(r) = reaper {
+                r.done();
+            }
             Err(error)
         }
         // What is still billing matters more than why provisioning stopped (logged above).
         Err(e @ CloudError::TeardownIncomplete { .. }) => {
             tracing::error!("TEARDOWN FAILED: {e}");
+            if let Some(r) = reaper {
+                r.take_over();
+            }
             Err(e)
         }
         Err(e) => {
+            if let Some(r) = reaper {
+                r.take_over();
+            }
             tracing::error!(
                 "TEARDOWN FAILED for run {run_id}: {e}. Run `viewerfleet down {run_id}` or delete the servers labelled {}={run_id} in the Hetzner Console",
                 provision::LABEL_RUN

@@ -13,6 +13,8 @@
 //! - `heartbeat`: the dead man's switch a running controller keeps on its hub.
 //! - `up`: a whole fleet made for one run (sized, provisioned, registered) and its teardown;
 //!   `guard`: teardown on every exit path.
+//! - `reaper`: a process of its own that outlives the controller and deletes the run when
+//!   the controller dies without doing so, or when a fleet left standing reaches its TTL.
 //! - `gc`: leftovers of crashed runs, decided resource by resource.
 //!
 //! The `fleet: kind: hcloud` settings are in `model::scenario::fleet::hcloud`; the `Fleet`
@@ -29,6 +31,7 @@ pub mod hub_sizing;
 pub mod pacer;
 pub mod pricing;
 pub mod provision;
+pub mod reaper;
 pub mod sizing;
 pub mod tfvars;
 pub mod token;
@@ -78,6 +81,8 @@ pub enum CloudError {
         deleted: provision::Deleted,
         left: Vec<String>,
     },
+    #[error("cannot start the reaper that deletes the run if this controller dies ({0}); nothing was created")]
+    NoReaper(String),
     #[error(
         "provisioning stopped on an internal error (a bug: {0}); the run's servers were deleted"
     )]

@@ -31,6 +31,8 @@ pub const LABEL_EXPIRES: &str = "viewerfleet-expires";
 pub const LABEL_SCENARIO: &str = "viewerfleet-scenario";
 /// Unix time of the controller's last sign of life (see `heartbeat`).
 pub const LABEL_HEARTBEAT: &str = "viewerfleet-heartbeat";
+/// Unix time of the reaper's last sign of life on a fleet left standing (see `reaper`).
+pub const LABEL_REAPER: &str = "viewerfleet-reaper";
 /// Set by terraform/: such resources belong to a Terraform state, not to viewerfleet.
 pub const LABEL_MANAGED_BY: &str = "viewerfleet-managed-by";
 

@@ -8,9 +8,11 @@ use super::canary::{self, CanaryCost, CanaryProbe};
 use super::cloudinit::SlotShaping;
 use super::heartbeat::Heartbeat;
 use super::provision::{self, Base, Inventory, Named, ProvisionRequest, ServerInfo};
-use super::{guard, hub, pricing, sizing, CloudError};
+use super::reaper::{self, ReaperLink};
+use super::{gc, guard, hub, pricing, sizing, CloudError};
 use crate::model::scenario::fleet::{FleetPlan, HcloudFleetSpec, OnLimit, OnNodeFailure};
 use crate::model::scenario::Plan;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -105,6 +107,11 @@ pub struct CloudFleet {
     pub canary: Option<CanaryOutcome>,
     /// API requests the `up` sent (retries included).
     pub up_requests: u64,
+    /// When the run's TTL passes (Unix time): a kept fleet is deleted then.
+    pub expires_at: i64,
+    /// The process that deletes the run if this one dies first (none in a process that
+    /// runs no reapers, see `reaper::enable`).
+    reaper: Option<Arc<ReaperLink>>,
     keep: bool,
     heartbeat: tokio::sync::Mutex<Option<Heartbeat>>,
     done: tokio::sync::Mutex<bool>,
@@ -273,6 +280,7 @@ impl CloudFleet {
         let ssh_public_key = check_up(spec)?;
         let before = api.requests();
         let limited_before = api.rate_limited();
+        gc::warn_about_leftovers(api, None).await;
         let sized = size(api, plan, spec).await?;
         // Nothing that costs money has been asked of the API before this.
         confirmed(
@@ -297,6 +305,9 @@ impl CloudFleet {
         )?;
         let req = request(plan, spec, &sized, ssh_public_key, &opts);
         let run_id = req.run_id.clone();
+        let expires_at = req.expires_at;
+        // Before the first create, so that it sees every server of the run.
+        let reaper = reaper::start(api, &run_id)?;
         tracing::info!(
             "run {run_id}: creating {} hub(s) ({}) and {} × {} IPv6-only nodes in {} ({} viewers per node, ≈{:.2} {}/h)",
             req.hubs, req.hub_type, req.nodes, req.node_type, spec.location, req.viewers_per_node, sized.hourly_net, sized.currency
@@ -310,7 +321,7 @@ impl CloudFleet {
             offer,
             cancel.clone(),
         );
-        let done = guard::teardown_unless_ok(api, &run_id, cancel, work).await?;
+        let done = guard::teardown_unless_ok(api, &run_id, cancel, reaper.as_deref(), work).await?;
         let up_requests = api.requests() - before;
         tracing::info!(
             "run {run_id}: up used {up_requests} Hetzner API requests ({} answered 429) of the project's 3600 per hour",
@@ -330,6 +341,8 @@ impl CloudFleet {
             shortfall: done.shortfall,
             canary: done.canary,
             up_requests,
+            expires_at,
+            reaper,
             keep: opts.keep,
             heartbeat: tokio::sync::Mutex::new(Some(done.heartbeat)),
             done: tokio::sync::Mutex::new(false),
@@ -411,11 +424,21 @@ impl CloudFleet {
 
     /// Leaves the fleet running without a controller: the heartbeat stops and its label is
     /// removed, so `gc` goes by the run's TTL alone (`viewerfleet up`, `run --keep`).
+    /// Its reaper then deletes it at its TTL.
     pub async fn hand_over(&self) -> Result<(), CloudError> {
-        if let Some(beat) = self.heartbeat.lock().await.take() {
-            beat.hand_over().await?;
+        let handed = match self.heartbeat.lock().await.take() {
+            Some(beat) => beat.hand_over().await,
+            None => Ok(()),
+        };
+        if let Some(r) = &self.reaper {
+            r.keep(self.expires_at);
         }
-        Ok(())
+        handed
+    }
+
+    /// The reaper's PID and log, when the run has one.
+    pub fn reaper(&self) -> Option<(u32, &std::path::Path)> {
+        self.reaper.as_ref().map(|r| (r.pid(), r.log()))
     }
 
     /// Deletes every resource of the run, once; with `keep`, hands it over and says how to
@@ -449,7 +472,18 @@ impl CloudFleet {
             beat.stop().await;
         }
         let before = self.api.requests();
-        let deleted = provision::teardown(&self.api, &self.run_id).await?;
+        let deleted = match provision::teardown(&self.api, &self.run_id).await {
+            Ok(deleted) => deleted,
+            Err(e) => {
+                if let Some(r) = &self.reaper {
+                    r.take_over();
+                }
+                return Err(e);
+            }
+        };
+        if let Some(r) = &self.reaper {
+            r.done();
+        }
         tracing::info!(
             "run {}: deleted {} ({} API requests)",
             self.run_id,

@@ -25,7 +25,10 @@ pub async fn run(args: DownArgs) -> anyhow::Result<Exit> {
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
     let result = tokio::select! {
-        r = provision::teardown(&api, &args.run) => r,
+        r = async {
+            crate::cloud::gc::warn_about_leftovers(&api, Some(&args.run)).await;
+            provision::teardown(&api, &args.run).await
+        } => r,
         _ = shutdown.wait() => {
             eprintln!(
                 "interrupted: the teardown of run {} stopped part-way; run `viewerfleet down {}` again",

@@ -36,6 +36,7 @@ pub mod json;
 mod ladder;
 pub mod output;
 mod plan;
+mod reaper;
 mod refsite;
 mod report;
 mod run;
@@ -98,6 +99,7 @@ pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<Exit> {
         Command::Ladder(args) => ladder::run(args, quiet).await.map(Done::from),
         Command::Calibrate(args) => calibrate::run(args).await,
         Command::Fidelity(args) => fidelity::run(args, quiet).await,
+        Command::Reaper(args) => reaper::run(args).await.map(Done::from),
     };
     if let Some(name) = json {
         let text = match &result {
@@ -183,7 +185,7 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
                     Exit::BadInput
                 }
                 CloudError::Cancelled => Exit::Interrupted { sigterm: false },
-                CloudError::Panicked(_) => Exit::Internal,
+                CloudError::Panicked(_) | CloudError::NoReaper(_) => Exit::Internal,
                 _ => Exit::Unavailable,
             };
         }

@@ -1,5 +1,7 @@
-//! Ctrl-C and SIGTERM: one cancellation token for the whole process, so every task winds
-//! down through its normal cleanup path instead of the process dying with resources held.
+//! Ctrl-C, SIGTERM, SIGHUP and SIGQUIT: one cancellation token for the whole process, so
+//! every task winds down through its normal cleanup path instead of the process dying with
+//! resources held. SIGHUP (a closed terminal, a dropped SSH session) and SIGQUIT (Ctrl-\)
+//! are handled as SIGTERM is, and exit as it does (143).
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -17,18 +19,22 @@ impl Shutdown {
         Self::default()
     }
 
-    /// Starts listening for SIGINT and SIGTERM; the first one cancels the token. A second
-    /// Ctrl-C is left to the default handler's successor: we log that cleanup is under way.
+    /// Starts listening for SIGINT, SIGTERM, SIGHUP and SIGQUIT; the first one cancels the
+    /// token. Later ones only log that cleanup is under way.
     pub fn listen_for_signals(&self) -> anyhow::Result<()> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
+        let mut hangup = signal(SignalKind::hangup())?;
+        let mut quit = signal(SignalKind::quit())?;
         let this = self.clone();
         tokio::spawn(async move {
             loop {
                 let number = tokio::select! {
                     _ = interrupt.recv() => libc::SIGINT,
                     _ = terminate.recv() => libc::SIGTERM,
+                    _ = hangup.recv() => libc::SIGHUP,
+                    _ = quit.recv() => libc::SIGQUIT,
                 };
                 if this.token.is_cancelled() {
                     tracing::warn!(
@@ -67,16 +73,22 @@ impl Shutdown {
     /// How a command stopped by signal exits (`exit_code` as a category).
     pub fn exit(&self) -> crate::model::exit::Exit {
         crate::model::exit::Exit::Interrupted {
-            sigterm: self.signal() == Some("SIGTERM"),
+            sigterm: self.terminated(),
         }
     }
 
-    /// The exit code for a stop by signal: 143 after SIGTERM, 130 after Ctrl-C (or an
-    /// internal stop), as shells report a process killed by that signal.
+    /// Stopped by SIGTERM or one handled as it is (SIGHUP, SIGQUIT).
+    fn terminated(&self) -> bool {
+        matches!(self.signal(), Some("SIGTERM" | "SIGHUP" | "SIGQUIT"))
+    }
+
+    /// The exit code for a stop by signal: 143 after SIGTERM (SIGHUP, SIGQUIT), 130 after
+    /// Ctrl-C (or an internal stop), as shells report a process killed by SIGTERM or SIGINT.
     pub fn exit_code(&self) -> u8 {
-        match self.signal() {
-            Some("SIGTERM") => crate::model::exit::Exit::SIGTERM,
-            _ => crate::model::exit::Exit::SIGINT,
+        if self.terminated() {
+            crate::model::exit::Exit::SIGTERM
+        } else {
+            crate::model::exit::Exit::SIGINT
         }
     }
 
@@ -93,6 +105,8 @@ fn signal_name(number: i32) -> &'static str {
     match number {
         libc::SIGINT => "SIGINT",
         libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
         _ => "signal",
     }
 }

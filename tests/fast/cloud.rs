@@ -481,7 +481,7 @@ async fn panic_during_provisioning_tears_down() {
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
     let result: Result<(), CloudError> =
-        guard::teardown_unless_ok(&api, &req.run_id, &cancel, async move {
+        guard::teardown_unless_ok(&api, &req.run_id, &cancel, None, async move {
             let base = provision::create_base(&api2, &req2, &c2).await?;
             let _ = base;
             panic!("injected bug after the hub was created");

@@ -13,10 +13,10 @@ use tokio::process::Command;
 use viewerfleet_kit::fake_hcloud::{FakeConfig, FakeHcloud};
 use viewerfleet_kit::webdriver_stub::{self, Stub, StubConfig, StubCounters};
 
-const TOKEN: &str = "cli-test-token-83b1e4";
-const BIN: &str = env!("CARGO_BIN_EXE_viewerfleet");
+pub(crate) const TOKEN: &str = "cli-test-token-83b1e4";
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_viewerfleet");
 
-async fn fake(config: FakeConfig) -> FakeHcloud {
+pub(crate) async fn fake(config: FakeConfig) -> FakeHcloud {
     FakeHcloud::start(
         FakeConfig {
             token: Some(TOKEN.into()),
@@ -29,18 +29,18 @@ async fn fake(config: FakeConfig) -> FakeHcloud {
 }
 
 /// The target: the stub's PeerTube-like page, video API and exporter.
-async fn target() -> Stub {
+pub(crate) async fn target() -> Stub {
     Stub::serve("127.0.0.1:0".parse().unwrap(), StubConfig::default())
         .await
         .unwrap()
 }
 
-fn target_url(stub: &Stub) -> String {
+pub(crate) fn target_url(stub: &Stub) -> String {
     format!("http://{}/w/test", stub.addr())
 }
 
 /// A scenario of `viewers` viewers with `fleet: hcloud`; `fleet_extra` goes under `fleet:`.
-fn scenario(
+pub(crate) fn scenario(
     dir: &std::path::Path,
     url: &str,
     viewers: u32,
@@ -64,7 +64,7 @@ fn scenario(
     path
 }
 
-fn command(fake: &FakeHcloud, dir: &std::path::Path) -> Command {
+pub(crate) fn command(fake: &FakeHcloud, dir: &std::path::Path) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.current_dir(dir)
         .env("HCLOUD_ENDPOINT", fake.endpoint())
@@ -80,7 +80,7 @@ fn command(fake: &FakeHcloud, dir: &std::path::Path) -> Command {
 }
 
 /// Waits (bounded) until `cond` holds.
-async fn until(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+pub(crate) async fn until(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     while !cond() {
         assert!(
@@ -91,8 +91,33 @@ async fn until(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The text of the reaper's log that `up` (which has no run folder) starts in
+/// `<dir>/runs/reaper-<run>.log`; empty until there is one.
+pub(crate) fn up_reaper_log(dir: &std::path::Path) -> String {
+    let Ok(entries) = std::fs::read_dir(dir.join("runs")) else {
+        return String::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("reaper-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect()
+}
+
+/// The reaper's PID from the first line of its log (`reaper <pid> watches controller …`).
+pub(crate) fn reaper_pid(log: &str) -> Option<i32> {
+    let rest = &log[log.find("reaper ")? + "reaper ".len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Waits (bounded) until the reaper's log says it finished, and returns the log.
+pub(crate) async fn reaper_finished(what: &str, secs: u64, read: impl Fn() -> String) -> String {
+    until(what, secs, || read().contains("reaper finished")).await;
+    read()
 }
 
 async fn signal_while_waiting_for_nodes(signal: Signal) {
@@ -126,8 +151,8 @@ async fn signal_while_waiting_for_nodes(signal: Signal) {
         .expect("exits after the signal")
         .unwrap();
     let stderr = text(&out.stderr);
-    // 128 + the signal, as `run` exits.
-    let expected = if signal == Signal::SIGTERM { 143 } else { 130 };
+    // 128 + the signal, as `run` exits; SIGHUP and SIGQUIT are handled as SIGTERM.
+    let expected = if signal == Signal::SIGINT { 130 } else { 143 };
     assert_eq!(out.status.code(), Some(expected), "{stderr}");
     assert!(
         fake.state.servers_matching("viewerfleet-run").is_empty(),
@@ -142,6 +167,11 @@ async fn signal_while_waiting_for_nodes(signal: Signal) {
         "{stderr}"
     );
     assert!(!stderr.contains(TOKEN) && !text(&out.stdout).contains(TOKEN));
+    // The controller told its reaper the run was deleted: it checked, and deleted nothing.
+    let log = reaper_finished("the reaper to finish", 60, || up_reaper_log(dir.path())).await;
+    assert!(log.contains("deleted the run itself"), "{log}");
+    assert!(log.contains("deleted 0 server(s)"), "{log}");
+    assert!(!log.contains(TOKEN));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -152,6 +182,16 @@ async fn sigint_while_waiting_for_nodes_leaves_zero_servers() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_while_waiting_for_nodes_leaves_zero_servers() {
     signal_while_waiting_for_nodes(Signal::SIGTERM).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_a_closed_terminal_while_waiting_for_nodes_leaves_zero_servers() {
+    signal_while_waiting_for_nodes(Signal::SIGHUP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigquit_while_waiting_for_nodes_leaves_zero_servers() {
+    signal_while_waiting_for_nodes(Signal::SIGQUIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -189,7 +229,13 @@ async fn up_writes_an_inventory_hands_over_to_the_ttl_and_down_deletes_the_run()
         stderr.contains(&format!("viewerfleet down {run}")),
         "{stderr}"
     );
-    let requests = fake.state.counts().requests;
+    // The reaper of the kept fleet goes on after `up` left: its requests are its own.
+    let requests = fake
+        .state
+        .recorded()
+        .iter()
+        .filter(|r| !r.user_agent.starts_with("viewerfleet-reaper"))
+        .count();
     assert!(
         stderr.contains(&format!("{requests} Hetzner API requests")),
         "the request count is printed: {requests}\n{stderr}"
@@ -207,6 +253,14 @@ async fn up_writes_an_inventory_hands_over_to_the_ttl_and_down_deletes_the_run()
         "handed over: the TTL decides, not a heartbeat nobody refreshes"
     );
     assert!(!stderr.contains(TOKEN));
+    // The reaper stays with the kept fleet and says so on its first hub.
+    until("the reaper's label on the hub", 30, || {
+        fake.state
+            .servers_matching(&format!("viewerfleet-run={run},viewerfleet-role=hub"))
+            .iter()
+            .any(|h| h["labels"]["viewerfleet-reaper"].is_string())
+    })
+    .await;
 
     let out = command(&fake, dir.path())
         .arg("down")
@@ -222,6 +276,18 @@ async fn up_writes_an_inventory_hands_over_to_the_ttl_and_down_deletes_the_run()
     );
     assert!(stdout.contains("Hetzner API requests"), "{stdout}");
     assert!(fake.state.servers().is_empty());
+    // Its reaper saw the run go and left, having deleted nothing itself.
+    let log = reaper_finished("the kept fleet's reaper to leave", 60, || {
+        up_reaper_log(dir.path())
+    })
+    .await;
+    assert!(log.contains("left standing"), "{log}");
+    assert!(log.contains("was deleted (viewerfleet down)"), "{log}");
+    assert!(!fake
+        .state
+        .recorded()
+        .iter()
+        .any(|r| r.method == "DELETE" && r.user_agent.starts_with("viewerfleet-reaper")));
 
     let out = command(&fake, dir.path())
         .args(["down", "no such run!"])
@@ -242,6 +308,14 @@ async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server()
         ..FakeConfig::default()
     })
     .await;
+    // Another run's server, alive: neither the run nor its reaper may touch it.
+    let now = chrono::Utc::now().timestamp();
+    let other = fake.state.plant_server(
+        "vf-other-node-001",
+        serde_json::json!({"viewerfleet-run": "other", "viewerfleet-role": "node",
+                           "viewerfleet-expires": (now + 3600).to_string(),
+                           "viewerfleet-heartbeat": now.to_string()}),
+    );
     let target = target().await;
     let dir = tempfile::tempdir().unwrap();
     let path = scenario(
@@ -324,7 +398,10 @@ async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server()
     assert_eq!(sessions.sessions_created.load(Relaxed), 6);
     assert_eq!(sessions.sessions_deleted.load(Relaxed), 6);
     assert!(
-        fake.state.servers_matching("viewerfleet-run").is_empty(),
+        fake.state
+            .servers_matching("viewerfleet-run")
+            .iter()
+            .all(|s| s["labels"]["viewerfleet-run"] == "other"),
         "{stderr}"
     );
     assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
@@ -347,6 +424,21 @@ async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server()
         .count();
     assert!(beats >= 2, "heartbeats on {hub_id}: {beats}");
     assert!(!stderr.contains(TOKEN));
+    // A clean end: the reaper, told so, checked once, deleted nothing, and wrote it down in
+    // the run folder.
+    let log = reaper_finished("the reaper to finish", 60, || {
+        std::fs::read_to_string(out_dir.join("reaper.log")).unwrap_or_default()
+    })
+    .await;
+    assert!(log.contains("deleted the run itself"), "{log}");
+    assert!(log.contains("deleted 0 server(s)"), "{log}");
+    assert_eq!(fake.state.servers().len(), 1);
+    assert_eq!(fake.state.servers()[0]["id"], other);
+    assert!(!fake
+        .state
+        .recorded()
+        .iter()
+        .any(|r| r.method == "DELETE" && r.path.ends_with(&format!("/{other}"))));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -535,6 +627,10 @@ async fn kill_9_of_the_controller_then_gc_deletes_the_run_once_its_heartbeat_is_
             .count()
     };
     until("two heartbeats", 60, || beating() >= 2).await;
+    // The controller's machine dies: its reaper with it (else the reaper would delete the
+    // run at once, see tests/fast/reaper.rs).
+    let reaper = reaper_pid(&up_reaper_log(dir.path())).expect("the reaper's pid in its log");
+    kill(Pid::from_raw(reaper), Signal::SIGKILL).unwrap();
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     assert_eq!(fake.state.servers_matching("viewerfleet-run").len(), 3);

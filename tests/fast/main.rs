@@ -22,6 +22,7 @@ mod light_fidelity;
 mod light_report;
 mod netns_preflight;
 mod node_load;
+mod reaper;
 mod refsite_cli;
 mod refsite_http;
 mod report_fixtures;
