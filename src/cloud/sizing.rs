@@ -262,8 +262,21 @@ pub fn plan(
     pace: Pace,
     cat: &Catalogue,
 ) -> Result<FleetPlan, CloudError> {
-    let mut notes = Vec::new();
     let sessions = viewers.div_ceil(per_browser.max(1));
+    plan_for_sessions(spec, viewers, per_browser, sessions, run, pace, cat)
+}
+
+/// [`plan`], the hubs sized for `sessions` (a mix's light pages hold many peers a session).
+fn plan_for_sessions(
+    spec: &HcloudFleetSpec,
+    viewers: u32,
+    per_browser: u32,
+    sessions: u32,
+    run: Duration,
+    pace: Pace,
+    cat: &Catalogue,
+) -> Result<FleetPlan, CloudError> {
+    let mut notes = Vec::new();
     let hubs = plan_hubs(spec, sessions, pace, cat, &mut notes)?;
     let (hub, hub_default) = (hubs.offer.clone(), hubs.default_type);
     let candidates = node_candidates(spec, cat, &mut notes)?;
@@ -333,6 +346,158 @@ pub fn plan(
         server_limit: spec.server_limit,
         notes,
     })
+}
+
+/// The smallest share of a mix's swarm kept as real viewers: they are what measures QoE,
+/// and `viewerfleet fidelity` compares swarms with at least this share real (e.g. 1 in 10).
+pub const MIN_REAL_SHARE: f64 = 0.1;
+
+/// A swarm of real viewers and light peers (browser pages of `per_page` on the nodes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixPlan {
+    pub swarm: u32,
+    pub real: u32,
+    pub light: u32,
+    pub per_page: u32,
+    /// What one light peer costs against one real viewer (CPU or memory, the dearer).
+    pub light_as_viewers: f64,
+    /// The fleet: its `viewers` counts each light peer as `light_as_viewers`.
+    pub fleet: FleetPlan,
+    /// Whether the fleet fits `fleet.server_limit` (false: even the fewest real viewers
+    /// allowed did not).
+    pub fits: bool,
+}
+
+/// A light peer's cost in real viewers: the dearer of CPU and memory, with the viewers'
+/// `per_browser` packing.
+pub fn light_as_viewers(budget: &ViewerBudget, per_browser: u32) -> f64 {
+    let (cpu, mem) = cost_per_viewer(budget, per_browser);
+    (budget.cpu_per_light_peer / cpu.max(1e-9)).max(budget.memory_mb_per_light_peer / mem.max(1e-9))
+}
+
+/// The fleet of `real` viewers and `swarm − real` light peers.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_mix(
+    spec: &HcloudFleetSpec,
+    swarm: u32,
+    real: u32,
+    per_page: u32,
+    per_browser: u32,
+    run: Duration,
+    pace: Pace,
+    cat: &Catalogue,
+) -> Result<MixPlan, CloudError> {
+    let real = real.min(swarm);
+    let light = swarm - real;
+    let k = light_as_viewers(&spec.budget, per_browser);
+    let equivalent = real + (f64::from(light) * k).ceil() as u32;
+    let sessions = real.div_ceil(per_browser.max(1)) + light.div_ceil(per_page.max(1));
+    let fleet = plan_for_sessions(spec, equivalent, per_browser, sessions, run, pace, cat)?;
+    Ok(MixPlan {
+        swarm,
+        real,
+        light,
+        per_page,
+        light_as_viewers: k,
+        fits: !fleet.over_limit(),
+        fleet,
+    })
+}
+
+/// The mix a fleet over its server limit can run instead: a tenth of the swarm real
+/// ([`MIN_REAL_SHARE`], the share `viewerfleet fidelity` compares; the cheapest mix), and
+/// the most real viewers any fleet within the limit holds (`most_real`, dearer: bigger
+/// types). When even the cheapest mix does not fit, it comes back with `fits` false.
+pub fn fit_mix(
+    spec: &HcloudFleetSpec,
+    swarm: u32,
+    per_page: u32,
+    per_browser: u32,
+    run: Duration,
+    pace: Pace,
+    cat: &Catalogue,
+) -> Result<(MixPlan, Option<MixPlan>), CloudError> {
+    let mix = |real| plan_mix(spec, swarm, real, per_page, per_browser, run, pace, cat);
+    let floor = ((f64::from(swarm) * MIN_REAL_SHARE).ceil() as u32).clamp(1, swarm);
+    let cheapest = mix(floor)?;
+    if !cheapest.fits {
+        return Ok((cheapest, None));
+    }
+    // Servers grow with the real viewers: the largest count that still fits.
+    let (mut fits, mut over) = (floor, swarm + 1);
+    let mut most = cheapest.clone();
+    while over - fits > 1 {
+        let mid = fits + (over - fits) / 2;
+        let candidate = mix(mid)?;
+        if candidate.fits {
+            fits = mid;
+            most = candidate;
+        } else {
+            over = mid;
+        }
+    }
+    Ok((cheapest, Some(most)))
+}
+
+/// The mix in words, under the plan it is set against (`all_real`); `most_real`: the most
+/// real viewers a fleet within the limit holds.
+pub fn render_mix(
+    out: &mut impl Write,
+    all_real: &FleetPlan,
+    m: &MixPlan,
+    most_real: Option<&MixPlan>,
+) -> std::io::Result<()> {
+    let f = &m.fleet;
+    let cur = &f.currency;
+    writeln!(
+        out,
+        "  with light peers: {} real viewers + {} light peers (browser pages of {}; a light peer costs {:.3} of a viewer here) on {} × {} + {} hub{} = {} servers{}: {:.4} {cur}/h net, {:.2} {cur} for the run ({} h billed)",
+        m.real,
+        m.light,
+        m.per_page,
+        m.light_as_viewers,
+        f.chosen.nodes,
+        f.chosen.offer.name,
+        f.hubs.count,
+        if f.hubs.count == 1 { "" } else { "s" },
+        f.servers,
+        if m.fits {
+            format!(" (within fleet.server_limit {})", f.server_limit)
+        } else {
+            format!(
+                ", MORE than fleet.server_limit {} even with {:.0}% real viewers",
+                f.server_limit,
+                MIN_REAL_SHARE * 100.0
+            )
+        },
+        f.hourly_net,
+        f.run_net,
+        f.billed_hours,
+    )?;
+    if all_real.viewers == m.swarm && m.light > 0 {
+        writeln!(
+            out,
+            "    against all {} real: {} servers, {:.4} {cur}/h; the mix saves {:.4} {cur}/h ({:.0}%) and {} servers",
+            m.swarm,
+            all_real.servers,
+            all_real.hourly_net,
+            all_real.hourly_net - f.hourly_net,
+            100.0 * (1.0 - f.hourly_net / all_real.hourly_net.max(1e-9)),
+            all_real.servers.saturating_sub(f.servers),
+        )?;
+    }
+    if let Some(most) = most_real.filter(|most| most.real > m.real) {
+        writeln!(
+            out,
+            "    at most {} real viewers (+ {} light peers) fit within the limit: {} × {}, {:.4} {cur}/h net",
+            most.real,
+            most.light,
+            most.fleet.chosen.nodes,
+            most.fleet.chosen.offer.name,
+            most.fleet.hourly_net,
+        )?;
+    }
+    Ok(())
 }
 
 /// The human-readable plan printed by `viewerfleet plan`.
@@ -567,6 +732,22 @@ mod tests {
             memory_mb_per_browser: 0.0,
             ..ViewerBudget::default()
         }
+    }
+
+    #[test]
+    fn a_light_peer_costs_the_dearer_of_its_cpu_and_memory_shares_of_a_viewer() {
+        let b = ViewerBudget {
+            cpu_per_light_peer: 0.02,
+            memory_mb_per_light_peer: 15.0,
+            ..whole(0.4, 300.0)
+        };
+        // CPU 0.02 / 0.4 = 0.05; memory 15 / 300 = 0.05: equal.
+        assert!((light_as_viewers(&b, 1) - 0.05).abs() < 1e-9);
+        let b = ViewerBudget {
+            memory_mb_per_light_peer: 60.0,
+            ..b
+        };
+        assert!((light_as_viewers(&b, 1) - 0.2).abs() < 1e-9, "memory binds");
     }
 
     #[test]

@@ -331,6 +331,8 @@ pub fn fleet_plan(
             "memory_mb_per_viewer": budget.memory_mb_per_viewer,
             "cpu_per_browser": budget.cpu_per_browser,
             "memory_mb_per_browser": budget.memory_mb_per_browser,
+            "cpu_per_light_peer": budget.cpu_per_light_peer,
+            "memory_mb_per_light_peer": budget.memory_mb_per_light_peer,
         },
         "location": p.location,
         "nodes": node_option(&p.chosen),
@@ -352,6 +354,44 @@ pub fn fleet_plan(
         "run_net": p.run_net,
         "run_gross": p.run_gross,
         "notes": p.notes,
+    })
+}
+
+/// `plan`'s mix of real viewers and light peers (`light_mix`).
+pub fn light_mix(
+    m: &crate::cloud::sizing::MixPlan,
+    most_real: Option<&crate::cloud::sizing::MixPlan>,
+    plan: &crate::model::scenario::Plan,
+) -> Value {
+    let f = &m.fleet;
+    json!({
+        "swarm": m.swarm,
+        "real_viewers": m.real,
+        "light_peers": m.light,
+        "per_page": m.per_page,
+        "light_peer_in_viewers": m.light_as_viewers,
+        "fits_server_limit": m.fits,
+        "nodes": node_option(&f.chosen),
+        "hubs": f.hubs.count,
+        "servers": f.servers,
+        "hourly_net": f.hourly_net,
+        "hourly_gross": f.hourly_gross,
+        "billed_hours": f.billed_hours,
+        "run_net": f.run_net,
+        "run_gross": f.run_gross,
+        "fidelity": plan.light.as_ref().and_then(|l| l.fidelity.as_ref()).map(|f| json!({
+            "verdict": f.verdict,
+            "swarm": f.swarm,
+            "real": f.real,
+            "created": f.created,
+            "file": f.file,
+        })),
+        "target_hosts_light_peers": plan.target.kind == crate::model::kinds::TargetKind::Refsite,
+        "most_real_viewers_within_limit": most_real.map(|most| json!({
+            "real_viewers": most.real,
+            "servers": most.fleet.servers,
+            "hourly_net": most.fleet.hourly_net,
+        })),
     })
 }
 

@@ -121,21 +121,56 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
             .map(|(_, a)| a.clone())
             .context("no API client")?;
         let catalogue = pricing::fetch(client, &spec.location).await?;
+        let pace = sizing::Pace {
+            ramp: plan.ramp,
+            sampling: plan.sampling_interval,
+        };
+        // The whole swarm: real viewers and the scenario's light peers.
+        let swarm = plan.viewers + plan.light.as_ref().map_or(0, |l| l.peers);
         let fleet = sizing::plan(
             &spec,
-            plan.viewers,
+            swarm,
             plan.per_browser,
             plan.duration,
-            sizing::Pace {
-                ramp: plan.ramp,
-                sampling: plan.sampling_interval,
-            },
+            pace,
             &catalogue,
         )?;
+        let mix = match &plan.light {
+            Some(light) => Some((
+                sizing::plan_mix(
+                    &spec,
+                    swarm,
+                    plan.viewers,
+                    light.per_page,
+                    plan.per_browser,
+                    plan.duration,
+                    pace,
+                    &catalogue,
+                )?,
+                None,
+            )),
+            None if fleet.over_limit() => Some(sizing::fit_mix(
+                &spec,
+                swarm,
+                crate::model::scenario::light::DEFAULT_PER_PAGE,
+                plan.per_browser,
+                plan.duration,
+                pace,
+                &catalogue,
+            )?),
+            None => None,
+        };
         let label = format!("{} ({})", plan.name, path.display());
         // Through `print!`, so `--json` moves the text to stderr.
         let mut text = Vec::new();
         sizing::render(&mut text, &label, &fleet, &spec.budget)?;
+        if let Some((mix, most_real)) = &mix {
+            sizing::render_mix(&mut text, &fleet, mix, most_real.as_ref())?;
+            for line in mix_notes(&plan) {
+                use std::io::Write;
+                writeln!(text, "    {line}")?;
+            }
+        }
         if let Some((warmup, window)) = spec.canary() {
             use std::io::Write;
             let canary = crate::cloud::canary::canary_viewers(
@@ -156,14 +191,37 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
         if let Some(out) = &args.tfvars {
             write_tfvars(out, &plan, &spec, &fleet)?;
         }
-        plans.push(super::json::fleet_plan(
-            &plan.name,
-            path,
-            &fleet,
-            &spec.budget,
-        ));
+        let mut json = super::json::fleet_plan(&plan.name, path, &fleet, &spec.budget);
+        json["light_mix"] = mix.as_ref().map_or(serde_json::Value::Null, |(m, most)| {
+            super::json::light_mix(m, most.as_ref(), &plan)
+        });
+        plans.push(json);
     }
     Ok(plans)
+}
+
+/// What a mix of real viewers and light peers relies on: the fidelity verdict the scenario
+/// names, and whether its target can host light peers yet.
+fn mix_notes(plan: &Plan) -> Vec<String> {
+    let mut out = vec![match plan.light.as_ref().and_then(|l| l.fidelity.as_ref()) {
+        Some(f) => format!(
+            "fidelity: {} ({} real vs {} real + {} light, measured {}; {})",
+            f.verdict.as_str(),
+            f.swarm,
+            f.real,
+            f.swarm - f.real,
+            f.created,
+            f.file
+        ),
+        None => "fidelity: no verdict measured for these light peers: `viewerfleet fidelity SCENARIO --swarm N --real K --out DIR` measures one on a refsite scenario, and `swarm.fidelity` names its fidelity.json".into(),
+    }];
+    if plan.target.kind != crate::model::kinds::TargetKind::Refsite {
+        out.push(format!(
+            "light peers on a `{}` target are not available yet (they join refsite swarms only): this mix is an estimate of the fleet, not a run `up` can start",
+            plan.target.kind
+        ));
+    }
+    out
 }
 
 /// Writes `plan --tfvars`: what Terraform needs besides the token, after the same checks

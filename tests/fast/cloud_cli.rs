@@ -837,6 +837,66 @@ async fn plan_prints_node_counts_and_costs_for_the_four_1000_viewer_scenarios() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn plan_fits_every_1000_viewer_scenario_within_10_servers_with_light_peers() {
+    let fake = fake(FakeConfig::default()).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The live scenarios fit as all real viewers: the mix is shown only where they do not,
+    // or asked for with a viewer count that does not fit (here 3000 live viewers).
+    let out = command(&fake, root)
+        .args(["plan", "--json", "scenarios/peertube-1000/vod.yaml"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stderr);
+    eprintln!("{shown}");
+    let doc = crate::support::schema::assert_valid("plan-summary.v1.json", &text(&out.stdout));
+    let vod = &doc["plan"]["scenarios"][0];
+    let mix = &vod["light_mix"];
+    assert_eq!(vod["viewers"], 1000);
+    assert!(vod["servers"].as_u64().unwrap() > 10, "all real: {vod}");
+    assert_eq!(mix["fits_server_limit"], true, "{mix}");
+    let (real, light) = (
+        mix["real_viewers"].as_u64().unwrap(),
+        mix["light_peers"].as_u64().unwrap(),
+    );
+    assert_eq!(real + light, 1000, "{mix}");
+    assert!(real >= 100, "at least a tenth real: {mix}");
+    assert!(mix["servers"].as_u64().unwrap() <= 10, "{mix}");
+    assert!(
+        mix["hourly_net"].as_f64().unwrap() < vod["hourly_net"].as_f64().unwrap(),
+        "{mix}"
+    );
+    assert_eq!(mix["fidelity"], serde_json::Value::Null);
+    assert_eq!(mix["target_hosts_light_peers"], false);
+    // The text says the mix, its cost, the verdict it relies on and what the target allows.
+    for words in [
+        &format!("with light peers: {real} real viewers + {light} light peers"),
+        "(within fleet.server_limit 10)",
+        "the mix saves",
+        "fidelity: no verdict measured",
+        "light peers on a `peertube` target are not available yet",
+    ] {
+        assert!(shown.contains(words), "no {words:?} in:\n{shown}");
+    }
+    // Every shipped 1000-viewer scenario fits 10 servers once its swarm is mostly light.
+    for name in ["live-normal", "live-high", "live-high-half-p2p-off", "vod"] {
+        let out = command(&fake, root)
+            .args(["plan", "--json", "--viewers", "3000"])
+            .arg(format!("scenarios/peertube-1000/{name}.yaml"))
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        let doc = crate::support::schema::assert_valid("plan-summary.v1.json", &text(&out.stdout));
+        let mix = &doc["plan"]["scenarios"][0]["light_mix"];
+        assert_eq!(mix["fits_server_limit"], true, "{name} at 3000: {mix}");
+        assert!(mix["servers"].as_u64().unwrap() <= 10, "{name}: {mix}");
+        assert_eq!(mix["swarm"], 3000, "{name}: {mix}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn plan_sizes_nodes_from_a_calibration() {
     use viewerfleet::calibrate::{BrowserProfile, Calibration, ProfileFigures};
     let fake = fake(FakeConfig::default()).await;

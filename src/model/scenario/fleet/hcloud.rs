@@ -130,6 +130,13 @@ pub struct ViewerBudget {
     /// Memory kept for the OS and the JVM in MB [default: 1536].
     #[serde(default = "default_reserve_mem")]
     pub node_reserve_memory_mb: f64,
+    /// CPU cores each light peer adds, in browser pages of 25 [default: 0.019, measured
+    /// for a Chromium page of 25 live light peers, BENCHMARKS.md].
+    #[serde(default = "default_cpu_light")]
+    pub cpu_per_light_peer: f64,
+    /// Memory (PSS) each light peer adds, in MB [default: 15, measured with the above].
+    #[serde(default = "default_mem_light")]
+    pub memory_mb_per_light_peer: f64,
 }
 
 impl Default for ViewerBudget {
@@ -142,6 +149,8 @@ impl Default for ViewerBudget {
             cpu_target: default_cpu_target(),
             node_reserve_cpu: default_reserve_cpu(),
             node_reserve_memory_mb: default_reserve_mem(),
+            cpu_per_light_peer: default_cpu_light(),
+            memory_mb_per_light_peer: default_mem_light(),
         }
     }
 }
@@ -188,6 +197,12 @@ fn default_cpu() -> f64 {
 }
 fn default_mem() -> f64 {
     140.0
+}
+fn default_cpu_light() -> f64 {
+    0.019
+}
+fn default_mem_light() -> f64 {
+    15.0
 }
 fn default_cpu_browser() -> f64 {
     0.0
@@ -272,6 +287,18 @@ impl ViewerBudget {
             "budget",
             || "node reserves cannot be negative".into(),
         )?;
+        for (field, value, max) in [
+            ("budget.cpu_per_light_peer", self.cpu_per_light_peer, 64.0),
+            (
+                "budget.memory_mb_per_light_peer",
+                self.memory_mb_per_light_peer,
+                65536.0,
+            ),
+        ] {
+            ensure(value > 0.0 && value <= max, field, || {
+                format!("{value} must be above 0 and at most {max} (a light peer in a Chromium page measured 0.016–0.019 cores and 14–15 MB, BENCHMARKS.md)")
+            })?;
+        }
         for (field, value, max) in [
             ("budget.cpu_per_browser", self.cpu_per_browser, 64.0),
             (
