@@ -89,6 +89,7 @@ async fn kill_9_of_up_leaves_its_reaper_to_delete_every_server_even_those_create
     assert!(fake.state.servers().is_empty());
     assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
     assert_eq!(deletes_of_servers(&fake), 4);
+    fake.no_reaper_left().await;
 }
 
 /// A run as `up` leaves it: hub, node, two firewalls and the key, labelled `run`.
@@ -187,6 +188,7 @@ async fn a_kept_fleets_reaper_deletes_it_at_its_ttl_and_not_before() {
     );
     assert!(fake.state.servers().is_empty() && fake.state.firewalls().is_empty());
     assert!(fake.state.ssh_keys().is_empty());
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -221,6 +223,7 @@ async fn a_reaper_retries_through_a_failing_network_until_nothing_is_left() {
     assert_eq!((counts.refused, counts.faulted), (7, 7));
     assert!(fake.state.servers().is_empty() && fake.state.firewalls().is_empty());
     assert!(fake.state.ssh_keys().is_empty());
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
