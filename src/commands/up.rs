@@ -92,6 +92,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
     let result = CloudFleet::up(&api, &plan, &spec, opts, &shutdown.token()).await;
     match result {
         Ok(fleet) => {
+            #[cfg(debug_assertions)]
+            panic_if_asked("up-fleet-ready");
             if let Err(e) = fleet.hand_over().await {
                 tracing::error!(
                     "the hub's heartbeat label could not be removed ({e}): `viewerfleet gc` will take run {} for a crashed one 10 minutes from now; remove the label {} from {} (Console or `hcloud server remove-label`)",
@@ -118,5 +120,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
             Ok(shutdown.exit())
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// A test hook of debug builds (compiled out of release builds): with
+/// `VIEWERFLEET_TEST_PANIC=up-fleet-ready`, `up` panics once its fleet is up, before handing
+/// it over, so that the fast tier can show what a panic on a command's main path does to a
+/// cloud run (`crate::run` catches it and `cloud::reaper::after_panic` deletes the run).
+#[cfg(debug_assertions)]
+fn panic_if_asked(point: &str) {
+    if std::env::var("VIEWERFLEET_TEST_PANIC").is_ok_and(|v| v == point) {
+        panic!("VIEWERFLEET_TEST_PANIC={point} (a test hook of debug builds)");
     }
 }

@@ -418,16 +418,19 @@ fn readme_exit_code_table_covers_every_subcommand() {
 async fn down_into_a_closed_pipe_finishes_the_teardown() {
     use viewerfleet_kit::fake_hcloud::{FakeConfig, FakeHcloud};
     const TOKEN: &str = "bad-input-token-5d1c";
-    let fake = FakeHcloud::start(
-        FakeConfig {
-            token: Some(TOKEN.into()),
-            node_boot: Some(Duration::from_millis(100)),
-            ..FakeConfig::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    // `up` leaves a reaper guarding the fleet: the test waits for it (see `Fake`).
+    let fake = super::cloud_cli::Fake::new(
+        FakeHcloud::start(
+            FakeConfig {
+                token: Some(TOKEN.into()),
+                node_boot: Some(Duration::from_millis(100)),
+                ..FakeConfig::default()
+            },
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap(),
+    );
     // The target is checked before any server is created: a local stand-in for it.
     let target = viewerfleet_kit::webdriver_stub::Stub::serve(
         "127.0.0.1:0".parse().unwrap(),
@@ -512,6 +515,7 @@ async fn down_into_a_closed_pipe_finishes_the_teardown() {
     );
     assert!(fake.state.servers().is_empty(), "every server deleted");
     assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

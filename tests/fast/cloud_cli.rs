@@ -3,6 +3,7 @@
 //! simulated hub): `plan` on every shipped scenario, `up`/`down`, a whole `run` with
 //! `fleet: hcloud`, the target check before any server, Ctrl-C/SIGTERM, `kill -9` then `gc`.
 
+use crate::support::process::reapers_of;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::process::Stdio;
@@ -16,16 +17,74 @@ use viewerfleet_kit::webdriver_stub::{self, Stub, StubConfig, StubCounters};
 pub(crate) const TOKEN: &str = "cli-test-token-83b1e4";
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_viewerfleet");
 
-pub(crate) async fn fake(config: FakeConfig) -> FakeHcloud {
-    FakeHcloud::start(
-        FakeConfig {
-            token: Some(TOKEN.into()),
-            ..config
-        },
-        "127.0.0.1:0".parse().unwrap(),
+pub(crate) async fn fake(config: FakeConfig) -> Fake {
+    Fake::new(
+        FakeHcloud::start(
+            FakeConfig {
+                token: Some(TOKEN.into()),
+                ..config
+            },
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap(),
     )
-    .await
-    .unwrap()
+}
+
+/// A test's fake Hetzner API, and the reapers of the runs made on it. Every cloud command
+/// that creates servers starts a reaper that outlives the command; a test ends them (`down`
+/// for a fleet left standing) and waits for them with [`Fake::no_reaper_left`] while the
+/// fake still answers. Dropped with a reaper still running (one that would poll a closed
+/// port for minutes), it kills that reaper and fails the test.
+pub(crate) struct Fake(FakeHcloud);
+
+impl Fake {
+    pub(crate) fn new(fake: FakeHcloud) -> Fake {
+        Fake(fake)
+    }
+
+    /// Waits (bounded) until every reaper of a run on this fake has finished; kills what is
+    /// left and fails.
+    pub(crate) async fn no_reaper_left(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = reapers_of(&self.endpoint());
+            if left.is_empty() {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                kill_reapers(&left);
+                panic!("reapers (pid, run) still running a minute after the test's last command: {left:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn kill_reapers(reapers: &[(u32, String)]) {
+    for (pid, _) in reapers {
+        let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+    }
+}
+
+impl std::ops::Deref for Fake {
+    type Target = FakeHcloud;
+    fn deref(&self) -> &FakeHcloud {
+        &self.0
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        let left = reapers_of(&self.endpoint());
+        if left.is_empty() {
+            return;
+        }
+        kill_reapers(&left);
+        if !std::thread::panicking() {
+            panic!("the test ended with reapers (pid, run) still running: {left:?}; end a fleet left standing with `down`, then `fake.no_reaper_left().await`");
+        }
+    }
 }
 
 /// The target: the stub's PeerTube-like page, video API and exporter.
@@ -172,6 +231,7 @@ async fn signal_while_waiting_for_nodes(signal: Signal) {
     assert!(log.contains("deleted the run itself"), "{log}");
     assert!(log.contains("deleted 0 server(s)"), "{log}");
     assert!(!log.contains(TOKEN));
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -296,6 +356,7 @@ async fn up_writes_an_inventory_hands_over_to_the_ttl_and_down_deletes_the_run()
         .unwrap();
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("not a run id"));
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -439,6 +500,7 @@ async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server()
         .recorded()
         .iter()
         .any(|r| r.method == "DELETE" && r.path.ends_with(&format!("/{other}"))));
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -565,6 +627,20 @@ async fn webdriver_open_to_the_world_is_refused_unless_opted_in_with_a_loud_warn
         hub_fw["rules"].to_string().contains("0.0.0.0/0"),
         "as asked"
     );
+    // The fleet was left standing: `down` ends it, and its reaper sees it go.
+    let run = fake.state.servers()[0]["labels"]["viewerfleet-run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = command(&fake, dir.path())
+        .arg("down")
+        .arg(&run)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(fake.state.servers().is_empty());
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -671,6 +747,7 @@ async fn kill_9_of_the_controller_then_gc_deletes_the_run_once_its_heartbeat_is_
         "{stdout}"
     );
     assert!(fake.state.servers().is_empty());
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1244,6 +1321,7 @@ async fn a_ramp_one_hub_cannot_follow_splits_the_fleet_over_two_hubs() {
         "{stderr}"
     );
     assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
+    fake.no_reaper_left().await;
 }
 
 /// `fleet.canary`: one node is made first and measured with viewers; a viewer there costs
@@ -1355,6 +1433,7 @@ async fn a_canary_node_measured_well_above_the_budget_doubles_the_fleet() {
         sessions.sessions_deleted.load(Relaxed)
     );
     assert!(fake.state.servers_matching("viewerfleet-run").is_empty());
+    fake.no_reaper_left().await;
 }
 
 /// Paid servers are confirmed first: `up` (and `run` on a cloud fleet) without `--yes`, with

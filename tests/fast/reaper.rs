@@ -1,6 +1,6 @@
 //! The reaper against the fake Hetzner API: the process a cloud command starts so that its
 //! run is deleted however the controller ends. `kill -9` of `up` with creates still in
-//! flight, a kept fleet's TTL, and a network that keeps failing. (A clean `run`, `up` then
+//! flight, a kept fleet's TTL, a network that keeps failing, and a panic on `up`'s main path. (A clean `run`, `up` then
 //! `down`, and SIGINT/SIGTERM/SIGHUP/SIGQUIT are in `cloud_cli.rs`.)
 
 use super::cloud_cli::{
@@ -89,6 +89,7 @@ async fn kill_9_of_up_leaves_its_reaper_to_delete_every_server_even_those_create
     assert!(fake.state.servers().is_empty());
     assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
     assert_eq!(deletes_of_servers(&fake), 4);
+    fake.no_reaper_left().await;
 }
 
 /// A run as `up` leaves it: hub, node, two firewalls and the key, labelled `run`.
@@ -187,6 +188,7 @@ async fn a_kept_fleets_reaper_deletes_it_at_its_ttl_and_not_before() {
     );
     assert!(fake.state.servers().is_empty() && fake.state.firewalls().is_empty());
     assert!(fake.state.ssh_keys().is_empty());
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -221,6 +223,7 @@ async fn a_reaper_retries_through_a_failing_network_until_nothing_is_left() {
     assert_eq!((counts.refused, counts.faulted), (7, 7));
     assert!(fake.state.servers().is_empty() && fake.state.firewalls().is_empty());
     assert!(fake.state.ssh_keys().is_empty());
+    fake.no_reaper_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -258,4 +261,56 @@ async fn a_cloud_command_warns_about_a_kept_run_whose_reaper_is_gone_and_gc_remo
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(stdout.contains("deleted 2 server(s)"), "{stdout}");
     assert!(fake.state.servers().is_empty());
+}
+
+/// Debug builds only: the binary's panic hook (`VIEWERFLEET_TEST_PANIC`) is compiled out of
+/// release builds.
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panic_on_ups_main_path_deletes_the_run_and_tells_its_reaper() {
+    let fake = fake(FakeConfig {
+        node_boot: Some(Duration::from_millis(100)),
+        ..FakeConfig::default()
+    })
+    .await;
+    let target = target().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), &target_url(&target), 12, "");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        command(&fake, dir.path())
+            .env("VIEWERFLEET_TEST_PANIC", "up-fleet-ready")
+            .arg("up")
+            .arg(&path)
+            .output(),
+    )
+    .await
+    .expect("up ends")
+    .unwrap();
+    let stderr = text(&out.stderr);
+    // The panic is an internal error (70), and the run it had made is gone with it.
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(
+        stderr.contains("internal error (a bug): VIEWERFLEET_TEST_PANIC=up-fleet-ready"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cloud runs torn down: run cli-cloud-")
+            && stderr.contains("deleted 4 server(s), 2 firewall(s), 1 SSH key(s)"),
+        "{stderr}"
+    );
+    assert!(fake.state.servers().is_empty() && fake.state.firewalls().is_empty());
+    assert!(fake.state.ssh_keys().is_empty());
+    assert!(!stderr.contains(TOKEN));
+    // The controller deleted it before it ended, and told its reaper, which checked and
+    // deleted nothing.
+    let log = reaper_finished("the reaper to finish", 60, || up_reaper_log(dir.path())).await;
+    assert!(log.contains("deleted the run itself"), "{log}");
+    assert!(log.contains("deleted 0 server(s)"), "{log}");
+    assert!(!fake
+        .state
+        .recorded()
+        .iter()
+        .any(|r| r.method == "DELETE" && r.user_agent.starts_with("viewerfleet-reaper")));
+    fake.no_reaper_left().await;
 }

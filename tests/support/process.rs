@@ -101,3 +101,44 @@ pub fn kill(child: &Child, signal: i32) {
     // SAFETY: plain kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, signal) };
 }
+
+/// The `viewerfleet reaper` processes (pid, run) that watch runs on the API at `endpoint`:
+/// the reapers of the cloud commands a test ran against its own fake API. They run in a
+/// session and with an environment of their own, so their command line is what names them.
+pub fn reapers_of(endpoint: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let after = |flag: &str| {
+            args.iter()
+                .position(|a| *a == flag.as_bytes())
+                .and_then(|i| args.get(i + 1))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        };
+        if args.get(1) != Some(&&b"reaper"[..]) || after("--endpoint").as_deref() != Some(endpoint)
+        {
+            continue;
+        }
+        // A zombie has ended already; only its parent has not collected it yet.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'))
+        {
+            continue;
+        }
+        found.push((pid, after("--run").unwrap_or_default()));
+    }
+    found
+}
