@@ -4,7 +4,7 @@
 //! this machine) or in Chromium pages (`browser`). Checks that P2P bytes flow both ways
 //! between the real viewer and the light peers, that their figures add up to what the origin
 //! sent and what the exporter and the tracker saw, and that SIGTERM releases every page and
-//! host process.
+//! host process. On the `netns` fleet a Node.js host runs in its page's namespace.
 //!
 //! The swarm run (1 viewer + 3 light peers in Node.js, 75 s) is shared by the first two
 //! tests: it is run once, by whichever of them comes first.
@@ -305,4 +305,48 @@ fn sigterm_mid_run_releases_every_page(runtime: &str) {
     assert_eq!(manifest["plan"]["light"]["runtime"], runtime, "{manifest}");
     let left = wait_released(&tag, Duration::from_secs(20));
     assert!(left.is_empty(), "left running after SIGTERM: {left:?}");
+}
+
+/// On the `netns` fleet a Node.js host runs in its page's namespace (`ip netns exec`): its
+/// peers get the slot's address and its tc-shaped link, join the viewer's swarm, and the
+/// namespace and process are gone after the run.
+#[test]
+fn node_light_peers_run_in_their_pages_namespace_on_the_netns_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let tag = format!("light-netns-{}", std::process::id());
+    let path = dir.path().join("netns.yaml");
+    std::fs::write(
+        &path,
+        "name: light-netns\ntarget:\n  kind: refsite\n  video: live\n  latency: normal\n  metrics_interval: 2s\nviewers:\n  count: 1\n  ramp: 4s\n  network:\n    download_kbps: 20000\n    upload_kbps: 20000\n    apply: tc\nswarm:\n  light_peers: 2\n  runtime: node\nduration: 50s\nsampling_interval: 1s\nsteady_window: 20s\nfleet:\n  kind: netns\n",
+    )
+    .unwrap();
+    let mut child = start_run(&path, &out, &tag);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "run failed: {}", out.display());
+    let left = wait_released(&tag, Duration::from_secs(20));
+    assert!(left.is_empty(), "left running: {left:?}");
+    let events = run_events(&out);
+    let started: Vec<&str> = events
+        .iter()
+        .filter(|e| e.event == RunEventKind::LightStarted)
+        .filter_map(|e| e.detail.as_deref())
+        .collect();
+    assert_eq!(started.len(), 1, "{events:?}");
+    // "light page 0 (peers 0–1) in node on <namespace> (<its address>)"
+    assert!(
+        started[0].contains(" in node on ") && started[0].contains('('),
+        "the host ran in a slot with an address of its own: {started:?}"
+    );
+    let finals = light_finals(&out);
+    assert_eq!(finals.len(), 2, "{finals:?}");
+    for (peer, s) in &finals {
+        assert!(s.playing, "light peer {peer} never played: {s:?}");
+        assert!(s.http_down_bytes + s.p2p_down_bytes > 0, "{peer}: {s:?}");
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let shaping = manifest["plan"]["light"]["shaping"].as_str().unwrap_or("");
+    assert!(shaping.contains("tc-shaped link"), "{shaping}");
+    assert_eq!(manifest["plan"]["light"]["runtime"], "node");
 }
