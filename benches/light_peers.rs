@@ -7,7 +7,7 @@
 //!
 //! `VIEWERFLEET_BENCH_LIGHT_PEERS=0,100,300` picks the steps,
 //! `VIEWERFLEET_BENCH_LIGHT_RUNTIME=node|browser` what runs them (default: the scenario's,
-//! `auto`: Node.js here when its host is installed); `VIEWERFLEET_BENCH_LIGHT_DIR=DIR`
+//! `browser`); `VIEWERFLEET_BENCH_LIGHT_DIR=DIR`
 //! prints the figures of a folder an earlier bench wrote, without running anything. The
 //! machine must be otherwise idle: each run's report says how busy it was.
 

@@ -1,7 +1,7 @@
 //! Light peers (`swarm.light_peers`) in a real `viewerfleet run` on this machine: refsite's
 //! live stream, one real viewer in Chromium, and light peers that run the player page's own
-//! P2P engine (web/light.js) in Node.js host processes (`swarm.runtime: node`, the default on
-//! this machine) or in Chromium pages (`browser`). Checks that P2P bytes flow both ways
+//! P2P engine (web/light.js) in Node.js host processes (`swarm.runtime: node`) or in
+//! Chromium pages (`browser`, the default). Checks that P2P bytes flow both ways
 //! between the real viewer and the light peers, that their figures add up to what the origin
 //! sent and what the exporter and the tracker saw, and that SIGTERM releases every page and
 //! host process. On the `netns` fleet a Node.js host runs in its page's namespace.
