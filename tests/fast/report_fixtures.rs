@@ -456,3 +456,33 @@ fn a_packed_run_says_how_many_viewers_shared_each_address() {
         "{lines:?}"
     );
 }
+
+/// A failure reason quotes a browser's message as it came: a `\r\n`, a lone `\r` (which
+/// the hand-written writer left unquoted), a comma and a quote in it must not break
+/// `viewers.csv`. Read back by a CSV reader, the file has one record
+/// per viewer, and the reason comes back whole.
+#[test]
+fn viewers_csv_keeps_one_row_per_viewer_when_a_reason_has_line_breaks_commas_and_quotes() {
+    let (_tmp, dir) = copy_of("run-steady");
+    let events = dir.join("raw/viewer_events.jsonl");
+    let reason =
+        "session not created: Chrome failed to start\r\nexited abnormally, \"crashed\"\rretry";
+    let text = std::fs::read_to_string(&events).unwrap().replace(
+        "\"reason\": \"session not created: Chrome failed to start\"",
+        &format!("\"reason\": {}", serde_json::to_string(reason).unwrap()),
+    );
+    assert!(text.contains("\\r\\n"), "the fixture's failed viewer");
+    std::fs::write(&events, text).unwrap();
+    report::write_report(&dir).unwrap();
+
+    let mut reader = csv::Reader::from_path(dir.join("viewers.csv")).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let viewers: Vec<&str> = rows.iter().map(|r| &r[column("viewer")]).collect();
+    assert_eq!(viewers, ["0", "1", "2", "3", "4", "5"]);
+    let failed = &rows[4];
+    assert_eq!(&failed[column("end")], "failed");
+    assert_eq!(&failed[column("reason")], reason);
+    assert!(rows.iter().all(|r| r.len() == header.len()));
+}
