@@ -87,10 +87,39 @@ fn init_logging(quiet: bool) {
     let default = if quiet { "warn" } else { "info" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     use std::io::IsTerminal;
+    let colour = log_colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
+}
+
+/// Whether log lines carry ANSI colour: only on a terminal (a pipe, a file or a CI log gets
+/// plain text), and never when `NO_COLOR` is set to anything but the empty string
+/// (<https://no-color.org>), a terminal included.
+fn log_colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_and_never_under_no_color() {
+        assert!(super::log_colour(true, None));
+        assert!(!super::log_colour(false, None), "a pipe or a file");
+        assert!(
+            !super::log_colour(true, Some(OsStr::new("1"))),
+            "NO_COLOR wins"
+        );
+        assert!(!super::log_colour(false, Some(OsStr::new("1"))));
+        // An empty NO_COLOR is unset, as no-color.org defines it.
+        assert!(super::log_colour(true, Some(OsStr::new(""))));
+    }
 }

@@ -26,6 +26,14 @@ pub enum LoadError {
         path: PathBuf,
         source: serde_json::Error,
     },
+    /// A manifest and no record in `raw/`: nothing was measured that a report could show,
+    /// and a report of "0 viewers started" would read like a measured result.
+    #[error(
+        "{dir}: {what}: the raw data of this run is missing, so there is nothing to report on. \
+         Either the run was killed before it wrote any record, or the folder was copied \
+         without its raw/ folder (copy raw/ along with manifest.json, or run the scenario again)"
+    )]
+    NoRawData { dir: PathBuf, what: &'static str },
     #[error("{0:#}")]
     Raw(anyhow::Error),
 }
@@ -91,6 +99,23 @@ impl RunData {
             read(dir, rawdata::NODE_SAMPLES, &mut truncated_files)?;
         let mut light_samples: Vec<LightSample> =
             read(dir, rawdata::LIGHT_SAMPLES, &mut truncated_files)?;
+        let records = run_events.len()
+            + viewer_events.len()
+            + viewer_samples.len()
+            + exporter_samples.len()
+            + host_samples.len()
+            + node_samples.len()
+            + light_samples.len();
+        if records == 0 {
+            return Err(LoadError::NoRawData {
+                dir: dir.to_path_buf(),
+                what: if dir.join("raw").exists() {
+                    "raw/ holds no record"
+                } else {
+                    "no raw/ folder"
+                },
+            });
+        }
         // Writers append in time order, but several tasks write viewer samples: sort (stable).
         viewer_samples.sort_by(|a, b| a.t.total_cmp(&b.t));
         exporter_samples.sort_by(|a, b| a.t.total_cmp(&b.t));

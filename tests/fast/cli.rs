@@ -227,3 +227,35 @@ async fn invalid_input_an_unreachable_target_and_a_failing_cloud_api_exit_differ
         }
     );
 }
+
+/// A CI log is a pipe: its log lines carry no ANSI escape codes, with or without
+/// `NO_COLOR` (a run whose target does not answer logs its plan at INFO, then fails fast).
+#[test]
+fn logs_on_a_piped_stderr_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("gone.yaml");
+    std::fs::write(
+        &scenario,
+        "name: gone\ntarget:\n  kind: peertube\n  video: vod\n  url: http://127.0.0.1:9/w/x\nviewers:\n  count: 1\nduration: 10s\nfleet:\n  kind: grid\n  url: http://127.0.0.1:9/\n",
+    )
+    .unwrap();
+    let out = viewerfleet()
+        .arg("run")
+        .arg(&scenario)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .env_remove("NO_COLOR")
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(" INFO ") && stderr.contains(" DEBUG "),
+        "log lines were written: {stderr}"
+    );
+    assert!(
+        !out.stderr.contains(&0x1b),
+        "no escape byte on a pipe: {stderr:?}"
+    );
+}

@@ -196,6 +196,51 @@ fn report_on_a_folder_without_manifest_names_the_problem() {
         .stderr(predicates::str::contains("no manifest.json"));
 }
 
+/// A folder with its manifest and no raw data (copied without `raw/`, or a run killed
+/// before its first record) is not a run where nobody started: `report` fails with exit 2,
+/// says the raw data is missing and why that happens, and writes no report.
+#[test]
+fn report_on_a_folder_without_raw_data_fails_and_says_the_data_is_missing() {
+    let (_tmp, dir) = copy_of("run-steady");
+    std::fs::remove_dir_all(dir.join("raw")).unwrap();
+    for what in ["no raw/ folder", "raw/ holds no record"] {
+        let assert = Command::cargo_bin("viewerfleet")
+            .unwrap()
+            .arg("report")
+            .arg(&dir)
+            .assert()
+            .code(2)
+            .stdout("");
+        let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+        for says in [
+            what,
+            "the raw data of this run is missing",
+            "killed before it wrote any record",
+            "copied without its raw/ folder",
+        ] {
+            assert!(stderr.contains(says), "{says:?} in {stderr}");
+        }
+        assert!(!dir.join("report.json").exists(), "no report of nothing");
+        // Killed before the first record: raw/ is there, its files empty or absent.
+        std::fs::create_dir_all(dir.join("raw")).unwrap();
+        std::fs::write(dir.join("raw/run_events.jsonl"), "").unwrap();
+    }
+    // `compare` lists such a folder as one it could not read.
+    let out = tempfile::tempdir().unwrap();
+    let (_b, steady) = copy_of("run-steady");
+    Command::cargo_bin("viewerfleet")
+        .unwrap()
+        .arg("compare")
+        .args([&steady, &dir])
+        .arg("--out")
+        .arg(out.path())
+        .assert()
+        .code(1)
+        .stdout(predicates::str::contains(
+            "the raw data of this run is missing",
+        ));
+}
+
 #[test]
 fn compare_puts_runs_side_by_side_and_lists_unreadable_ones() {
     let (_a, steady) = copy_of("run-steady");
@@ -455,4 +500,34 @@ fn a_packed_run_says_how_many_viewers_shared_each_address() {
         !lines.iter().any(|l| l.contains("All viewers share one")),
         "{lines:?}"
     );
+}
+
+/// A failure reason quotes a browser's message as it came: a `\r\n`, a lone `\r` (which
+/// the hand-written writer left unquoted), a comma and a quote in it must not break
+/// `viewers.csv`. Read back by a CSV reader, the file has one record
+/// per viewer, and the reason comes back whole.
+#[test]
+fn viewers_csv_keeps_one_row_per_viewer_when_a_reason_has_line_breaks_commas_and_quotes() {
+    let (_tmp, dir) = copy_of("run-steady");
+    let events = dir.join("raw/viewer_events.jsonl");
+    let reason =
+        "session not created: Chrome failed to start\r\nexited abnormally, \"crashed\"\rretry";
+    let text = std::fs::read_to_string(&events).unwrap().replace(
+        "\"reason\": \"session not created: Chrome failed to start\"",
+        &format!("\"reason\": {}", serde_json::to_string(reason).unwrap()),
+    );
+    assert!(text.contains("\\r\\n"), "the fixture's failed viewer");
+    std::fs::write(&events, text).unwrap();
+    report::write_report(&dir).unwrap();
+
+    let mut reader = csv::Reader::from_path(dir.join("viewers.csv")).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let viewers: Vec<&str> = rows.iter().map(|r| &r[column("viewer")]).collect();
+    assert_eq!(viewers, ["0", "1", "2", "3", "4", "5"]);
+    let failed = &rows[4];
+    assert_eq!(&failed[column("end")], "failed");
+    assert_eq!(&failed[column("reason")], reason);
+    assert!(rows.iter().all(|r| r.len() == header.len()));
 }
