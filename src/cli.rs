@@ -352,6 +352,10 @@ pub struct RefsiteArgs {
 pub struct ReportArgs {
     /// A run folder written by `viewerfleet run`.
     pub run_dir: PathBuf,
+    /// Print a JSON summary on stdout (schema: schemas/report-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -533,6 +537,10 @@ pub struct ValidateArgs {
     /// Scenario files to check.
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
+    /// Print a JSON summary on stdout (schema: schemas/validate-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

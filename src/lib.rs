@@ -25,6 +25,40 @@ pub mod viewer;
 
 use std::process::ExitCode;
 
+/// Parses the command line (`args` with the program's name first). A usage error (a flag
+/// or value clap refuses, a missing argument) prints clap's message and usage on stderr and
+/// returns exit code 2 for `main` to end with; when the command line asks for `--json`,
+/// stdout also gets the JSON envelope of the error (`outcome: bad-input`), so a script's
+/// `jq` reads a typo as an error instead of failing on empty input. `--help` and
+/// `--version` print as usual and return 0.
+pub fn parse_cli<I, T>(args: I) -> Result<cli::Cli, ExitCode>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, Parser};
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let err = match cli::Cli::try_parse_from(&args) {
+        Ok(cli) => return Ok(cli),
+        Err(err) => err,
+    };
+    // Flags after `--` are values, not flags.
+    let flags = args.iter().skip(1).take_while(|a| *a != "--");
+    if err.use_stderr() && flags.clone().any(|a| a == "--json") {
+        let commands = cli::Cli::command();
+        let command = flags
+            .filter_map(|a| a.to_str())
+            .find(|a| !a.starts_with('-'))
+            .and_then(|name| commands.find_subcommand(name))
+            .map_or("viewerfleet", |c| c.get_name())
+            .to_string();
+        let message = err.render().to_string();
+        commands::output::json(&commands::json::usage_error(&command, &message));
+    }
+    let _ = err.print();
+    Err(ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2)))
+}
+
 /// Runs one command line. `main` only prints the error this returns (with `print_error`).
 /// A panic on the command's main path deletes the cloud runs it had not finished (their
 /// reapers would, too) before it ends the command as an internal error.

@@ -9,7 +9,8 @@
 //! `type` (a name or a list of names), `properties`, `required`, `additionalProperties`
 //! (`false` or a schema), `items`, `minItems`, `enum`, `const`, `minimum`, `maximum`,
 //! `oneOf`, `anyOf`, and `$ref` to `#/$defs/<name>`; annotations (`$schema`, `$id`,
-//! `$defs`, `title`, `description`, `$comment`, `examples`) are skipped.
+//! `$defs`, `title`, `description`, `$comment`, `examples`) are skipped. [`validate_closed`]
+//! also refuses fields an object schema does not name (the committed schemas are open).
 
 use serde_json::Value;
 
@@ -44,6 +45,33 @@ pub fn validate(schema: &Value, instance: &Value) -> Vec<String> {
     let mut errors = Vec::new();
     check(schema, schema, instance, "", &mut errors);
     errors
+}
+
+/// [`validate`], with every object schema that lists its `properties` (and says nothing of
+/// `additionalProperties`) closed: a field of `instance` the schema does not name is an
+/// error. The committed schemas are open — readers ignore fields they do not know, so a
+/// release may add fields within a version — and the tests check with this that every field
+/// the tool prints is documented in its schema.
+pub fn validate_closed(schema: &Value, instance: &Value) -> Vec<String> {
+    let mut closed = schema.clone();
+    close(&mut closed);
+    validate(&closed, instance)
+}
+
+fn close(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.get("type") == Some(&Value::String("object".into()))
+                && map.contains_key("properties")
+                && !map.contains_key("additionalProperties")
+            {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            map.values_mut().for_each(close);
+        }
+        Value::Array(items) => items.iter_mut().for_each(close),
+        _ => {}
+    }
 }
 
 fn type_matches(name: &str, v: &Value) -> bool {
@@ -196,5 +224,29 @@ mod tests {
         assert!(validate(&schema, &json!({"a": 1})).contains(&": `b` is missing".to_string()));
         let unknown = validate(&json!({"pattern": "x"}), &json!("x"));
         assert!(unknown[0].contains("`pattern`"), "{unknown:?}");
+    }
+
+    #[test]
+    fn an_open_schema_accepts_added_fields_and_its_closed_check_names_them() {
+        let schema = json!({
+            "$defs": {"row": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+            "type": "object",
+            "properties": {
+                "rows": {"type": "array", "items": {"$ref": "#/$defs/row"}},
+                "sums": {"type": "object", "additionalProperties": {"type": "number"}}
+            },
+            "anyOf": [{"required": ["rows"]}, {"properties": {"rows": {"const": null}}}]
+        });
+        let doc = json!({"rows": [{"n": 1, "added": true}], "sums": {"x": 1.0}, "new": 0});
+        assert!(validate(&schema, &doc).is_empty());
+        assert_eq!(
+            validate_closed(&schema, &doc),
+            [
+                "/new: not in the schema",
+                "/rows/0/added: not in the schema"
+            ]
+        );
+        let known = json!({"rows": [{"n": 1}], "sums": {"x": 1.0, "y": 2.0}});
+        assert!(validate_closed(&schema, &known).is_empty());
     }
 }

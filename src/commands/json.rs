@@ -1,15 +1,18 @@
-//! `--json`: one stable, versioned document on stdout for `run`, `suite`, `compare`, `plan`
-//! and `calibrate`, so a script needs neither the text nor the output folder's layout. The
-//! human-readable text then goes to stderr.
+//! `--json`: one stable, versioned document on stdout for `run`, `suite`, `compare`, `plan`,
+//! `calibrate`, `fidelity`, `report` and `validate`, so a script needs neither the text nor
+//! the output folder's layout. The human-readable text then goes to stderr.
 //!
-//! Every document has the same envelope — `schema_version`, `command`, `exit_code`,
-//! `outcome` (the category of `model::exit::Exit`) and, when the command ended on an error,
-//! `error` — and the command's figures under a key named after it (`run`, `suite`,
-//! `compare`, `plan`, `calibrate`). The layouts are committed as JSON Schemas in
-//! `schemas/<command>-summary.v1.json` and checked against real outputs by the tests. The
-//! figures are mapped here field by field rather than serialized from internal types, so a
-//! change inside the program does not change the document: `SCHEMA_VERSION` does, and only
-//! when a field changes meaning or goes away (new fields may be added within a version).
+//! Every document has the same envelope — `schema_version`, `tool_version` (this build's
+//! version), `command`, `exit_code`, `outcome` (the category of `model::exit::Exit`) and,
+//! when the command ended on an error, `error` — and the command's figures under a key named
+//! after it (`run`, `suite`, `compare`, `plan`, `calibrate`, `fidelity`, `report`,
+//! `validate`). A usage error under `--json` (a flag clap refuses) gets the envelope too
+//! ([`usage_error`]). The layouts are committed as JSON Schemas in
+//! `schemas/<command>-summary.v1.json`, open to added fields, and checked against real
+//! outputs by the tests with every field named. The figures are mapped here field by field
+//! rather than serialized from internal types, so a change inside the program does not
+//! change the document: `SCHEMA_VERSION` does, and only when a field changes meaning or goes
+//! away (new fields may be added within a version).
 
 use crate::engine::RunOutcome;
 use crate::model::exit::Exit;
@@ -27,6 +30,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Serialize)]
 struct Envelope<'a> {
     schema_version: u32,
+    tool_version: &'static str,
     command: &'a str,
     exit_code: u8,
     outcome: &'static str,
@@ -51,6 +55,7 @@ pub fn document(
     // Straight to text: through a `Value` the envelope's order would be lost.
     serde_json::to_string_pretty(&Envelope {
         schema_version: SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION"),
         command,
         exit_code: exit.code(),
         outcome: exit.as_str(),
@@ -185,6 +190,68 @@ pub fn run(outcome: &RunOutcome) -> Value {
         "settled_viewers": outcome.settled_viewers,
         "headline": report.map(Headline::of),
     })
+}
+
+/// `report`'s figures: the run folder, the report's files and its headline (thresholds
+/// judged again).
+pub fn report(run_dir: &Path, summary: &ReportSummary) -> Value {
+    json!({
+        "run_dir": path(run_dir),
+        "report_json": path(&run_dir.join("report.json")),
+        "report_html": path(&run_dir.join("report.html")),
+        "headline": Headline::of(summary),
+    })
+}
+
+/// One file `validate` checked: valid with its plan's summary and thresholds, or invalid
+/// with the error (file, line, field) also printed on stderr.
+pub fn validated_file(
+    file: &Path,
+    result: &Result<crate::model::scenario::Plan, crate::model::scenario::ScenarioError>,
+) -> Value {
+    match result {
+        Ok(plan) => json!({
+            "file": path(file),
+            "valid": true,
+            "scenario": plan.name,
+            "summary": plan.summary_line(),
+            "thresholds": plan.thresholds.iter().map(|t| json!({
+                "metric": t.key(),
+                "condition": t.condition.to_string(),
+            })).collect::<Vec<_>>(),
+            "error": null,
+        }),
+        Err(err) => json!({
+            "file": path(file),
+            "valid": false,
+            "scenario": null,
+            "summary": null,
+            "thresholds": [],
+            "error": err.to_string(),
+        }),
+    }
+}
+
+/// `validate`'s figures: one entry per file, in the order given, and the counts.
+pub fn validate(files: Vec<Value>) -> Value {
+    let valid = files.iter().filter(|f| f["valid"] == true).count();
+    json!({
+        "valid": valid,
+        "invalid": files.len() - valid,
+        "files": files,
+    })
+}
+
+/// The document of a usage error under `--json` (a flag or value clap refuses): no
+/// figures, `exit_code` 2, and clap's message as `error`. `command` is the subcommand
+/// given (`viewerfleet` when none could be read).
+pub fn usage_error(command: &str, message: &str) -> String {
+    document(
+        command,
+        Exit::BadInput,
+        None,
+        Some(message.trim_end().to_string()),
+    )
 }
 
 /// One compared run: its name and folder and its headline.
@@ -496,8 +563,10 @@ mod tests {
             None,
         );
         let doc: Value = serde_json::from_str(&text).unwrap();
-        let errors =
-            viewerfleet_kit::json_schema::validate(&schema("calibrate-summary.v1.json"), &doc);
+        let errors = viewerfleet_kit::json_schema::validate_closed(
+            &schema("calibrate-summary.v1.json"),
+            &doc,
+        );
         assert!(errors.is_empty(), "{errors:#?}\n{text}");
         assert_eq!(
             doc["calibrate"]["profiles"][1]["fidelity"]["verdict"],
@@ -514,6 +583,7 @@ mod tests {
             keys,
             [
                 "schema_version",
+                "tool_version",
                 "command",
                 "exit_code",
                 "outcome",
@@ -524,7 +594,16 @@ mod tests {
 
     #[test]
     fn every_schema_allows_every_exit_and_names_its_command() {
-        for command in ["run", "suite", "compare", "plan", "calibrate"] {
+        for command in [
+            "run",
+            "suite",
+            "compare",
+            "plan",
+            "calibrate",
+            "fidelity",
+            "report",
+            "validate",
+        ] {
             let schema = schema(&format!("{command}-summary.v1.json"));
             for exit in Exit::ALL {
                 let doc: Value = serde_json::from_str(&document(
@@ -534,11 +613,11 @@ mod tests {
                     Some("what went wrong".into()),
                 ))
                 .unwrap();
-                let errors = viewerfleet_kit::json_schema::validate(&schema, &doc);
+                let errors = viewerfleet_kit::json_schema::validate_closed(&schema, &doc);
                 assert!(errors.is_empty(), "{command} {exit}: {errors:#?}");
             }
             let other = document("other", Exit::Ok, None, Some("x".into()));
-            let errors = viewerfleet_kit::json_schema::validate(
+            let errors = viewerfleet_kit::json_schema::validate_closed(
                 &schema,
                 &serde_json::from_str(&other).unwrap(),
             );

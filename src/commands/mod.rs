@@ -72,6 +72,8 @@ fn json_command(command: &Command) -> Option<&'static str> {
         Command::Plan(a) => ("plan", a.json),
         Command::Calibrate(a) => ("calibrate", a.json),
         Command::Fidelity(a) => ("fidelity", a.json),
+        Command::Report(a) => ("report", a.json),
+        Command::Validate(a) => ("validate", a.json),
         _ => return None,
     };
     json.then_some(name)
@@ -87,14 +89,14 @@ pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<Exit> {
     let result: anyhow::Result<Done> = match command {
         Command::Run(args) => run::run(args, quiet).await,
         Command::Refsite(args) => refsite::run(args).await.map(Done::from),
-        Command::Report(args) => report::run(args).await.map(Done::from),
+        Command::Report(args) => report::run(args).await,
         Command::Compare(args) => compare::run(args).await,
         Command::Suite(args) => suite::run(args, quiet).await,
         Command::Gc(args) => gc::run(args).await.map(Done::from),
         Command::Plan(args) => plan::run(args).await,
         Command::Up(args) => up::run(args).await.map(Done::from),
         Command::Down(args) => down::run(args).await.map(Done::from),
-        Command::Validate(args) => validate::run(args).map(Done::from),
+        Command::Validate(args) => validate::run(args),
         Command::Grid(args) => grid::run(args).await.map(Done::from),
         Command::Ladder(args) => ladder::run(args, quiet).await.map(Done::from),
         Command::Calibrate(args) => calibrate::run(args).await,

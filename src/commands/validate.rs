@@ -1,15 +1,19 @@
 //! `viewerfleet validate`: checks scenario files without running them.
 
+use super::Done;
 use crate::cli::ValidateArgs;
 use crate::model::exit::Exit;
 use crate::model::scenario::{self, Overrides};
 
 /// Checks each file and prints a one-line summary of its plan; exit code 2 when any file
-/// is invalid, as `run` and `plan` give for the same file.
-pub fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
+/// is invalid, as `run` and `plan` give for the same file. Under `--json`, every file's
+/// verdict is in the document too.
+pub fn run(args: ValidateArgs) -> anyhow::Result<Done> {
     let mut failed = 0;
+    let mut files = Vec::new();
     for path in &args.scenarios {
-        match scenario::load(path, &Overrides::default()) {
+        let result = scenario::load(path, &Overrides::default());
+        match &result {
             Ok(plan) => {
                 println!("{}: ok — {}", path.display(), plan.summary_line());
                 if !plan.thresholds.is_empty() {
@@ -26,10 +30,17 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
                 eprintln!("{err}");
             }
         }
+        if args.json {
+            files.push(super::json::validated_file(path, &result));
+        }
     }
-    Ok(if failed == 0 {
+    let exit = if failed == 0 {
         Exit::Ok
     } else {
         Exit::BadInput
+    };
+    Ok(Done {
+        exit,
+        figures: args.json.then(|| super::json::validate(files)),
     })
 }

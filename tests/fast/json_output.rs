@@ -4,7 +4,7 @@
 //! WebDriver stub (a Grid hub and a PeerTube-like page), as a CI job would run them.
 
 use crate::support::fixtures::copy_of;
-use crate::support::schema::assert_valid;
+use crate::support::schema::{assert_envelope, assert_valid};
 use std::path::Path;
 use std::process::Output;
 use viewerfleet_kit::webdriver_stub::{Stub, StubConfig};
@@ -277,5 +277,204 @@ fn an_error_under_json_is_a_document_too() {
         text(&out.stderr).starts_with("Error: "),
         "{}",
         text(&out.stderr)
+    );
+}
+
+/// `report --json`: the report's headline (as `run --json` gives it) and its files on
+/// stdout, the table on stderr; a folder without raw data is an error document, exit 2.
+#[test]
+fn report_json_gives_the_headline_and_a_folder_without_raw_data_an_error() {
+    let (_tmp, dir) = copy_of("run-steady");
+    let out = std::process::Command::new(BIN)
+        .args(["report", "--json"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc = assert_valid("report-summary.v1.json", &stdout);
+    assert_eq!(
+        (doc["command"].as_str(), doc["outcome"].as_str()),
+        (Some("report"), Some("ok"))
+    );
+    let report = &doc["report"];
+    assert_eq!(report["run_dir"], dir.display().to_string());
+    assert_eq!(
+        report["report_json"],
+        dir.join("report.json").display().to_string()
+    );
+    assert_eq!(report["headline"]["viewers"]["started"], 5);
+    assert_eq!(report["headline"]["source"], "exporter");
+    assert!(stderr.contains("HTML report: "), "{stderr}");
+
+    std::fs::remove_dir_all(dir.join("raw")).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["report", "--json"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let doc = assert_valid("report-summary.v1.json", &text(&out.stdout));
+    assert_eq!(doc["outcome"], "bad-input");
+    assert!(doc.get("report").is_none());
+    assert!(
+        doc["error"]
+            .as_str()
+            .unwrap()
+            .contains("the raw data of this run is missing"),
+        "{doc}"
+    );
+}
+
+/// `validate --json`: one entry per file in the order given, the valid ones with their
+/// plan's summary and thresholds, the invalid ones with file, line and field; exit 2 when
+/// one is invalid, as without `--json`.
+#[test]
+fn validate_json_lists_every_file_with_its_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    let text_of = std::fs::read_to_string("scenarios/local/vod.yaml").unwrap();
+    std::fs::write(
+        &good,
+        format!("{text_of}\nthresholds:\n  ttff_p95: \"< 15s\"\n  failed_viewers: \"<= 1\"\n"),
+    )
+    .unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, text_of.replace("count: auto", "count: 0")).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["validate", "--json"])
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let doc = assert_valid("validate-summary.v1.json", &stdout);
+    assert_eq!(doc["outcome"], "bad-input");
+    assert!(doc.get("error").is_none(), "each file's error is its own");
+    let v = &doc["validate"];
+    assert_eq!(
+        (v["valid"].as_u64(), v["invalid"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let files = v["files"].as_array().unwrap();
+    assert_eq!(files[0]["file"], good.display().to_string());
+    assert_eq!(files[0]["valid"], true);
+    assert_eq!(files[0]["scenario"], "vod");
+    assert_eq!(
+        files[0]["thresholds"],
+        serde_json::json!([
+            {"metric": "ttff_p95", "condition": "< 15s"},
+            {"metric": "failed_viewers", "condition": "<= 1"}
+        ])
+    );
+    assert_eq!(files[1]["valid"], false);
+    let error = files[1]["error"].as_str().unwrap();
+    assert!(
+        error.contains("bad.yaml:") && error.contains("viewers.count"),
+        "{error}"
+    );
+    // The text went to stderr: the summary line and the error alike.
+    assert!(
+        stderr.contains(": ok — ") && stderr.contains("viewers.count"),
+        "{stderr}"
+    );
+}
+
+/// A typo under `--json` is a document too: `jq` reads `bad-input` instead of failing on
+/// an empty stdout. clap's message and usage stay on stderr, the exit code stays 2, and
+/// `--help` is not an error.
+#[test]
+fn a_usage_error_under_json_prints_the_error_envelope() {
+    let run = |args: &[&str]| std::process::Command::new(BIN).args(args).output().unwrap();
+    let out = run(&["plan", "--bogus", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc = assert_valid("plan-summary.v1.json", &text(&out.stdout));
+    assert_eq!(
+        (doc["command"].as_str(), doc["outcome"].as_str()),
+        (Some("plan"), Some("bad-input"))
+    );
+    assert_eq!(doc["exit_code"], 2);
+    assert!(
+        doc["error"].as_str().unwrap().contains("'--bogus'"),
+        "{doc}"
+    );
+    assert!(text(&out.stderr).contains("unexpected argument '--bogus'"));
+    // A missing argument; and `--json` on a command that has no `--json`.
+    let out = run(&["--quiet", "validate", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc = assert_valid("validate-summary.v1.json", &text(&out.stdout));
+    assert_eq!(doc["outcome"], "bad-input");
+    let out = run(&["gc", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(assert_envelope(&text(&out.stdout))["command"], "gc");
+    let out = run(&["--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        assert_envelope(&text(&out.stdout))["command"],
+        "viewerfleet"
+    );
+    // Without `--json`, and for `--help`, stdout holds no document.
+    let out = run(&["plan", "--bogus"]);
+    assert_eq!((out.status.code(), out.stdout.is_empty()), (Some(2), true));
+    let out = run(&["plan", "--help", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("Usage: viewerfleet plan"));
+}
+
+/// The committed schemas promise what README does: fields may be added within a version.
+/// None is closed, every one requires the envelope with the tool's version, and a document
+/// with a field added anywhere still validates.
+#[test]
+fn the_schemas_are_open_to_added_fields() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "calibrate-summary.v1.json",
+            "compare-summary.v1.json",
+            "envelope.v1.json",
+            "fidelity-summary.v1.json",
+            "plan-summary.v1.json",
+            "report-summary.v1.json",
+            "run-summary.v1.json",
+            "suite-summary.v1.json",
+            "validate-summary.v1.json",
+        ]
+    );
+    for name in &names {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            !text.contains("\"additionalProperties\": false"),
+            "{name} is closed to added fields"
+        );
+        assert_eq!(schema["required"][1], "tool_version", "{name}");
+    }
+    // A real document with a field added at the top and inside the figures.
+    let (_tmp, run) = copy_of("run-steady");
+    let out = std::process::Command::new(BIN)
+        .args(["report", "--json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let mut doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["added_in_a_later_release"] = serde_json::json!(1);
+    doc["report"]["headline"]["qoe"]["added_too"] = serde_json::json!("x");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report-summary.v1.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        viewerfleet_kit::json_schema::validate(&schema, &doc),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        viewerfleet_kit::json_schema::validate_closed(&schema, &doc).len(),
+        2
     );
 }

@@ -186,7 +186,8 @@ fn options(scenario: PathBuf, out: PathBuf, repeat: u32) -> FidelityOptions {
 /// The document as `fidelity --json` prints it.
 fn envelope(f: &LightFidelity, exit_code: u8, outcome: &str) -> String {
     serde_json::json!({
-        "schema_version": 1, "command": "fidelity", "exit_code": exit_code,
+        "schema_version": 1, "tool_version": env!("CARGO_PKG_VERSION"),
+        "command": "fidelity", "exit_code": exit_code,
         "outcome": outcome, "fidelity": f
     })
     .to_string()
