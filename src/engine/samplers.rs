@@ -29,8 +29,9 @@ pub(super) async fn sample_host(shared: Arc<Shared>, target_pid: Option<u32>) {
             let shares = cpu.sample();
             let (total, available) = hostinfo::meminfo();
             let target = target_pid.and_then(hostinfo::process_tree_usage);
-            let (all, own) = browsers.sample();
-            let (_, hosts) = light_hosts.sample();
+            let table = hostinfo::process_table();
+            let (all, own) = browsers.sample_in(&table);
+            let (_, hosts) = light_hosts.sample_in(&table);
             let sample = HostSample {
                 t,
                 cpu_busy: shares.map_or(0.0, |s| s.busy),

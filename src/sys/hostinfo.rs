@@ -312,9 +312,14 @@ impl ProcessGroupMeter {
 
     /// `(all of the group, the group below root)` since the previous sample.
     pub fn sample(&mut self) -> (GroupUsage, GroupUsage) {
-        let procs = all_processes();
+        self.sample_in(&process_table())
+    }
+
+    /// [`Self::sample`] from a table read once for several meters.
+    pub fn sample_in(&mut self, table: &ProcessTable) -> (GroupUsage, GroupUsage) {
+        let procs = &table.0;
         let below: std::collections::HashSet<u32> =
-            tree_members(&procs, self.root).into_iter().collect();
+            tree_members(procs, self.root).into_iter().collect();
         let (mut all, mut own) = (GroupUsage::default(), GroupUsage::default());
         let mut now = std::collections::HashMap::new();
         for p in procs.iter().filter(|p| p.comm == self.comm) {
@@ -332,6 +337,16 @@ impl ProcessGroupMeter {
         self.previous = now;
         (all, own)
     }
+}
+
+/// The host's processes at one moment, read once and shared by several
+/// [`ProcessGroupMeter`]s (a walk of /proc per meter per sample is the same work twice).
+#[derive(Debug)]
+pub struct ProcessTable(Vec<ProcStat>);
+
+/// Reads the host's processes.
+pub fn process_table() -> ProcessTable {
+    ProcessTable(all_processes())
 }
 
 #[derive(Debug)]

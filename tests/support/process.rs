@@ -21,36 +21,35 @@ pub fn start_run(scenario: &Path, out: &Path, tag: &str) -> Child {
         .unwrap()
 }
 
-/// Processes (pid, name) that carry the tag in their environment.
-pub fn tagged_processes(tag: &str) -> Vec<(u32, String)> {
-    let needle = format!("VIEWERFLEET_TEST_TAG={tag}");
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            // Zombies are already gone but for their parent's bookkeeping.
+/// The PIDs of the processes running now, zombies left out (they have ended already; only
+/// their parent has not collected them yet).
+fn live_pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
             let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if state
+            !state
                 .rsplit(')')
                 .next()
                 .is_some_and(|s| s.trim_start().starts_with('Z'))
-            {
-                continue;
-            }
-            found.push((pid, name.trim().to_string()));
-        }
-    }
-    found
+        })
+}
+
+/// Processes (pid, name) that carry the tag in their environment.
+pub fn tagged_processes(tag: &str) -> Vec<(u32, String)> {
+    let needle = format!("VIEWERFLEET_TEST_TAG={tag}");
+    live_pids()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+        })
+        .map(|pid| {
+            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            (pid, name.trim().to_string())
+        })
+        .collect()
 }
 
 /// Waits (bounded) until no tagged process is left; returns what is still there.
@@ -106,39 +105,19 @@ pub fn kill(child: &Child, signal: i32) {
 /// the reapers of the cloud commands a test ran against its own fake API. They run in a
 /// session and with an environment of their own, so their command line is what names them.
 pub fn reapers_of(endpoint: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let after = |flag: &str| {
-            args.iter()
-                .position(|a| *a == flag.as_bytes())
-                .and_then(|i| args.get(i + 1))
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-        };
-        if args.get(1) != Some(&&b"reaper"[..]) || after("--endpoint").as_deref() != Some(endpoint)
-        {
-            continue;
-        }
-        // A zombie has ended already; only its parent has not collected it yet.
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if state
-            .rsplit(')')
-            .next()
-            .is_some_and(|s| s.trim_start().starts_with('Z'))
-        {
-            continue;
-        }
-        found.push((pid, after("--run").unwrap_or_default()));
-    }
-    found
+    live_pids()
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let after = |flag: &str| {
+                args.iter()
+                    .position(|a| *a == flag.as_bytes())
+                    .and_then(|i| args.get(i + 1))
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+            };
+            (args.get(1) == Some(&&b"reaper"[..])
+                && after("--endpoint").as_deref() == Some(endpoint))
+            .then(|| (pid, after("--run").unwrap_or_default()))
+        })
+        .collect()
 }
