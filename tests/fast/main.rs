@@ -24,6 +24,7 @@ mod netns_preflight;
 mod node_load;
 mod reaper;
 mod refsite_cli;
+mod reference;
 mod refsite_http;
 mod report_fixtures;
 mod swarm_sweep;
