@@ -11,9 +11,9 @@ APT_PACKAGES := chromium chromium-driver ffmpeg iproute2 cloud-init openjdk-17-j
 APT_NO_SERVICE := prometheus
 BIN := target/debug/viewerfleet
 DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
-DEMO_SIZE_FILE ?= runs/demo-swarm-size.json
+CURVE_OUT ?= runs/curve-$(shell date -u +%Y%m%dT%H%M%SZ)
 
-.PHONY: demo test test-fast test-real bench bench-hub deps system-deps web-deps grid-deps light-deps build lint clean \
+.PHONY: demo curve test test-fast test-real bench bench-hub deps system-deps web-deps grid-deps light-deps build lint clean \
 	release install uninstall
 
 DEMO_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/live-high.yaml \
@@ -21,22 +21,33 @@ DEMO_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/live-high.yam
 # live-normal under the 2023 conditions moves by several points from run to run with every
 # viewer at headroom (RESULTS.md): the demo runs it three times and shows their mean.
 DEMO_REPEATS := --repeat-run live-normal@http-only=3
+# The same swarm on every machine: 4 real viewers (they play video and measure QoE) and 4
+# light peers (the same P2P engine without a video element), 8 peers in all. The largest
+# swarm whose every scenario, VOD included, kept every viewer at headroom on a 2-vCPU machine
+# (RESULTS.md, "Light peers, first measurements"); each report still judges its own.
+DEMO_SWARM := --viewers 4 --light-peers 4
+# The curve of P2P offload against swarm size: 4 viewers and light peers up to each size.
+CURVE_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/vod.yaml
+CURVE_SIZES ?= 4,8,16,32
 
 ## demo: install what is missing, build, run the four scenarios, print the comparison. As
 ## root (network namespaces and tc), every viewer gets its own address and each scenario
 ## runs twice: under the 2023 conditions (HTTP throttled, P2P free) and on real links (tc,
-## HTTP and P2P alike). Otherwise the local fleet, 2023 conditions only. The first demo on
-## a machine sizes the swarm (count: auto) and keeps the size in $(DEMO_SIZE_FILE), so later
-## demos compare swarms of one size; `make demo RESIZE=1` measures it again.
+## HTTP and P2P alike). Otherwise the local fleet, 2023 conditions only. Every scenario runs
+## the same swarm on every machine ($(DEMO_SWARM)).
 demo: deps build
-	@if [ -n "$(RESIZE)" ]; then rm -f $(DEMO_SIZE_FILE); fi
 	@if [ "$$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null; then \
 		echo "demo: netns fleet (each viewer its own IPv6 and link), http-only and tc"; \
-		$(BIN) suite $(DEMO_SCENARIOS) --fleet netns --apply http-only,tc $(DEMO_REPEATS) --swarm-size-file $(DEMO_SIZE_FILE) --out $(DEMO_OUT); \
+		$(BIN) suite $(DEMO_SCENARIOS) --fleet netns --apply http-only,tc $(DEMO_SWARM) $(DEMO_REPEATS) --out $(DEMO_OUT); \
 	else \
 		echo "demo: not root, so the local fleet (one shared address), http-only only"; \
-		$(BIN) suite $(DEMO_SCENARIOS) --apply http-only $(DEMO_REPEATS) --swarm-size-file $(DEMO_SIZE_FILE) --out $(DEMO_OUT); \
+		$(BIN) suite $(DEMO_SCENARIOS) --apply http-only $(DEMO_SWARM) $(DEMO_REPEATS) --out $(DEMO_OUT); \
 	fi
+
+## curve: P2P offload against swarm size for live and VOD under the 2023 conditions: 4 real
+## viewers and light peers up to each of $(CURVE_SIZES); the comparison has the table and plot.
+curve: deps build
+	$(BIN) suite $(CURVE_SCENARIOS) --viewers 4 --apply http-only --swarm-sizes $(CURVE_SIZES) --out $(CURVE_OUT)
 
 ## test: install what is missing, check formatting and lints, run every test: the fast tier
 ## first (seconds, no browser), then the real tier (Chromium, Grid, namespaces; one at a time).

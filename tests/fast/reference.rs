@@ -278,3 +278,75 @@ fn reference_describes_every_scenario_field_the_parser_accepts() {
          described but not accepted {stale:?}"
     );
 }
+
+// --- README is a manual, RESULTS.md the notebook ---------------------------------------------
+
+/// Markdown prose without fenced blocks (the tool's own output) and without link targets.
+fn prose_of(text: &str) -> String {
+    let mut prose = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced {
+            prose.push_str(line);
+            prose.push('\n');
+        }
+    }
+    // `[words](target)` keeps its words: a date in a link to RESULTS.md is a citation.
+    let mut out = String::with_capacity(prose.len());
+    let mut rest = prose.as_str();
+    while let Some(at) = rest.find("](") {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 2..];
+        rest = rest.find(')').map_or("", |end| &rest[end + 1..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `YYYY-MM-DD` dates in `text`, with their context.
+fn dates_in(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let digit = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_digit);
+    (0..bytes.len().saturating_sub(9))
+        .filter(|&i| {
+            (0..4).all(|k| digit(i + k))
+                && bytes[i + 4] == b'-'
+                && digit(i + 5)
+                && digit(i + 6)
+                && bytes[i + 7] == b'-'
+                && digit(i + 8)
+                && digit(i + 9)
+                && (i == 0 || !digit(i - 1))
+        })
+        .map(|i| {
+            let mut start = i.saturating_sub(60);
+            while !text.is_char_boundary(start) {
+                start -= 1;
+            }
+            let mut end = (i + 40).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            text[start..end].replace('\n', " ")
+        })
+        .collect()
+}
+
+#[test]
+fn readme_quotes_dated_measurements_only_through_links_to_results() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let dates = dates_in(&prose_of(&readme));
+    assert!(
+        dates.is_empty(),
+        "README.md dates a measurement in its prose; move it to RESULTS.md and link it: {dates:#?}"
+    );
+    // The check itself finds a date in prose and ignores one in a link.
+    assert_eq!(dates_in(&prose_of("measured on 2026-12-02 here")).len(), 1);
+    assert!(dates_in(&prose_of("see [RESULTS](RESULTS.md#x-2026-12-02) and")).is_empty());
+    assert!(dates_in(&prose_of("```\nbench on 2026-12-02\n```\n")).is_empty());
+}
