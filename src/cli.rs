@@ -346,6 +346,20 @@ pub struct RefsiteArgs {
     /// stun:stun.example.org:3478 [default: the --stun addresses; `none` for none].
     #[arg(long = "stun-servers", value_delimiter = ',', value_name = "URLS")]
     pub stun_servers: Vec<String>,
+    /// A request's header must arrive within this time; also how long a keep-alive
+    /// connection may sit idle between requests.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub header_timeout: String,
+    /// A connection that moves no byte either way for this long is closed.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub idle_timeout: String,
+    /// Connections open at once; further clients wait until one closes.
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub max_connections: usize,
+    /// Take playback reports and tracker announces only from this network (CIDR,
+    /// repeatable), e.g. a cloud fleet's 2001:db8:0:a::/64 [default: from everyone].
+    #[arg(long, value_name = "CIDR")]
+    pub reports_from: Vec<String>,
 }
 
 #[derive(Debug, Args)]

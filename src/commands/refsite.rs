@@ -3,7 +3,8 @@
 use crate::cli::RefsiteArgs;
 use crate::model::exit::Exit;
 use crate::refsite::{
-    default_media_dir, media, parse_duration, start, RefsiteConfig, RefsiteError, WebFiles,
+    default_media_dir, media, parse_duration, start, RefsiteConfig, RefsiteError, ServeLimits,
+    WebFiles,
 };
 use anyhow::Context;
 use std::time::Duration;
@@ -44,6 +45,33 @@ pub fn config_from_args(args: &RefsiteArgs) -> Result<RefsiteConfig, RefsiteErro
             Some(urls.to_vec())
         }
     };
+    config.limits = ServeLimits {
+        header_timeout: parse_duration("header-timeout", &args.header_timeout)?,
+        idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
+        max_connections: args.max_connections,
+    };
+    if config.limits.header_timeout.is_zero() || config.limits.idle_timeout.is_zero() {
+        return Err(RefsiteError::Range {
+            flag: "header-timeout/--idle-timeout",
+            reason: "must be longer than 0s".into(),
+        });
+    }
+    if args.max_connections == 0 {
+        return Err(RefsiteError::Range {
+            flag: "max-connections",
+            reason: "must be at least 1".into(),
+        });
+    }
+    config.reports_from = args
+        .reports_from
+        .iter()
+        .map(|net| {
+            crate::model::net::parse_cidr(net).ok_or_else(|| RefsiteError::Range {
+                flag: "reports-from",
+                reason: format!("`{net}` is not a network; write ADDRESS/LENGTH, e.g. 2001:db8:0:a::/64 or 192.0.2.0/24"),
+            })
+        })
+        .collect::<Result<_, _>>()?;
     config.vod = false;
     config.live = false;
     for kind in &args.videos {

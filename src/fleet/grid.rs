@@ -261,11 +261,13 @@ impl Fleet for GridFleet {
                     .unwrap_or_else(|_| "127.0.0.1:0".parse().expect("valid address")),
                 netns: Some(local.target_namespace.clone()),
                 internet: local_internet(local),
+                reports_from: Vec::new(),
             },
             _ => TargetPlacement {
                 listen: "127.0.0.1:0".parse().expect("valid address"),
                 netns: None,
                 internet: None,
+                reports_from: Vec::new(),
             },
         }
     }

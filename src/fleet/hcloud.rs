@@ -111,11 +111,18 @@ impl Fleet for HcloudFleet {
     }
 
     fn target_placement(&self) -> TargetPlacement {
-        // Cloud viewers reach the target over the internet: listen on every address.
+        // Cloud viewers reach the target over the internet: listen on every address, and
+        // take playback reports and tracker announces from the fleet's nodes only.
         TargetPlacement {
             listen: std::net::SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
             netns: None,
             internet: None,
+            reports_from: self
+                .cloud
+                .nodes
+                .iter()
+                .filter_map(|n| n.ipv6_net.clone())
+                .collect(),
         }
     }
 

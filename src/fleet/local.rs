@@ -61,6 +61,7 @@ impl Fleet for LocalFleet {
             listen: "127.0.0.1:0".parse().expect("valid address"),
             netns: None,
             internet: None,
+            reports_from: Vec::new(),
         }
     }
 

@@ -269,6 +269,7 @@ impl Fleet for NetnsFleet {
             listen: SocketAddr::new(v6, self.target_port),
             netns: Some(self.server.name.clone()),
             internet,
+            reports_from: Vec::new(),
         }
     }
 

@@ -38,9 +38,53 @@ pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
     (len <= max).then_some((addr, len))
 }
 
+/// Whether `ip` lies in `net/len` (an IPv4 client seen as `::ffff:a.b.c.d` counts as IPv4).
+pub fn cidr_contains(net: std::net::IpAddr, len: u8, ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(len.min(32)))
+                .unwrap_or(0);
+            u32::from(n) & mask == u32::from(a) & mask
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(len.min(128)))
+                .unwrap_or(0);
+            u128::from(n) & mask == u128::from(a) & mask
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cidr_membership() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert!(cidr_contains(
+            ip("2a01:4f8:1:2::"),
+            64,
+            ip("2a01:4f8:1:2::99")
+        ));
+        assert!(!cidr_contains(
+            ip("2a01:4f8:1:2::"),
+            64,
+            ip("2a01:4f8:1:3::1")
+        ));
+        assert!(cidr_contains(ip("10.0.0.0"), 8, ip("::ffff:10.1.2.3")));
+        assert!(!cidr_contains(ip("10.0.0.0"), 8, ip("11.0.0.1")));
+        assert!(cidr_contains(ip("0.0.0.0"), 0, ip("192.0.2.1")));
+        assert!(cidr_contains(ip("fd00::1"), 128, ip("fd00::1")));
+        assert!(!cidr_contains(ip("10.0.0.0"), 8, ip("fd00::1")));
+    }
 
     #[test]
     fn prefixes_are_checked() {

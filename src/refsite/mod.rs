@@ -19,6 +19,7 @@ mod stats;
 mod tracker;
 pub mod web;
 
+pub use serve::ServeLimits;
 pub use web::WebFiles;
 
 use crate::model::kinds::VideoKind;
@@ -66,6 +67,12 @@ pub struct RefsiteConfig {
     /// The STUN servers handed to players, as PeerTube's `webrtc.stun_servers`
     /// (`stun:host:port`) [default: one per `stun` address; none without].
     pub stun_servers: Option<Vec<String>>,
+    /// What one client may hold: header and idle timeouts, open connections.
+    pub limits: ServeLimits,
+    /// Networks (address, prefix length) whose playback reports and tracker announces are
+    /// taken; everyone's when empty. A cloud run's site names its fleet's, so strangers who
+    /// find a video id cannot change the ground truth or join the swarm.
+    pub reports_from: Vec<(IpAddr, u8)>,
 }
 
 impl RefsiteConfig {
@@ -89,6 +96,8 @@ impl RefsiteConfig {
             also_listen: Vec::new(),
             stun: Vec::new(),
             stun_servers: None,
+            limits: ServeLimits::default(),
+            reports_from: Vec::new(),
         }
     }
 }
@@ -318,16 +327,23 @@ pub async fn start(
         metrics_interval: config.metrics_interval,
         cancel: cancel.clone(),
         stun_servers: Arc::new(stun_servers),
+        reports_from: Arc::new(config.reports_from.clone()),
     };
     let app = routes::app(state);
     for extra in more_listeners {
         tasks.push(tokio::spawn(serve::serve(
             extra,
             app.clone(),
+            config.limits,
             cancel.clone(),
         )));
     }
-    tasks.push(tokio::spawn(serve::serve(listener, app, cancel.clone())));
+    tasks.push(tokio::spawn(serve::serve(
+        listener,
+        app,
+        config.limits,
+        cancel.clone(),
+    )));
 
     Ok(RefsiteHandle {
         base_url: base,

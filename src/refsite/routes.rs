@@ -36,6 +36,8 @@ pub struct AppState {
     pub cancel: CancellationToken,
     /// PeerTube's `webrtc.stun_servers`: what players get as `iceServers`.
     pub stun_servers: Arc<Vec<String>>,
+    /// Networks whose playback reports and tracker announces are taken (all when empty).
+    pub reports_from: Arc<Vec<(std::net::IpAddr, u8)>>,
 }
 
 impl AppState {
@@ -58,6 +60,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/config", get(server_config))
         .route("/metrics", get(metrics))
         .route("/tracker/socket", get(tracker_socket))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            reports_only_from_the_fleet,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             count_request,
@@ -103,6 +109,40 @@ async fn count_request(State(state): State<AppState>, req: Request, next: Next) 
     ) {
         if let Some(ConnectInfo(addr)) = req.extensions().get::<ConnectInfo<SocketAddr>>() {
             state.stats.saw_client(addr.ip());
+        }
+    }
+    next.run(req).await
+}
+
+/// Playback reports and tracker sockets from outside `reports_from` are refused (403): they
+/// would change the run's ground truth or its swarm.
+async fn reports_only_from_the_fleet(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path();
+    let guarded = path == "/api/v1/metrics/playback" || path == "/tracker/socket";
+    if guarded && !state.reports_from.is_empty() {
+        let client = req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip());
+        let allowed = client.is_some_and(|ip| {
+            state
+                .reports_from
+                .iter()
+                .any(|&(net, len)| crate::model::net::cidr_contains(net, len, ip))
+        });
+        if !allowed {
+            if path != "/tracker/socket" {
+                state.stats.add_rejected_playback();
+            }
+            let body = serde_json::json!({
+                "status": 403,
+                "error": "this site takes playback reports and tracker announces from the run's fleet only",
+            });
+            return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
         }
     }
     next.run(req).await
@@ -293,10 +333,14 @@ async fn media(
 
 async fn playback(State(state): State<AppState>, body: Bytes) -> Response {
     match parse_report(&body, |id| state.video(id).is_some()) {
-        Ok(report) => {
-            state.stats.add_playback(report);
-            StatusCode::NO_CONTENT.into_response()
-        }
+        Ok(report) => match state.stats.add_playback(report) {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(e) => {
+                state.stats.add_rejected_playback();
+                let body = serde_json::json!({"status": 429, "error": e.to_string()});
+                (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response()
+            }
+        },
         Err(e) => {
             state.stats.add_rejected_playback();
             tracing::debug!("playback report refused: {e}");

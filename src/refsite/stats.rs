@@ -107,6 +107,18 @@ pub struct SiteStats {
     pub stun: Arc<crate::stun::server::StunStats>,
 }
 
+/// Label sets the playback counters keep: a run has a few per video (resolution, fps, P2P
+/// on or off); beyond this a report with a new set is refused, so made-up labels cannot grow
+/// `/metrics` without end.
+pub const MAX_PLAYBACK_LABEL_SETS: usize = 1024;
+/// Distinct client addresses remembered (a run's viewers); later ones are not counted.
+pub const MAX_CLIENTS: usize = 65_536;
+
+/// A playback report with a label set beyond [`MAX_PLAYBACK_LABEL_SETS`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("too many label sets ({MAX_PLAYBACK_LABEL_SETS}): a report with new labels is refused")]
+pub struct TooManyLabelSets;
+
 /// Label value used for bytes that belong to no video (front-end files, index page).
 pub const NO_VIDEO: &str = "none";
 
@@ -144,13 +156,19 @@ impl SiteStats {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
             v4 => v4,
         };
-        lock(&self.viewers).insert(ip);
+        let mut viewers = lock(&self.viewers);
+        if viewers.len() < MAX_CLIENTS {
+            viewers.insert(ip);
+        }
     }
 
-    /// Applies one validated playback report.
-    pub fn add_playback(&self, report: PlaybackReport) {
-        self.playback_reports.fetch_add(1, Ordering::Relaxed);
+    /// Applies one validated playback report, unless its labels would be one set too many.
+    pub fn add_playback(&self, report: PlaybackReport) -> Result<(), TooManyLabelSets> {
         let mut playback = lock(&self.playback);
+        if !playback.contains_key(&report.labels) && playback.len() >= MAX_PLAYBACK_LABEL_SETS {
+            return Err(TooManyLabelSets);
+        }
+        self.playback_reports.fetch_add(1, Ordering::Relaxed);
         let values = playback.entry(report.labels).or_default();
         values.http_downloaded = values
             .http_downloaded
@@ -166,6 +184,7 @@ impl SiteStats {
                 Some(values.buffer_stalled.unwrap_or(0).saturating_add(stalled));
         }
         values.peers = report.peers.filter(|p| *p > 0);
+        Ok(())
     }
 
     /// Counts a rejected playback report.
@@ -444,16 +463,18 @@ mod tests {
     fn playback_deltas_add_up_and_render_with_peertube_names() {
         let stats = SiteStats::default();
         for _ in 0..2 {
-            stats.add_playback(PlaybackReport {
-                labels: labels(),
-                http_downloaded: 10,
-                p2p_downloaded: 5,
-                p2p_uploaded: 4,
-                errors: 0,
-                resolution_changes: 1,
-                buffer_stalled: None,
-                peers: Some(2),
-            });
+            stats
+                .add_playback(PlaybackReport {
+                    labels: labels(),
+                    http_downloaded: 10,
+                    p2p_downloaded: 5,
+                    p2p_uploaded: 4,
+                    errors: 0,
+                    resolution_changes: 1,
+                    buffer_stalled: None,
+                    peers: Some(2),
+                })
+                .unwrap();
         }
         let text = stats.render();
         assert!(text.contains(
@@ -461,6 +482,34 @@ mod tests {
         ));
         assert!(text.contains("peertube_playback_p2p_peers{"));
         assert!(!text.contains("peertube_playback_buffer_stalled_count_total{"));
+    }
+
+    #[test]
+    fn playback_label_sets_are_bounded() {
+        let stats = SiteStats::default();
+        let report = |resolution: usize| PlaybackReport {
+            labels: PlaybackLabels {
+                resolution: resolution.to_string(),
+                ..labels()
+            },
+            http_downloaded: 1,
+            p2p_downloaded: 0,
+            p2p_uploaded: 0,
+            errors: 0,
+            resolution_changes: 0,
+            buffer_stalled: None,
+            peers: None,
+        };
+        for r in 0..MAX_PLAYBACK_LABEL_SETS {
+            stats.add_playback(report(r)).unwrap();
+        }
+        assert_eq!(
+            stats.add_playback(report(MAX_PLAYBACK_LABEL_SETS)),
+            Err(TooManyLabelSets)
+        );
+        // A known set still counts.
+        stats.add_playback(report(0)).unwrap();
+        assert_eq!(stats.playback_snapshot().len(), MAX_PLAYBACK_LABEL_SETS);
     }
 
     #[test]

@@ -29,6 +29,12 @@ const MAX_OFFERS: usize = 50;
 /// Messages queued for one connection; beyond that a slow client loses messages (its
 /// peers retry on their next announce) instead of growing the tracker's memory.
 const QUEUE: usize = 512;
+/// Bounds on what the tracker keeps, so clients that invent info hashes or peer ids cannot
+/// grow its memory without end: far above a run's one swarm per video and its peers.
+const MAX_SWARMS: usize = 1024;
+const MAX_PEERS_PER_SWARM: usize = 20_000;
+const MAX_PEERS_PER_CONNECTION: usize = 64;
+const MAX_CONNECTIONS: usize = 20_000;
 
 /// Tracker tuning.
 #[derive(Debug, Clone)]
@@ -90,6 +96,8 @@ pub enum TrackerError {
     TooLarge(usize),
     #[error("binary frames are not part of the protocol")]
     Binary,
+    #[error("tracker full: {0}")]
+    Full(&'static str),
 }
 
 impl Tracker {
@@ -107,12 +115,17 @@ impl Tracker {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a connection; messages for it arrive on the returned receiver.
-    fn connect(&self) -> (ConnId, mpsc::Receiver<String>) {
+    /// Registers a connection; messages for it arrive on the returned receiver. `None` when
+    /// the tracker already holds [`MAX_CONNECTIONS`].
+    fn connect(&self) -> Option<(ConnId, mpsc::Receiver<String>)> {
+        let mut state = self.lock();
+        if state.conns.len() >= MAX_CONNECTIONS {
+            return None;
+        }
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(QUEUE);
-        self.lock().conns.insert(id, (tx, HashSet::new()));
-        (id, rx)
+        state.conns.insert(id, (tx, HashSet::new()));
+        Some((id, rx))
     }
 
     /// Removes a connection and every peer it carried.
@@ -199,6 +212,7 @@ impl Tracker {
         if event == "stopped" {
             state.forget_peer(&info_hash, &peer_id, conn);
         } else {
+            state.room_for(&info_hash, &peer_id, conn)?;
             let complete = event == "completed" || left_zero;
             state.join(&info_hash, &peer_id, conn, now, complete);
         }
@@ -253,6 +267,25 @@ impl Tracker {
 }
 
 impl State {
+    /// Whether the peer may join: a new swarm, a new peer of a swarm and a new peer of a
+    /// connection each count against their bound.
+    fn room_for(&self, info_hash: &str, peer_id: &str, conn: ConnId) -> Result<(), TrackerError> {
+        match self.swarms.get(info_hash) {
+            None if self.swarms.len() >= MAX_SWARMS => return Err(TrackerError::Full("swarms")),
+            Some(swarm) if !swarm.contains_key(peer_id) && swarm.len() >= MAX_PEERS_PER_SWARM => {
+                return Err(TrackerError::Full("peers in this swarm"))
+            }
+            _ => {}
+        }
+        if let Some((_, announced)) = self.conns.get(&conn) {
+            let known = announced.contains(&(info_hash.to_string(), peer_id.to_string()));
+            if !known && announced.len() >= MAX_PEERS_PER_CONNECTION {
+                return Err(TrackerError::Full("peers on this connection"));
+            }
+        }
+        Ok(())
+    }
+
     /// Adds the peer to the swarm, or refreshes it: seen now, on this connection, a seeder
     /// once it says it is `complete`.
     fn join(&mut self, info_hash: &str, peer_id: &str, conn: ConnId, now: Instant, complete: bool) {
@@ -393,7 +426,11 @@ pub async fn serve_connection<S, R, E>(
     R: Stream<Item = Result<Message, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let (conn, mut outgoing) = tracker.connect();
+    let Some((conn, mut outgoing)) = tracker.connect() else {
+        tracing::warn!("tracker: {MAX_CONNECTIONS} connections open, its limit; one refused");
+        let _ = sink.send(Message::Close(None)).await;
+        return;
+    };
     loop {
         tokio::select! {
             _ = cancel.cancelled() => break,
@@ -544,6 +581,57 @@ mod tests {
         a.task.await.unwrap();
         b.task.await.unwrap();
         assert_eq!(stats.tracker_peers.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn made_up_peers_and_swarms_hit_their_bounds() {
+        let (tracker, stats, cancel) = setup();
+        let mut a = client(&tracker, &cancel);
+        let peer = |i: usize| format!("{i:020}");
+        for i in 0..MAX_PEERS_PER_CONNECTION {
+            a.send(announce(&peer(i), 0));
+            assert!(a.recv().await.get("failure reason").is_none());
+        }
+        a.send(announce(&peer(MAX_PEERS_PER_CONNECTION), 0));
+        let refused = a.recv().await;
+        assert!(refused["failure reason"]
+            .as_str()
+            .unwrap()
+            .contains("peers on this connection"));
+        // A peer it already announced still refreshes.
+        a.send(announce(&peer(0), 0));
+        assert!(a.recv().await.get("failure reason").is_none());
+        assert_eq!(
+            stats.tracker_peers.load(Ordering::Relaxed),
+            MAX_PEERS_PER_CONNECTION as u64
+        );
+        // Swarms: one connection per 64 made-up info hashes, up to the bound.
+        let mut clients = Vec::new();
+        let mut made = 1;
+        while made < MAX_SWARMS {
+            let mut c = client(&tracker, &cancel);
+            for _ in 0..MAX_PEERS_PER_CONNECTION.min(MAX_SWARMS - made) {
+                let mut msg = announce(P1, 0);
+                msg["info_hash"] = json!(format!("{made:020}"));
+                c.send(msg);
+                assert!(c.recv().await.get("failure reason").is_none());
+                made += 1;
+            }
+            clients.push(c);
+        }
+        let mut msg = announce(P2, 0);
+        msg["info_hash"] = json!("zzzzzzzzzzzzzzzzzzzz");
+        let mut b = client(&tracker, &cancel);
+        b.send(msg);
+        assert!(b.recv().await["failure reason"]
+            .as_str()
+            .unwrap()
+            .contains("swarms"));
+        assert_eq!(
+            stats.tracker_swarms.load(Ordering::Relaxed),
+            MAX_SWARMS as u64
+        );
+        cancel.cancel();
     }
 
     #[tokio::test]

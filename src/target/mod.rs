@@ -25,6 +25,9 @@ pub struct TargetPlacement {
     pub netns: Option<String>,
     /// Its side of an emulated internet, where the fleet makes one.
     pub internet: Option<TargetInternet>,
+    /// Networks (CIDR) whose playback reports and tracker announces refsite takes; all when
+    /// empty. A cloud fleet names its nodes' /64s: its site faces the internet.
+    pub reports_from: Vec<String>,
 }
 
 /// A target on the emulated internet (the `netns` fleet with `viewers.networks`).

@@ -161,6 +161,9 @@ async fn start_refsite(plan: &Plan, placement: &TargetPlacement) -> anyhow::Resu
         "--vod-length".into(),
         humantime::format_duration(plan.target.vod_length).to_string(),
     ];
+    for net in &placement.reports_from {
+        args.extend(["--reports-from".to_string(), net.clone()]);
+    }
     if let Some(internet) = &placement.internet {
         for addr in &internet.also_listen {
             args.extend(["--also-listen".to_string(), addr.to_string()]);

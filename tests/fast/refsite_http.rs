@@ -458,3 +458,155 @@ async fn refsite_runs_a_stun_server_and_hands_it_to_players_as_peertube_does() {
     );
     site.shutdown().await;
 }
+
+// --- a site that faces a network -------------------------------------------------------------
+
+async fn site_with(
+    limits: refsite::ServeLimits,
+    reports_from: Vec<(std::net::IpAddr, u8)>,
+) -> RefsiteHandle {
+    let mut config = RefsiteConfig::new(media_cache(), refsite::default_web_dir());
+    config.live = false;
+    config.vod_length = Duration::from_secs(30);
+    config.limits = limits;
+    config.reports_from = reports_from;
+    refsite::start(config, CancellationToken::new())
+        .await
+        .expect("refsite starts")
+}
+
+/// Reads until the server closes the connection; how long that took.
+async fn closed_after(stream: &mut tokio::net::TcpStream, deadline: Duration) -> Duration {
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    let closed = tokio::time::timeout(deadline, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the server kept the connection open past {deadline:?}"
+    );
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn a_half_sent_header_and_a_stalled_connection_are_closed_after_their_timeouts() {
+    let limits = refsite::ServeLimits {
+        header_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(2),
+        max_connections: 64,
+    };
+    let site = site_with(limits, Vec::new()).await;
+    // A slow client: half a header, then nothing (slowloris).
+    let mut slow = tokio::net::TcpStream::connect(site.addr).await.unwrap();
+    slow.write_all(b"GET /api/v1/videos HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let took = closed_after(&mut slow, Duration::from_secs(20)).await;
+    assert!(
+        took >= Duration::from_millis(900),
+        "closed before the header timeout: {took:?}"
+    );
+    // A client that sends a request body announced far longer than what it sends.
+    let mut stalled = tokio::net::TcpStream::connect(site.addr).await.unwrap();
+    stalled
+        .write_all(b"POST /api/v1/metrics/playback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"a\":")
+        .await
+        .unwrap();
+    let took = closed_after(&mut stalled, Duration::from_secs(20)).await;
+    assert!(
+        took >= Duration::from_millis(1900),
+        "closed before the idle timeout: {took:?}"
+    );
+    // A well-behaved client is served as before.
+    let list = reqwest::get(format!("{}/api/v1/videos", site.base_url))
+        .await
+        .unwrap();
+    assert_eq!(list.status(), 200);
+}
+
+#[tokio::test]
+async fn connections_beyond_the_cap_wait_until_one_closes() {
+    let limits = refsite::ServeLimits {
+        max_connections: 1,
+        ..refsite::ServeLimits::default()
+    };
+    let site = site_with(limits, Vec::new()).await;
+    // The one connection: open, and served.
+    let mut first = tokio::net::TcpStream::connect(site.addr).await.unwrap();
+    first
+        .write_all(b"GET /api/v1/videos HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 16];
+    first.read_exact(&mut buf).await.unwrap();
+    assert!(buf.starts_with(b"HTTP/1.1 200"));
+    // A second client's request is not answered while the first stays open ...
+    let second = tokio::spawn({
+        let url = format!("{}/api/v1/videos", site.base_url);
+        async move { reqwest::get(url).await.map(|r| r.status()) }
+    });
+    tokio::task::yield_now().await;
+    let waited = tokio::time::timeout(Duration::from_millis(500), async {
+        while !second.is_finished() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_err(),
+        "a second connection was served beyond the cap"
+    );
+    // ... and is once the first closes.
+    drop(first);
+    let status = tokio::time::timeout(Duration::from_secs(20), second)
+        .await
+        .expect("served after the first connection closed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn playback_reports_and_tracker_sockets_only_from_the_named_networks() {
+    let others: Vec<(std::net::IpAddr, u8)> = vec![("2001:db8:0:a::".parse().unwrap(), 64)];
+    let site = site_with(refsite::ServeLimits::default(), others).await;
+    let vod = site.video(VideoKind::Vod).unwrap().id.clone();
+    let report = json!({
+        "playerMode": "p2p-media-loader", "resolution": 720, "fps": 25, "p2pEnabled": true,
+        "resolutionChanges": 0, "errors": 0, "downloadedBytesP2P": 1000,
+        "downloadedBytesHTTP": 3000, "uploadedBytesP2P": 900, "videoId": vod
+    });
+    let refused = reqwest::Client::new()
+        .post(format!("{}/api/v1/metrics/playback", site.base_url))
+        .json(&report)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("fleet only"));
+    let ws = tokio_tungstenite::connect_async(format!(
+        "{}/tracker/socket",
+        site.base_url.replace("http://", "ws://")
+    ))
+    .await;
+    assert!(
+        ws.is_err(),
+        "a tracker socket from outside the fleet was accepted"
+    );
+    // Nothing reached the counters; pages and /metrics still answer everyone.
+    let text = scrape(&site).await;
+    assert!(!text.contains("peertube_playback_http_downloaded_bytes_total{"));
+    assert_eq!(metric(&text, "refsite_tracker_announces_total"), Some(0));
+    let page = reqwest::get(&site.video(VideoKind::Vod).unwrap().embed_url)
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+}
