@@ -82,6 +82,7 @@ pub(super) fn finish_manifest(
     code: u8,
     interrupted: bool,
     signal: Option<&str>,
+    record_lost: Option<&str>,
 ) -> anyhow::Result<()> {
     let path = out.join(rawdata::MANIFEST);
     let Ok(text) = std::fs::read_to_string(&path) else {
@@ -89,10 +90,10 @@ pub(super) fn finish_manifest(
     };
     let mut manifest: Manifest = serde_json::from_str(&text)?;
     manifest.ended_at = Some(chrono::Utc::now().to_rfc3339());
-    manifest.exit_status = Some(if interrupted {
-        format!("interrupted by {}", signal.unwrap_or("a stop request"))
-    } else {
-        format!("exit code {code}")
+    manifest.exit_status = Some(match (interrupted, record_lost) {
+        (true, _) => format!("interrupted by {}", signal.unwrap_or("a stop request")),
+        (false, Some(reason)) => format!("exit code {code}: the run stopped, {reason}"),
+        (false, None) => format!("exit code {code}"),
     });
     rawdata::write_atomic(&path, &serde_json::to_vec_pretty(&manifest)?)?;
     Ok(())

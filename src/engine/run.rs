@@ -123,8 +123,18 @@ async fn finish(
     };
     rec.run_event(event, detail);
     drop(rec);
-    recorder.finish().await.context("writing raw data")?;
-    manifest::finish_manifest(&ctx.out, code, interrupted, ctx.shutdown.signal())?;
+    let lost = recorder.finish().await.context("writing raw data")?;
+    let code = match &lost {
+        Some(_) if !interrupted => Exit::RecordLost.code(),
+        _ => code,
+    };
+    manifest::finish_manifest(
+        &ctx.out,
+        code,
+        interrupted,
+        ctx.shutdown.signal(),
+        lost.as_deref(),
+    )?;
     let mut code = code;
     let (summary, (settled_viewers, fitting_viewers), report) = match result {
         Ok((_, mut summary)) => {
@@ -136,6 +146,11 @@ async fn finish(
                 None
             };
             let mut text = summary.text();
+            if let Some(reason) = &lost {
+                text.push_str(&format!(
+                    "\nRUN STOPPED: {reason}; what was recorded before is kept (exit code {code})"
+                ));
+            }
             if let Some(report) = &report {
                 for line in crate::report::thresholds::lines(&report.thresholds) {
                     text.push('\n');
@@ -407,7 +422,7 @@ async fn follow_timeline(
         RunClock::FromEveryFirstFrame { limit } => {
             let detail = tokio::select! {
                 d = every_first_frame(plan, shared, limit) => d,
-                _ = ctx.shutdown.wait() => return,
+                _ = stopped(ctx, shared) => return,
             };
             shared.rec.run_event(RunEventKind::RampDone, Some(detail));
             tokio::time::Instant::now()
@@ -418,12 +433,21 @@ async fn follow_timeline(
     for (at, kind) in marks {
         tokio::select! {
             _ = tokio::time::sleep_until(start + at) => shared.rec.run_event(kind, None),
-            _ = ctx.shutdown.wait() => break,
+            _ = stopped(ctx, shared) => break,
         }
     }
     tokio::select! {
         _ = tokio::time::sleep_until(start + plan.duration) => {}
+        _ = stopped(ctx, shared) => {}
+    }
+}
+
+/// Resolves when the run must end before its time: a signal, or a record that could not be
+/// written (a run that cannot record stops rather than going on, and billing, for nothing).
+async fn stopped(ctx: &RunContext, shared: &Shared) {
+    tokio::select! {
         _ = ctx.shutdown.wait() => {}
+        _ = shared.rec.lost().cancelled() => {}
     }
 }
 

@@ -6,7 +6,7 @@
 //! it failed (viewers beyond `max_failed_viewers`, a run of a suite, a folder of `compare`);
 //! `2` bad input, as clap and most Unix tools use it for usage errors; `69` and `70` from
 //! sysexits(3) (`EX_UNAVAILABLE`: a service is unavailable; `EX_SOFTWARE`: an internal
-//! error); `99` for failed thresholds, as k6 does; `128 + signal` when interrupted.
+//! error); `74` (`EX_IOERR`) when a run stopped because it could not record; `99` for failed thresholds, as k6 does; `128 + signal` when interrupted.
 //!
 //! An error says which category it belongs to by its type, found anywhere in its `anyhow`
 //! chain: `ScenarioError`, a `BadInput` or an `Unavailable` wrapper (this module), the cloud
@@ -32,6 +32,9 @@ pub enum Exit {
     Unavailable,
     /// `70`: neither: this machine (a tool missing, a full disk, no permission) or a bug.
     Internal,
+    /// `74`: the run stopped because a record could not be written (a full disk, an I/O
+    /// error); what was recorded before is kept and reported.
+    RecordLost,
     /// `99`: the run finished and at least one of the scenario's `thresholds` failed.
     ThresholdsFailed,
     /// `130` (SIGINT) or `143` (SIGTERM): interrupted; what was measured so far is kept.
@@ -44,6 +47,7 @@ impl Exit {
     pub const BAD_INPUT: u8 = 2;
     pub const UNAVAILABLE: u8 = 69;
     pub const INTERNAL: u8 = 70;
+    pub const RECORD_LOST: u8 = 74;
     pub const THRESHOLDS_FAILED: u8 = 99;
     pub const SIGINT: u8 = 130;
     pub const SIGTERM: u8 = 143;
@@ -56,6 +60,7 @@ impl Exit {
             Exit::BadInput => Self::BAD_INPUT,
             Exit::Unavailable => Self::UNAVAILABLE,
             Exit::Internal => Self::INTERNAL,
+            Exit::RecordLost => Self::RECORD_LOST,
             Exit::ThresholdsFailed => Self::THRESHOLDS_FAILED,
             Exit::Interrupted { sigterm: false } => Self::SIGINT,
             Exit::Interrupted { sigterm: true } => Self::SIGTERM,
@@ -70,6 +75,7 @@ impl Exit {
             Exit::BadInput => "bad-input",
             Exit::Unavailable => "unavailable",
             Exit::Internal => "internal-error",
+            Exit::RecordLost => "record-lost",
             Exit::ThresholdsFailed => "thresholds-failed",
             Exit::Interrupted { .. } => "interrupted",
         }
@@ -83,6 +89,7 @@ impl Exit {
             Self::BAD_INPUT => Exit::BadInput,
             Self::UNAVAILABLE => Exit::Unavailable,
             Self::INTERNAL => Exit::Internal,
+            Self::RECORD_LOST => Exit::RecordLost,
             Self::THRESHOLDS_FAILED => Exit::ThresholdsFailed,
             Self::SIGINT => Exit::Interrupted { sigterm: false },
             Self::SIGTERM => Exit::Interrupted { sigterm: true },
@@ -109,12 +116,13 @@ impl Exit {
     }
 
     /// Every category, in the order of README's table.
-    pub const ALL: [Exit; 8] = [
+    pub const ALL: [Exit; 9] = [
         Exit::Ok,
         Exit::Failed,
         Exit::BadInput,
         Exit::Unavailable,
         Exit::Internal,
+        Exit::RecordLost,
         Exit::ThresholdsFailed,
         Exit::Interrupted { sigterm: false },
         Exit::Interrupted { sigterm: true },

@@ -72,6 +72,9 @@ named_enum! {
         LightStarted = "light_started",
         /// A page of light peers could not start or was lost (`detail`: which and why).
         LightFailed = "light_failed",
+        /// A record could not be written (`detail`: the error, e.g. a full disk): the run
+        /// stopped there.
+        RecordLost = "record_lost",
     }
 }
 
@@ -706,6 +709,12 @@ impl JsonlWriter {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Flushes and puts what was written on disk (fsync).
+    pub fn sync(&mut self) -> std::io::Result<()> {
+        self.out.flush()?;
+        self.out.get_ref().sync_all()
+    }
 }
 
 /// Why a raw-data file could not be read; each names the file (and the line) and the fix.
@@ -895,9 +904,19 @@ pub struct JsonlContents<T> {
 
 /// Writes a file atomically (temp file + rename) so a reader never sees half of it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    // On disk before it replaces the old file, and the rename on disk before we go on: a
+    // crash leaves the old manifest or the new one, never an empty one.
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

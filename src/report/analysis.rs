@@ -309,6 +309,17 @@ fn partial_reason(run: &RunData) -> Option<String> {
         .iter()
         .find(|e| e.event == RunEventKind::Interrupted)
         .map(|e| e.t);
+    let lost = run
+        .run_events
+        .iter()
+        .find(|e| e.event == RunEventKind::RecordLost);
+    if let Some(e) = lost {
+        return Some(format!(
+            "the run stopped at {:.0} s because a record could not be written ({}); the report covers what was recorded before",
+            e.t,
+            e.detail.as_deref().unwrap_or("no detail recorded")
+        ));
+    }
     if run.manifest.ended_at.is_none() {
         Some(format!(
             "the run did not finish (manifest.json has no end time: killed or still running); \

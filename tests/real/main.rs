@@ -28,6 +28,7 @@ mod netns_run;
 mod netns_shaping;
 mod netns_slot_churn;
 mod per_browser;
+mod record_lost;
 mod refsite_browsers;
 mod report_html_chromium;
 mod run_local;
