@@ -281,7 +281,7 @@ impl Comparison {
                 render::mean_ci(s.p2p_savings, 100.0, 1, "%"),
                 render::mean_ci(s.ttff_median_ms, 1.0, 0, " ms"),
                 render::mean_ci(s.stalls_per_viewer_minute, 1.0, 2, ""),
-                render::mean_ci(s.p2p_undelivered, 100.0, 1, "%"),
+                undelivered_cell(s.p2p_undelivered),
                 s.headroom_cell(&g.runs),
                 s.savings_cell(),
                 notes,
@@ -368,13 +368,24 @@ pub fn wrap(text: &str, width: usize) -> String {
     out
 }
 
+/// P2P bytes counted as uploaded but not received: only a positive share means something
+/// (uploads cut short); a share at or below zero is the sampling moments of uploaders and
+/// receivers differing, so it reads "within noise" rather than as a negative figure.
+fn undelivered_cell(v: Option<MeanCi>) -> String {
+    match v {
+        Some(m) if m.mean * 100.0 < 0.05 => "within noise".into(),
+        other => render::mean_ci(other, 100.0, 1, "%"),
+    }
+}
+
 /// What the comparison table's columns mean, printed under it.
 pub const LEGEND: &str =
     "Rates in Mbit/s. T = each run's measurement point; \"at T\" = mean over its \
 steady window; peak = highest trailing-window mean; HTTP share = HTTP / (HTTP + P2P); P2P savings \
 = 1 - HTTP share; TTFF = time to first frame; Stalls/v-min = stalls per viewer-minute; P2P \
 undelivered = share of the P2P bytes uploaders counted that no receiver got (P2P figures are the \
-receivers'). Headroom = whether the viewers had CPU headroom in the steady window (NOT A FINDING: \
+receivers'; \"within noise\": zero or below, uploaders and receivers sampled at slightly \
+different moments). Headroom = whether the viewers had CPU headroom in the steady window (NOT A FINDING: \
 the window was starved, see each run's report); the players' P2P savings are given over all viewers \
 and over the viewers with headroom. A name@mode run used that throttling mode (http-only: the 2023 conditions, HTTP \
 throttled and P2P free; tc: real per-viewer links for both); a run named …@N (suite --swarm-sizes) \

@@ -22,8 +22,8 @@ font-variant-numeric:tabular-nums;white-space:nowrap}.partial{background:#fff3bf
 padding:.6em 1em;font-weight:bold}.notfinding{background:#ffe3e3;border:3px solid #c92a2a;\
 padding:.6em 1em;font-size:1.1em}.warn{color:#c92a2a;font-weight:bold}svg.plot{max-width:100%;height:auto;\
 display:block;margin:.8em 0;border:1px solid #e9ecef}pre{background:#f8f9fa;padding:.6em;overflow-x:auto;\
-white-space:pre-wrap}figure{margin:0}figcaption{font-size:.85em;color:#495057}\
-@media print{body{max-width:none;margin:0}svg.plot,table,figure{page-break-inside:avoid}h2{page-break-after:avoid}}";
+white-space:pre-wrap}.tablebox{max-width:100%;overflow-x:auto}figure{margin:0}figcaption{font-size:.85em;color:#495057}\
+@media print{body{max-width:none;margin:0}.tablebox{overflow:visible}svg.plot,table,figure{page-break-inside:avoid}h2{page-break-after:avoid}}";
 
 fn page(title: &str, body: &str) -> String {
     format!(
@@ -99,6 +99,8 @@ fn one_set_bar_chart(title: &str, y_label: &str, categories: Vec<String>, set: B
         categories,
         sets: vec![set],
         stacked: false,
+        // A share in percent never has an axis past 100%.
+        y_cap: (y_label == "%").then_some(100.0),
     })
 }
 
@@ -342,6 +344,7 @@ fn per_viewer_section(b: &mut String, r: &RunReport) {
                 megabytes("P2P", svg::P2P, |v| v.p2p_bytes),
             ],
             stacked: true,
+            y_cap: None,
         }),
         "Each bar is one viewer, sorted by total downloaded; viewers with P2P off show HTTP only.",
     );
@@ -473,6 +476,7 @@ fn group_charts(b: &mut String, cmp: &Comparison) {
                 group_bars(cmp, "HTTP peak", svg::GREY, |g| g.http_peak_mbps),
             ],
             stacked: false,
+            y_cap: None,
         }),
         "Whiskers: 95% confidence interval across repeats (none for single runs).",
     );

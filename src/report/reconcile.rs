@@ -259,11 +259,17 @@ pub fn p2p_lines(r: &P2pReconciliation) -> Vec<String> {
             ),
             _ => String::new(),
         };
-        lines.push(format!(
-            "Sent but never delivered: {:.2} MB ({:.1}% of the uploads){events}.",
-            r.undelivered_bytes as f64 / 1e6,
-            share * 100.0,
-        ));
+        // Only a positive share means something; at or below zero it is the sampling
+        // moments of uploaders and receivers differing.
+        lines.push(if share * 100.0 < 0.05 {
+            format!("Sent but never delivered: none beyond measurement noise{events}.")
+        } else {
+            format!(
+                "Sent but never delivered: {:.2} MB ({:.1}% of the uploads){events}.",
+                r.undelivered_bytes as f64 / 1e6,
+                share * 100.0,
+            )
+        });
     }
     if let Some(received) = r.rtc_received_bytes {
         // WebRTC's count comes from the viewers' pages: compare it with their downloads.

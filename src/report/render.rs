@@ -161,7 +161,8 @@ impl Table {
 
     pub fn html(&self) -> String {
         use super::svg::esc;
-        let mut out = String::from("<table><thead><tr>");
+        // In a box of its own: a wide table scrolls there instead of widening the page.
+        let mut out = String::from("<div class=\"tablebox\"><table><thead><tr>");
         for h in &self.headers {
             out.push_str(&format!("<th>{}</th>", esc(h)));
         }
@@ -178,7 +179,7 @@ impl Table {
             }
             out.push_str("</tr>");
         }
-        out.push_str("</tbody></table>");
+        out.push_str("</tbody></table></div>");
         out
     }
 }

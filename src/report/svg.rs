@@ -83,11 +83,73 @@ pub(super) fn open_svg(out: &mut String, title: &str, height: f64) {
     );
 }
 
-fn legend(out: &mut String, items: &[(String, &str, bool)]) {
-    let mut x = W - RIGHT;
-    for (label, color, dashed) in items.iter().rev() {
-        let width = 24.0 + 6.5 * label.chars().count() as f64;
-        x -= width + 10.0;
+/// Width of text at font size 11 (an average glyph of the sans-serif fonts reports use).
+pub(super) fn text_width(text: &str) -> f64 {
+    6.5 * text.chars().count() as f64
+}
+
+/// One legend row's height, when the legend runs in rows under the plot.
+pub(super) const LEGEND_ROW: f64 = 16.0;
+
+/// Where each legend item goes: one row at the top right when the items fit beside the
+/// title's line, else rows under the plot starting at its left edge (`rows` > 0), so no item
+/// is ever cut off at the plot's edge.
+struct LegendLayout {
+    /// (x, row) per item; row 0 = the top line when `rows` is 0.
+    places: Vec<(f64, usize)>,
+    /// Rows under the plot (0: the legend sits at the top).
+    rows: usize,
+}
+
+fn item_width(label: &str) -> f64 {
+    24.0 + text_width(label)
+}
+
+fn legend_layout(items: &[(String, &str, bool)]) -> LegendLayout {
+    let total: f64 = items.iter().map(|(l, _, _)| item_width(l) + 10.0).sum();
+    if total <= PLOT_W * 0.75 {
+        let mut x = W - RIGHT;
+        let mut places = vec![(0.0, 0); items.len()];
+        for (i, (label, _, _)) in items.iter().enumerate().rev() {
+            x -= item_width(label) + 10.0;
+            places[i] = (x, 0);
+        }
+        return LegendLayout { places, rows: 0 };
+    }
+    let (mut x, mut row) = (LEFT, 0);
+    let mut places = Vec::with_capacity(items.len());
+    for (label, _, _) in items {
+        let width = item_width(label) + 10.0;
+        if x > LEFT && x + width > W - RIGHT {
+            x = LEFT;
+            row += 1;
+        }
+        places.push((x, row));
+        x += width;
+    }
+    LegendLayout {
+        places,
+        rows: if items.is_empty() { 0 } else { row + 1 },
+    }
+}
+
+/// The space a legend in rows adds under the plot.
+fn legend_extra(layout: &LegendLayout) -> f64 {
+    if layout.rows == 0 {
+        0.0
+    } else {
+        layout.rows as f64 * LEGEND_ROW + 6.0
+    }
+}
+
+/// Draws the legend; `below` is the y of the first row when it runs under the plot.
+fn legend(out: &mut String, items: &[(String, &str, bool)], layout: &LegendLayout, below: f64) {
+    for ((label, color, dashed), (x, row)) in items.iter().zip(&layout.places) {
+        let y = if layout.rows == 0 {
+            31.0
+        } else {
+            below + *row as f64 * LEGEND_ROW
+        };
         let dash = if *dashed {
             r#" stroke-dasharray="5 3""#
         } else {
@@ -95,17 +157,32 @@ fn legend(out: &mut String, items: &[(String, &str, bool)]) {
         };
         let _ = write!(
             out,
-            r##"<line x1="{x:.1}" y1="31" x2="{x2:.1}" y2="31" stroke="{color}" stroke-width="3"{dash}/><text x="{tx:.1}" y="35" font-size="11" fill="#212529">{l}</text>"##,
+            r##"<line x1="{x:.1}" y1="{y:.1}" x2="{x2:.1}" y2="{y:.1}" stroke="{color}" stroke-width="3"{dash}/><text x="{tx:.1}" y="{ty:.1}" font-size="11" fill="#212529">{l}</text>"##,
             x2 = x + 18.0,
             tx = x + 22.0,
+            ty = y + 4.0,
             l = esc(label)
         );
     }
 }
 
 pub(super) fn y_axis(out: &mut String, y_max: f64, y_label: &str, plot_h: f64) -> f64 {
+    y_axis_capped(out, y_max, None, y_label, plot_h)
+}
+
+/// The y axis up to `y_max` rounded up to a tick, never above `cap` (100 for percentages:
+/// a whisker above 100% is cut at the top, not drawn on an axis that runs to 150%).
+pub(super) fn y_axis_capped(
+    out: &mut String,
+    y_max: f64,
+    cap: Option<f64>,
+    y_label: &str,
+    plot_h: f64,
+) -> f64 {
+    let y_max = cap.map_or(y_max, |c| y_max.min(c));
     let step = nice_step(y_max, 5.0);
     let top = (y_max / step).ceil().max(1.0) * step;
+    let top = cap.map_or(top, |c| top.min(c));
     let mut v = 0.0;
     while v <= top + step * 1e-6 {
         let y = TOP + plot_h - v / top * plot_h;
@@ -135,8 +212,14 @@ pub(super) const PLOT_W: f64 = W - LEFT - RIGHT;
 
 /// Renders a line chart; time axis in seconds (minutes when long).
 pub fn line_chart(chart: &LineChart) -> String {
+    let items: Vec<(String, &str, bool)> = chart
+        .lines
+        .iter()
+        .map(|l| (l.label.clone(), l.color, l.dashed))
+        .collect();
+    let legend_places = legend_layout(&items);
     let mut out = String::new();
-    open_svg(&mut out, chart.title, H);
+    open_svg(&mut out, chart.title, H + legend_extra(&legend_places));
     let all = || chart.lines.iter().flat_map(|l| l.points.iter());
     let x_max = all().map(|p| p.0).fold(0.0, f64::max).max(1.0);
     let data_y = all()
@@ -158,12 +241,8 @@ pub fn line_chart(chart: &LineChart) -> String {
     for line in &chart.lines {
         path(&mut out, line, &sx, &sy);
     }
-    let items: Vec<(String, &str, bool)> = chart
-        .lines
-        .iter()
-        .map(|l| (l.label.clone(), l.color, l.dashed))
-        .collect();
-    close_svg(&mut out, &items);
+    legend(&mut out, &items, &legend_places, H + 6.0);
+    out.push_str("</svg>");
     out
 }
 
@@ -250,12 +329,6 @@ pub(super) fn x_baseline(out: &mut String) {
     );
 }
 
-/// The legend, then the end of the SVG element.
-fn close_svg(out: &mut String, items: &[(String, &str, bool)]) {
-    legend(out, items);
-    out.push_str("</svg>");
-}
-
 /// One set of bars (one colour) across the categories; value with optional ± error.
 pub struct BarSet<'a> {
     pub label: String,
@@ -270,33 +343,119 @@ pub struct BarChart<'a> {
     pub categories: Vec<String>,
     pub sets: Vec<BarSet<'a>>,
     pub stacked: bool,
+    /// The y axis never runs above this (100 for percentages).
+    pub y_cap: Option<f64>,
 }
 
 /// Renders bars per category, grouped side by side or stacked, with ± whiskers where a
 /// value has an error.
 pub fn bar_chart(chart: &BarChart) -> String {
-    let mut out = String::new();
-    open_svg(&mut out, chart.title, H);
+    let items: Vec<(String, &str, bool)> = chart
+        .sets
+        .iter()
+        .map(|s| (s.label.clone(), s.color, false))
+        .collect();
+    let legend_places = legend_layout(&items);
     let n = chart.categories.len().max(1);
+    let labels = CategoryLabels::new(&chart.categories, PLOT_W / n as f64);
+    let height = H + labels.extra + legend_extra(&legend_places);
+    let mut out = String::new();
+    open_svg(&mut out, chart.title, height);
     let data_max = (0..n).map(|i| category_top(chart, i)).fold(0.0, f64::max);
-    let top = y_axis(
+    let top = y_axis_capped(
         &mut out,
         if data_max > 0.0 { data_max * 1.05 } else { 1.0 },
+        chart.y_cap,
         chart.y_label,
         PLOT_H,
     );
     let layout = BarLayout::new(chart, top);
     for (i, category) in chart.categories.iter().enumerate() {
         category_bars(&mut out, chart, &layout, i, category);
+        labels.draw(&mut out, i, category, LEFT + layout.slot * (i as f64 + 0.5));
     }
     x_baseline(&mut out);
-    let items: Vec<(String, &str, bool)> = chart
-        .sets
-        .iter()
-        .map(|s| (s.label.clone(), s.color, false))
-        .collect();
-    close_svg(&mut out, &items);
+    legend(&mut out, &items, &legend_places, H + labels.extra + 6.0);
+    out.push_str("</svg>");
     out
+}
+
+/// Longest category label drawn; longer ones end in `…` (the full name is the bar's tooltip).
+const LABEL_CHARS: usize = 40;
+
+/// How the categories' names go under the bars so no two overlap: level when every name
+/// fits its slot, else turned (steeper as slots narrow: lines of text one slot apart are
+/// `slot × sin(angle)` apart), and only every n-th named when even upright ones would touch.
+struct CategoryLabels {
+    /// Degrees from level (0: level).
+    angle: f64,
+    every: usize,
+    /// Height the turned labels add under the plot.
+    extra: f64,
+}
+
+impl CategoryLabels {
+    /// Distance between two turned labels' baselines that keeps them apart (font 11).
+    const LINE: f64 = 14.0;
+
+    fn new(categories: &[String], slot: f64) -> Self {
+        let widest = categories
+            .iter()
+            .map(|c| text_width(&shorten(c)))
+            .fold(0.0, f64::max);
+        if widest <= slot - 6.0 {
+            return Self {
+                angle: 0.0,
+                every: 1,
+                extra: 0.0,
+            };
+        }
+        let every = (Self::LINE / slot).ceil().max(1.0) as usize;
+        let spacing = slot * every as f64;
+        let apart = (Self::LINE / spacing).clamp(0.5, 1.0).asin();
+        // The first name, turned, reaches `widest × cos(angle)` left of its bar: steep
+        // enough that it stays inside the picture.
+        let room = LEFT + slot / 2.0 - 2.0;
+        let inside = (room / widest).clamp(0.0, 1.0).acos();
+        let angle = apart.max(inside).to_degrees();
+        let extra = widest * angle.to_radians().sin() + 11.0 * angle.to_radians().cos();
+        Self {
+            angle,
+            every,
+            extra: extra.ceil(),
+        }
+    }
+
+    fn draw(&self, out: &mut String, i: usize, category: &str, cx: f64) {
+        if i % self.every != 0 {
+            return;
+        }
+        let y = TOP + PLOT_H + 16.0;
+        let name = esc(&shorten(category));
+        if self.angle == 0.0 {
+            let _ = write!(
+                out,
+                r##"<text class="category" x="{cx:.1}" y="{y}" font-size="11" text-anchor="middle" fill="#495057">{name}</text>"##,
+            );
+        } else {
+            let _ = write!(
+                out,
+                r##"<text class="category" x="{cx:.1}" y="{y}" font-size="11" text-anchor="end" fill="#495057" transform="rotate(-{a:.1} {cx:.1} {y})"><title>{full}</title>{name}</text>"##,
+                a = self.angle,
+                full = esc(category),
+            );
+        }
+    }
+}
+
+fn shorten(name: &str) -> String {
+    if name.chars().count() <= LABEL_CHARS {
+        name.to_string()
+    } else {
+        let mut short: String = name.chars().take(LABEL_CHARS - 1).collect();
+        short.push('…');
+        short
+    }
 }
 
 /// How high category `i` reaches: its stack, or its highest bar with the whisker on top.
@@ -323,8 +482,6 @@ struct BarLayout {
     inner: f64,
     /// Width of one bar.
     per_set: f64,
-    /// Label every n-th category only, so labels do not overlap.
-    label_every: usize,
 }
 
 impl BarLayout {
@@ -343,7 +500,6 @@ impl BarLayout {
             slot,
             inner,
             per_set,
-            label_every: ((n as f64 * 7.0 / PLOT_W).ceil() as usize).max(1),
         }
     }
 
@@ -387,15 +543,6 @@ fn category_bars(out: &mut String, chart: &BarChart, layout: &BarLayout, i: usiz
         if chart.stacked {
             base += v;
         }
-    }
-    if i % layout.label_every == 0 {
-        let _ = write!(
-            out,
-            r##"<text x="{x:.1}" y="{y}" font-size="11" text-anchor="middle" fill="#495057">{c}</text>"##,
-            x = LEFT + layout.slot * (i as f64 + 0.5),
-            y = TOP + PLOT_H + 16.0,
-            c = esc(category)
-        );
     }
 }
 
