@@ -570,6 +570,44 @@ mod tests {
     }
 
     #[test]
+    fn a_percentage_axis_stops_at_100_even_with_whiskers_above() {
+        let chart = |y_cap| {
+            bar_chart(&BarChart {
+                title: "share",
+                y_label: "%",
+                categories: vec!["a".into(), "b".into()],
+                sets: vec![BarSet {
+                    label: "HTTP share".into(),
+                    color: HTTP,
+                    values: vec![Some((97.0, Some(30.0))), Some((40.0, None))],
+                }],
+                stacked: false,
+                y_cap,
+            })
+        };
+        let capped = chart(Some(100.0));
+        assert!(capped.contains(">100</text>"), "{capped}");
+        assert!(!capped.contains(">120</text>") && !capped.contains(">150</text>"));
+        // Without the cap the whisker sets the axis.
+        assert!(chart(None).contains(">150</text>"));
+    }
+
+    #[test]
+    fn long_category_names_turn_and_short_ones_stay_level() {
+        let short = CategoryLabels::new(&["a".into(), "b".into()], 300.0);
+        assert_eq!((short.angle, short.every), (0.0, 1));
+        let names: Vec<String> = (0..10)
+            .map(|i| format!("live-high-half-p2p-off@http-only-{i}"))
+            .collect();
+        let long = CategoryLabels::new(&names, PLOT_W / 10.0);
+        assert!(long.angle >= 30.0 && long.angle <= 90.0, "{}", long.angle);
+        assert!(long.extra > 100.0);
+        // Too many for even upright names: every n-th only.
+        let many: Vec<String> = (0..200).map(|i| format!("run-{i}")).collect();
+        assert!(CategoryLabels::new(&many, PLOT_W / 200.0).every > 1);
+    }
+
+    #[test]
     fn line_chart_escapes_labels_and_draws_paths() {
         let pts = [(0.0, 1.0), (10.0, 2.0)];
         let svg = line_chart(&LineChart {
