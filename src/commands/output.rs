@@ -23,6 +23,8 @@ static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
 static STDERR_GONE: AtomicBool = AtomicBool::new(false);
 /// `--json`: stdout carries the JSON document only; what `out` writes goes to stderr.
 static TEXT_TO_STDERR: AtomicBool = AtomicBool::new(false);
+/// A `--json` document went to stdout (a command prints one at most).
+static JSON_WRITTEN: AtomicBool = AtomicBool::new(false);
 
 /// Writes to stdout (to stderr under `--json`); a closed pipe drops this and every later
 /// write.
@@ -46,12 +48,18 @@ pub fn text_to_stderr() {
 
 /// Writes the `--json` document to stdout; a closed pipe drops it like any output.
 pub fn json(text: &str) {
+    JSON_WRITTEN.store(true, Ordering::Relaxed);
     write_to(
         &STDOUT_GONE,
         libc::STDOUT_FILENO,
         &mut std::io::stdout().lock(),
         format_args!("{text}\n"),
     );
+}
+
+/// Whether [`json`] wrote the document already (`refsite` prints it once it listens).
+pub fn json_written() -> bool {
+    JSON_WRITTEN.load(Ordering::Relaxed)
 }
 
 /// Writes to stderr; a closed pipe drops this and every later write.
