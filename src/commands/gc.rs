@@ -126,9 +126,5 @@ async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<serde_json::Value> {
             report.failures.join("\n")
         )));
     }
-    Ok(super::json::gc_cloud(
-        &report,
-        args.dry_run,
-        api.requests(),
-    ))
+    Ok(super::json::gc_cloud(&report, args.dry_run, api.requests()))
 }

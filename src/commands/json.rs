@@ -1,12 +1,13 @@
-//! `--json`: one stable, versioned document on stdout for `run`, `suite`, `compare`, `plan`,
-//! `calibrate`, `fidelity`, `report` and `validate`, so a script needs neither the text nor
-//! the output folder's layout. The human-readable text then goes to stderr.
+//! `--json`: one stable, versioned document on stdout for every command (`run`, `suite`,
+//! `compare`, `plan`, `calibrate`, `fidelity`, `report`, `validate`, `ladder`, `up`, `down`,
+//! `gc`, `grid` and `refsite`; not the hidden `reaper`), so a script needs neither the text
+//! nor the output folder's layout. The human-readable text then goes to stderr. `refsite`
+//! prints its document once it listens and nothing after it.
 //!
 //! Every document has the same envelope — `schema_version`, `tool_version` (this build's
 //! version), `command`, `exit_code`, `outcome` (the category of `model::exit::Exit`) and,
 //! when the command ended on an error, `error` — and the command's figures under a key named
-//! after it (`run`, `suite`, `compare`, `plan`, `calibrate`, `fidelity`, `report`,
-//! `validate`). A usage error under `--json` (a flag clap refuses) gets the envelope too
+//! after it. A usage error under `--json` (a flag clap refuses) gets the envelope too
 //! ([`usage_error`]). The layouts are committed as JSON Schemas in
 //! `schemas/<command>-summary.v1.json`, open to added fields, and checked against real
 //! outputs by the tests with every field named. The figures are mapped here field by field
@@ -507,11 +508,7 @@ pub fn calibrate(c: &crate::calibrate::Calibration, json_file: &Path) -> Value {
 
 /// `ladder`'s figures: the capacity report's files, one row per step with its verdict, the
 /// knee and the projection onto the server given.
-pub fn ladder(
-    report: &crate::ladder::CapacityReport,
-    out: &Path,
-    interrupted: bool,
-) -> Value {
+pub fn ladder(report: &crate::ladder::CapacityReport, out: &Path, interrupted: bool) -> Value {
     let violations = |v: &[crate::ladder::knee::Violation]| {
         v.iter()
             .map(|v| json!({"rule": v.rule, "detail": v.detail}))
@@ -781,6 +778,64 @@ mod tests {
         );
     }
 
+    fn assert_matches(file: &str, command: &str, figures: Value) -> Value {
+        let text = document(command, Exit::Ok, Some(figures), None);
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let errors = viewerfleet_kit::json_schema::validate_closed(&schema(file), &doc);
+        assert!(errors.is_empty(), "{errors:#?}\n{text}");
+        doc
+    }
+
+    /// `grid up --local` needs root and Java: its document from a Grid as its state file
+    /// records it, two nodes (one with a CPU quota) behind a NAT.
+    #[test]
+    fn grid_up_json_matches_its_schema() {
+        use crate::grid::local_state::{LocalGridState, NodeState};
+        let node = |number: u32, cores: Option<f64>| NodeState {
+            number,
+            url: format!("http://127.0.0.1:{}", 37000 + number),
+            first_slot: number * 100,
+            slots: 3,
+            slots_up: true,
+            cgroup: Some(crate::sys::cgroup::CpuCgroup {
+                roots: vec!["/sys/fs/cgroup".into()],
+                rel: format!("viewerfleet/vfg1/node-{number}").into(),
+                cores,
+            }),
+            load_url: format!("http://127.0.0.1:{}/metrics", 38000 + number),
+            ..NodeState::default()
+        };
+        let st = LocalGridState {
+            hub_url: "http://127.0.0.1:38465/".into(),
+            prefix: "fd76:6700:6884::/64".into(),
+            name_prefix: "vfg6884-".into(),
+            target_namespace: "vfg6884-0".into(),
+            target_address: "fd76:6700:6884::2".into(),
+            target_ipv4: "100.64.0.2".into(),
+            nat: "home".into(),
+            target_port: 8080,
+            nodes: vec![node(1, None), node(2, Some(0.5))],
+            ..LocalGridState::default()
+        };
+        let doc = assert_matches(
+            "grid-summary.v1.json",
+            "grid",
+            grid_up(&st, Path::new("/run/viewerfleet/grid/local.json")),
+        );
+        let grid = &doc["grid"];
+        assert_eq!(grid["action"], "up");
+        assert_eq!(grid["nodes"][1]["first_slot"], "vfg6884-200");
+        assert_eq!(grid["nodes"][1]["last_slot"], "vfg6884-202");
+        assert_eq!(grid["nodes"][1]["cores"], 0.5);
+        assert_eq!(grid["target_origin"], "http://[fd76:6700:6884::2]:8080");
+        // The other actions' documents are checked by the fast tier (tests/fast/json_all.rs).
+        assert_matches(
+            "grid-summary.v1.json",
+            "grid",
+            grid_down(Path::new("/x.json"), true),
+        );
+    }
+
     #[test]
     fn every_schema_allows_every_exit_and_names_its_command() {
         for command in [
@@ -792,6 +847,12 @@ mod tests {
             "fidelity",
             "report",
             "validate",
+            "ladder",
+            "up",
+            "down",
+            "gc",
+            "grid",
+            "refsite",
         ] {
             let schema = schema(&format!("{command}-summary.v1.json"));
             for exit in Exit::ALL {

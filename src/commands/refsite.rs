@@ -60,7 +60,7 @@ pub fn config_from_args(args: &RefsiteArgs) -> Result<RefsiteConfig, RefsiteErro
 /// Serves until SIGINT/SIGTERM, printing `READY {json}` on stdout (under `--json`, the
 /// document with the same figures, and nothing else on stdout).
 pub async fn run(args: RefsiteArgs) -> anyhow::Result<Done> {
-    let config = config_from_args(&args)?;
+    let config = config_from_args(&args).map_err(crate::model::exit::bad_input)?;
     let cancel = CancellationToken::new();
     let signals = spawn_signal_watch(cancel.clone())?;
     let handle = tokio::select! {
