@@ -694,13 +694,15 @@ pub fn start(api: &HcloudApi, run: &str) -> Result<Option<Arc<ReaperLink>>, Clou
         .current_dir("/");
     {
         use std::os::unix::process::CommandExt;
+        // Unsafe only because code runs in the child between fork and exec: std can put a
+        // child in a new process group (`process_group`) but not in a new session, and has
+        // no safe way to run setsid(2) there; the call itself is nix's safe setsid.
         // SAFETY: only the async-signal-safe setsid(2) runs between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
+                nix::unistd::setsid()
+                    .map(drop)
+                    .map_err(std::io::Error::from)
             });
         }
     }
