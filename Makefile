@@ -14,7 +14,7 @@ DEMO_OUT ?= runs/demo-$(shell date -u +%Y%m%dT%H%M%SZ)
 CURVE_OUT ?= runs/curve-$(shell date -u +%Y%m%dT%H%M%SZ)
 
 .PHONY: demo curve test test-fast test-real bench bench-hub deps system-deps web-deps grid-deps light-deps build lint clean \
-	release install uninstall
+	release install uninstall build-as-user
 
 DEMO_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/live-high.yaml \
 	scenarios/local/live-high-half-p2p-off.yaml scenarios/local/vod.yaml
@@ -135,10 +135,25 @@ SELENIUM_JAR = grid/node_modules/$(shell node -p "const p = require('./grid/pack
 release: web-deps
 	$(CARGO) build --release --locked
 
+# Who builds for `install`. Under `sudo make install` (root, with SUDO_USER naming someone
+# else) the build — cargo's target/ and the npm packages — runs as the user who called sudo,
+# through a login shell so that their cargo and npm are found, and only the copying runs as
+# root: the source tree keeps no root-owned file. Run as root without sudo (or as a user),
+# the build runs as whoever runs make. `make release grid-deps light-deps && sudo make
+# install` does the same by hand (install then finds everything built).
+INSTALL_UID ?= $(shell id -u)
+BUILD_USER := $(if $(filter 0,$(INSTALL_UID)),$(filter-out root,$(SUDO_USER)))
+INSTALL_BUILD := $(if $(BUILD_USER),build-as-user,release grid-deps light-deps)
+
+## build-as-user: what `install` builds, as $(SUDO_USER) (see INSTALL_UID above).
+build-as-user:
+	sudo -u '$(BUILD_USER)' -H bash -lc "cd '$(CURDIR)' && make release grid-deps light-deps CARGO='$(CARGO)' $(if $(CARGO_TARGET_DIR),CARGO_TARGET_DIR='$(CARGO_TARGET_DIR)')"
+
 ## install: the release binary, the Selenium server jar and the shipped scenarios, so that
 ## `viewerfleet` runs its demo and a local Grid from any folder (README, "Install outside
-## the source tree"). PREFIX=/usr/local by default; DESTDIR for staging.
-install: release grid-deps light-deps
+## the source tree"). PREFIX=/usr/local by default; DESTDIR for staging. Built as the user
+## who called sudo under `sudo make install` (above).
+install: $(INSTALL_BUILD)
 	install -d $(BINDIR) $(SHAREDIR)
 	install -m 0755 $(RELEASE_BIN) $(BINDIR)/viewerfleet
 	install -m 0644 $(SELENIUM_JAR) $(SHAREDIR)/

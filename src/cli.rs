@@ -183,6 +183,10 @@ pub struct FidelityArgs {
 pub struct GridArgs {
     #[command(subcommand)]
     pub action: GridAction,
+    /// Print a JSON summary on stdout (schema: schemas/grid-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long, global = true)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -360,6 +364,10 @@ pub struct RefsiteArgs {
     /// repeatable), e.g. a cloud fleet's 2001:db8:0:a::/64 [default: from everyone].
     #[arg(long, value_name = "CIDR")]
     pub reports_from: Vec<String>,
+    /// Print one JSON document on stdout once the site listens, instead of the `READY`
+    /// line (schema: schemas/refsite-summary.v1.json); nothing else goes to stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -484,6 +492,10 @@ pub struct GcArgs {
     /// controller died) [default: 10m].
     #[arg(long)]
     pub heartbeat_grace: Option<String>,
+    /// Print a JSON summary on stdout (schema: schemas/gc-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -538,12 +550,20 @@ pub struct UpArgs {
     /// Create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
     #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
     pub yes: bool,
+    /// Print a JSON summary on stdout, the inventory included (schema:
+    /// schemas/up-summary.v1.json); the human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct DownArgs {
     /// The run id printed by `viewerfleet up` (label `viewerfleet-run`).
     pub run: String,
+    /// Print a JSON summary on stdout (schema: schemas/down-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -594,6 +614,10 @@ pub struct LadderArgs {
     /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
     #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
     pub yes: bool,
+    /// Print a JSON summary on stdout (schema: schemas/ladder-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `--viewers N` or `--viewers auto`.

@@ -33,7 +33,8 @@ pub struct HcloudApi {
     client: reqwest::Client,
     endpoint: String,
     token: ApiToken,
-    /// First wait after a transient error; doubles each retry up to `max_backoff`.
+    /// First wait after a transient error; doubles each retry up to `max_backoff`, each
+    /// wait jittered (`sys::backoff`).
     pub backoff: Duration,
     /// Longest wait between two attempts.
     pub max_backoff: Duration,
@@ -154,7 +155,7 @@ impl HcloudApi {
     ) -> Result<Value, CloudError> {
         let url = format!("{}{path}", self.endpoint);
         let started = Instant::now();
-        let mut wait = self.backoff;
+        let mut backoff = crate::sys::backoff::Backoff::new(self.backoff, self.max_backoff);
         let mut attempt = 1;
         loop {
             let ticket = self.pacer.acquire().await;
@@ -197,9 +198,9 @@ impl HcloudApi {
                     tracing::debug!("{what}: 429, waiting for the request budget");
                 }
                 CloudError::Transient { .. } if attempt < self.attempts => {
+                    let wait = backoff.next_wait();
                     tracing::debug!("{what}: {err}; retrying in {wait:?}");
                     tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(self.max_backoff);
                     attempt += 1;
                 }
                 e => return Err(e),
@@ -308,7 +309,8 @@ impl HcloudApi {
                     ),
                 });
             }
-            tokio::time::sleep(interval.min(deadline - now)).await;
+            // Jittered, so the polls of fleets made together spread out.
+            tokio::time::sleep(crate::sys::backoff::jitter(interval).min(deadline - now)).await;
             interval = (interval * 3 / 2).min(self.max_poll_interval);
             let ids: Vec<i64> = running.keys().copied().collect();
             for chunk in ids.chunks(ACTIONS_PER_POLL) {

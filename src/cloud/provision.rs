@@ -890,7 +890,7 @@ async fn delete_servers(
             if deleting == 0 || tokio::time::Instant::now() >= deadline {
                 break listed;
             }
-            tokio::time::sleep(interval).await;
+            tokio::time::sleep(crate::sys::backoff::jitter(interval)).await;
             interval = (interval * 3 / 2).min(api.max_poll_interval);
         };
         let (stay, went): (Vec<Named>, Vec<Named>) = servers
@@ -916,15 +916,14 @@ async fn delete_servers(
 /// Deletes a firewall, retrying while Hetzner still sees it applied to a server that is
 /// going away.
 async fn delete_firewall(api: &HcloudApi, f: &Named) -> Result<(), CloudError> {
-    let mut wait = api.backoff;
+    let mut backoff = crate::sys::backoff::Backoff::new(api.backoff, Duration::from_secs(10));
     let mut tries = 0;
     loop {
         match delete_one(api, Kind::Firewall, f).await {
             Ok(_) => return Ok(()),
             Err(CloudError::Api { code, .. }) if code == "resource_in_use" && tries < 8 => {
                 tries += 1;
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(10));
+                tokio::time::sleep(backoff.next_wait()).await;
             }
             Err(e) => return Err(e),
         }

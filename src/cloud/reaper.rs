@@ -29,7 +29,8 @@
 use super::api::HcloudApi;
 use super::provision::{self, Deleted, Inventory, Kind, LABEL_REAPER, LABEL_ROLE};
 use super::CloudError;
-use rand::{Rng, SeedableRng};
+use crate::sys::backoff::Backoff;
+use rand::SeedableRng;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Write;
@@ -155,45 +156,6 @@ impl Timings {
         .into_iter()
         .flatten()
         .collect()
-    }
-}
-
-/// Exponential backoff with jitter: the n-th wait is drawn uniformly from [d/2, d], d =
-/// `base` × 2ⁿ capped at `max` ("equal jitter": never less than half, so waits still grow,
-/// and reapers and controllers that failed together do not retry together).
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    base: Duration,
-    max: Duration,
-    failures: u32,
-}
-
-impl Backoff {
-    pub fn new(base: Duration, max: Duration) -> Backoff {
-        Backoff {
-            base,
-            max: max.max(base),
-            failures: 0,
-        }
-    }
-
-    /// The ceiling of the next wait, before jitter.
-    pub fn ceiling(&self) -> Duration {
-        let factor = 1u32.checked_shl(self.failures.min(31)).unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.max)
-    }
-
-    /// The next wait.
-    pub fn next(&mut self, rng: &mut impl Rng) -> Duration {
-        let d = self.ceiling();
-        self.failures = self.failures.saturating_add(1);
-        let half = d / 2;
-        half + Duration::from_nanos(rng.gen_range(0..=(d - half).as_nanos() as u64))
-    }
-
-    /// After a success: start again from `base`.
-    pub fn reset(&mut self) {
-        self.failures = 0;
     }
 }
 
@@ -326,7 +288,7 @@ pub async fn reap_until_empty(
         if since.elapsed() >= t.give_up {
             return Err((out, error));
         }
-        let wait = backoff.next(&mut rng);
+        let wait = backoff.next_with(&mut rng);
         tracing::warn!("{error}; trying again in {wait:?}");
         tokio::time::sleep(wait).await;
     }
@@ -732,13 +694,15 @@ pub fn start(api: &HcloudApi, run: &str) -> Result<Option<Arc<ReaperLink>>, Clou
         .current_dir("/");
     {
         use std::os::unix::process::CommandExt;
+        // Unsafe only because code runs in the child between fork and exec: std can put a
+        // child in a new process group (`process_group`) but not in a new session, and has
+        // no safe way to run setsid(2) there; the call itself is nix's safe setsid.
         // SAFETY: only the async-signal-safe setsid(2) runs between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
+                nix::unistd::setsid()
+                    .map(drop)
+                    .map_err(std::io::Error::from)
             });
         }
     }
@@ -834,36 +798,6 @@ mod tests {
         for bad in ["", "keep", "keep soon", "done now", "beat beat", "token"] {
             assert_eq!(Message::parse(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_its_cap_and_jitters_within_the_upper_half() {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-        let mut ceilings = Vec::new();
-        let mut waits = Vec::new();
-        for _ in 0..8 {
-            let ceiling = b.ceiling();
-            let wait = b.next(&mut rng);
-            assert!(
-                wait >= ceiling / 2 && wait <= ceiling,
-                "{wait:?} of {ceiling:?}"
-            );
-            ceilings.push(ceiling.as_millis());
-            waits.push(wait);
-        }
-        assert_eq!(ceilings, [100, 200, 400, 800, 1000, 1000, 1000, 1000]);
-        // The capped waits are not all the same: they are jittered.
-        waits.sort();
-        waits.dedup();
-        assert!(waits.len() >= 7, "{waits:?}");
-        b.reset();
-        assert_eq!(b.ceiling(), Duration::from_millis(100));
-        // Thousands of failures neither overflow nor pass the cap.
-        for _ in 0..10_000 {
-            b.next(&mut rng);
-        }
-        assert_eq!(b.ceiling(), Duration::from_secs(1));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `viewerfleet down RUN`: deletes a cloud run's servers, firewalls and keys.
 
+use super::Done;
 use crate::cli::DownArgs;
 use crate::cloud::api::HcloudApi;
 use crate::cloud::provision::{self, Deleted};
@@ -19,7 +20,7 @@ fn print(run: &str, deleted: &Deleted) {
     }
 }
 
-pub async fn run(args: DownArgs) -> anyhow::Result<Exit> {
+pub async fn run(args: DownArgs) -> anyhow::Result<Done> {
     provision::check_run_id(&args.run)?;
     let api = HcloudApi::from_env(std::env::var("HCLOUD_TOKEN_FILE").ok().as_deref())?;
     let shutdown = Shutdown::new();
@@ -34,23 +35,34 @@ pub async fn run(args: DownArgs) -> anyhow::Result<Exit> {
                 "interrupted: the teardown of run {} stopped part-way; run `viewerfleet down {}` again",
                 args.run, args.run
             );
-            return Ok(shutdown.exit());
+            return Ok(shutdown.exit().into());
         }
     };
-    match result {
-        Ok(deleted) if deleted.is_empty() => println!(
-            "run {}: nothing to delete (no resource labelled {}={})",
-            args.run,
-            provision::LABEL_RUN,
-            args.run
-        ),
-        Ok(deleted) => print(&args.run, &deleted),
+    let deleted = match result {
+        Ok(deleted) if deleted.is_empty() => {
+            println!(
+                "run {}: nothing to delete (no resource labelled {}={})",
+                args.run,
+                provision::LABEL_RUN,
+                args.run
+            );
+            deleted
+        }
+        Ok(deleted) => {
+            print(&args.run, &deleted);
+            deleted
+        }
         Err(CloudError::TeardownIncomplete { run, deleted, left }) => {
             print(&run, &deleted);
             return Err(CloudError::TeardownIncomplete { run, deleted, left }.into());
         }
         Err(e) => return Err(e.into()),
-    }
+    };
     println!("({} Hetzner API requests)", api.requests());
-    Ok(Exit::Ok)
+    Ok(Done {
+        exit: Exit::Ok,
+        figures: args
+            .json
+            .then(|| super::json::down(&args.run, &deleted, api.requests())),
+    })
 }

@@ -2,6 +2,7 @@
 //! viewer slots, local Grids and their sessions (unless `--cloud`), and cloud runs (unless
 //! `--local`).
 
+use super::Done;
 use crate::cli::GcArgs;
 use crate::cloud::api::HcloudApi;
 use crate::cloud::gc::{self, GcOptions, Verdict};
@@ -10,20 +11,26 @@ use crate::model::exit::Exit;
 use crate::sys::shutdown::Shutdown;
 use std::time::Duration;
 
-pub async fn run(args: GcArgs) -> anyhow::Result<Exit> {
+pub async fn run(args: GcArgs) -> anyhow::Result<Done> {
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
+    let mut cloud = None;
     if !args.local {
-        let cloud = tokio::select! {
+        let found = tokio::select! {
             r = gc_hcloud(&args) => r,
             _ = shutdown.wait() => {
                 eprintln!("interrupted: cloud leftovers may remain; run `viewerfleet gc` again");
-                return Ok(shutdown.exit());
+                return Ok(shutdown.exit().into());
             }
         };
-        cloud?;
+        cloud = Some(found?);
         if args.cloud {
-            return Ok(Exit::Ok);
+            return Ok(Done {
+                exit: Exit::Ok,
+                figures: args
+                    .json
+                    .then(|| super::json::gc(args.dry_run, None, cloud)),
+            });
         }
     }
     let mut removed = crate::viewer::gc::collect_leftovers(args.dry_run)?;
@@ -43,7 +50,12 @@ pub async fn run(args: GcArgs) -> anyhow::Result<Exit> {
     if removed.is_empty() {
         println!("nothing left over from earlier runs");
     }
-    Ok(Exit::Ok)
+    Ok(Done {
+        exit: Exit::Ok,
+        figures: args
+            .json
+            .then(|| super::json::gc(args.dry_run, Some(&removed), cloud)),
+    })
 }
 
 fn duration(flag: &str, value: &Option<String>) -> anyhow::Result<Option<Duration>> {
@@ -60,8 +72,8 @@ fn duration(flag: &str, value: &Option<String>) -> anyhow::Result<Option<Duratio
 }
 
 /// The cloud part: deletes, resource by resource, what expired, outlived `--older-than` or
-/// lost its controller's heartbeat.
-async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<()> {
+/// lost its controller's heartbeat. Returns its part of `--json`'s figures.
+async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<serde_json::Value> {
     let opts = GcOptions {
         older_than: duration("--older-than", &args.older_than)?,
         heartbeat_grace: duration("--heartbeat-grace", &args.heartbeat_grace)?
@@ -72,7 +84,7 @@ async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<()> {
         Ok(api) => api,
         Err(CloudError::NoToken) => {
             println!("hcloud: no HCLOUD_TOKEN, skipping cloud leftovers");
-            return Ok(());
+            return Ok(super::json::gc_cloud_skipped("no HCLOUD_TOKEN"));
         }
         Err(e) => return Err(e.into()),
     };
@@ -114,5 +126,5 @@ async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<()> {
             report.failures.join("\n")
         )));
     }
-    Ok(())
+    Ok(super::json::gc_cloud(&report, args.dry_run, api.requests()))
 }

@@ -1,5 +1,6 @@
 //! `viewerfleet grid`: a local Selenium Grid 4 (hub and nodes) on this machine.
 
+use super::Done;
 use crate::cli::{GridAction, GridArgs};
 use crate::grid::local::{
     default_state_file, down, find_jar, slot_address, up, GridConfig, LocalGridOptions, NodeCpus,
@@ -8,7 +9,12 @@ use crate::model::exit::Exit;
 use crate::netns::Shaping;
 use tokio_util::sync::CancellationToken;
 
-pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
+pub async fn run(args: GridArgs) -> anyhow::Result<Done> {
+    let json = args.json;
+    let done = |figures: serde_json::Value| Done {
+        exit: Exit::Ok,
+        figures: json.then_some(figures),
+    };
     match args.action {
         GridAction::Up(a) => {
             if !a.local {
@@ -16,8 +22,8 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
                     "`grid up` only makes a local Grid: pass --local (for cloud nodes use `fleet: hcloud` or terraform/)"
                 )));
             }
-            let mut opts =
-                LocalGridOptions::new(a.nodes, a.slots, a.state.unwrap_or_else(default_state_file));
+            let state_file = a.state.unwrap_or_else(default_state_file);
+            let mut opts = LocalGridOptions::new(a.nodes, a.slots, state_file.clone());
             opts.jar = a.jar;
             opts.config_dir = a.config_dir;
             opts.shaping = Shaping {
@@ -27,7 +33,10 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
             };
             opts.target_port = a.target_port;
             opts.node_cpus = NodeCpus::parse(&a.node_cpus)?;
-            opts.nat = a.nat.parse().map_err(|e| anyhow::anyhow!("--nat: {e}"))?;
+            opts.nat = a
+                .nat
+                .parse()
+                .map_err(|e| crate::model::exit::bad_input(anyhow::anyhow!("--nat: {e}")))?;
             let shutdown = crate::sys::shutdown::Shutdown::new();
             shutdown.listen_for_signals()?;
             let cancel = CancellationToken::new();
@@ -45,7 +54,7 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
                 // 130/143 like `run` and `up`; `up` released what it had made.
                 Err(_) if shutdown.is_triggered() => {
                     eprintln!("interrupted: everything the local Grid had started was released");
-                    return Ok(shutdown.exit());
+                    return Ok(shutdown.exit().into());
                 }
                 Err(err) => return Err(err),
             };
@@ -84,7 +93,7 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
                 );
             }
             println!("use it with `fleet: {{kind: grid, url: {}}}`; stop it with `viewerfleet grid down`", st.hub_url);
-            Ok(Exit::Ok)
+            Ok(done(super::json::grid_up(&st, &state_file)))
         }
         GridAction::Files(a) => {
             let mut opts = LocalGridOptions::new(1, 1, default_state_file());
@@ -95,16 +104,21 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Exit> {
             println!("slot wrapper, load endpoint, viewer-slot script: built into this binary");
             let (jar, origin) = find_jar(&opts)?;
             println!("jar: {} ({})", jar.display(), origin.as_str());
-            Ok(Exit::Ok)
+            Ok(done(super::json::grid_files(
+                &config.describe(),
+                &jar,
+                origin.as_str(),
+            )))
         }
         GridAction::Down(a) => {
             let path = a.state.unwrap_or_else(default_state_file);
-            if down(&path).await? {
+            let stopped = down(&path).await?;
+            if stopped {
                 println!("local Grid stopped and released");
             } else {
                 println!("no local Grid recorded in {}", path.display());
             }
-            Ok(Exit::Ok)
+            Ok(done(super::json::grid_down(&path, stopped)))
         }
     }
 }

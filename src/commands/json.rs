@@ -1,12 +1,13 @@
-//! `--json`: one stable, versioned document on stdout for `run`, `suite`, `compare`, `plan`,
-//! `calibrate`, `fidelity`, `report` and `validate`, so a script needs neither the text nor
-//! the output folder's layout. The human-readable text then goes to stderr.
+//! `--json`: one stable, versioned document on stdout for every command (`run`, `suite`,
+//! `compare`, `plan`, `calibrate`, `fidelity`, `report`, `validate`, `ladder`, `up`, `down`,
+//! `gc`, `grid` and `refsite`; not the hidden `reaper`), so a script needs neither the text
+//! nor the output folder's layout. The human-readable text then goes to stderr. `refsite`
+//! prints its document once it listens and nothing after it.
 //!
 //! Every document has the same envelope — `schema_version`, `tool_version` (this build's
 //! version), `command`, `exit_code`, `outcome` (the category of `model::exit::Exit`) and,
 //! when the command ended on an error, `error` — and the command's figures under a key named
-//! after it (`run`, `suite`, `compare`, `plan`, `calibrate`, `fidelity`, `report`,
-//! `validate`). A usage error under `--json` (a flag clap refuses) gets the envelope too
+//! after it. A usage error under `--json` (a flag clap refuses) gets the envelope too
 //! ([`usage_error`]). The layouts are committed as JSON Schemas in
 //! `schemas/<command>-summary.v1.json`, open to added fields, and checked against real
 //! outputs by the tests with every field named. The figures are mapped here field by field
@@ -505,6 +506,191 @@ pub fn calibrate(c: &crate::calibrate::Calibration, json_file: &Path) -> Value {
     })
 }
 
+/// `ladder`'s figures: the capacity report's files, one row per step with its verdict, the
+/// knee and the projection onto the server given.
+pub fn ladder(report: &crate::ladder::CapacityReport, out: &Path, interrupted: bool) -> Value {
+    let violations = |v: &[crate::ladder::knee::Violation]| {
+        v.iter()
+            .map(|v| json!({"rule": v.rule, "detail": v.detail}))
+            .collect::<Vec<_>>()
+    };
+    let steps: Vec<Value> = report
+        .steps
+        .iter()
+        .zip(&report.verdicts)
+        .map(|(s, v)| {
+            json!({
+                "viewers": s.viewers,
+                "run_dir": s.run_dir,
+                "started": s.started,
+                "failed": s.failed,
+                "http_mbps": s.http_mbps,
+                "p2p_mbps": s.p2p_mbps,
+                "http_share": s.http_share,
+                "ttff_p95_ms": s.ttff_p95_ms,
+                "stalls_per_viewer_minute": s.stalls_per_viewer_minute,
+                "degraded": v.degraded,
+                "generator_saturated": v.generator_saturated,
+                "target_saturated": v.target_saturated,
+                "violations": violations(&v.violations),
+                "thresholds_failed": s.thresholds.iter().filter(|t| !t.pass)
+                    .map(|t| t.metric.as_str()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "scenario": report.scenario,
+        "out": path(out),
+        "capacity_json": path(&out.join("capacity.json")),
+        "capacity_html": path(&out.join("capacity.html")),
+        "capacity_md": path(&out.join("capacity.md")),
+        "interrupted": interrupted,
+        "steps": steps,
+        "knee": report.knee.as_ref().map(|k| json!({
+            "at_viewers": k.at_viewers,
+            "last_ok_viewers": k.last_ok_viewers,
+            "limited_by": k.limited_by,
+            "failure_mode": violations(&k.failure_mode),
+        })),
+        "projection": report.projection.as_ref().map(|p| json!({
+            "viewers_with_p2p": p.viewers_with_p2p,
+            "limited_by": p.limited_by,
+            "by_cpu": p.by_cpu,
+            "by_ram": p.by_ram,
+            "by_nic_with_p2p": p.by_nic_with_p2p,
+            "by_nic_without_p2p": p.by_nic_without_p2p,
+        })),
+    })
+}
+
+/// What a cloud command deleted, by kind (`down`, `gc`).
+fn deleted(d: &crate::cloud::provision::Deleted) -> Value {
+    json!({
+        "servers": d.servers,
+        "firewalls": d.firewalls,
+        "ssh_keys": d.ssh_keys,
+    })
+}
+
+/// `up`'s figures: the fleet's inventory (as `--inventory` writes it) and where it was
+/// written.
+pub fn up(
+    inventory: Value,
+    inventory_file: Option<&Path>,
+    nodes: usize,
+    capacity: u32,
+    api_requests: u64,
+) -> Value {
+    json!({
+        "run": inventory["run"].clone(),
+        "hub_url": inventory["hub_url"].clone(),
+        "nodes": nodes,
+        "capacity": capacity,
+        "api_requests": api_requests,
+        "inventory_file": inventory_file.map(path),
+        "inventory": inventory,
+    })
+}
+
+/// `down`'s figures: the run and what was deleted.
+pub fn down(run: &str, d: &crate::cloud::provision::Deleted, api_requests: u64) -> Value {
+    json!({
+        "run": run,
+        "deleted": deleted(d),
+        "api_requests": api_requests,
+    })
+}
+
+/// The cloud part of `gc`: every run found with each resource's verdict, and what was
+/// deleted (`null` with `--dry-run`).
+pub fn gc_cloud(report: &crate::cloud::gc::GcReport, dry_run: bool, api_requests: u64) -> Value {
+    use crate::cloud::gc::Verdict;
+    json!({
+        "skipped": null,
+        "runs": report.runs.iter().map(|run| json!({
+            "run": run.run,
+            "resources": run.resources.iter().map(|r| {
+                let (action, reason) = match &r.verdict {
+                    Verdict::Delete(why) => ("delete", why),
+                    Verdict::Keep(why) => ("keep", why),
+                };
+                json!({"kind": r.kind.noun(), "name": r.name, "action": action, "reason": reason})
+            }).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "deleted": (!dry_run).then(|| deleted(&report.deleted)),
+        "api_requests": api_requests,
+    })
+}
+
+/// The cloud part of `gc` when it was not asked (no token): why.
+pub fn gc_cloud_skipped(reason: &str) -> Value {
+    json!({"skipped": reason, "runs": [], "deleted": null, "api_requests": 0})
+}
+
+/// `gc`'s figures: what it removed (or would remove) here and in the cloud; a part not
+/// asked for (`--local`, `--cloud`) is `null`.
+pub fn gc(dry_run: bool, local: Option<&[String]>, cloud: Option<Value>) -> Value {
+    json!({
+        "dry_run": dry_run,
+        "local": local.map(|lines| json!({"removed": lines})),
+        "cloud": cloud,
+    })
+}
+
+/// `grid up`'s figures: the hub, every node with its slots and load endpoint, the target's
+/// namespace.
+pub fn grid_up(st: &crate::grid::local_state::LocalGridState, state_file: &Path) -> Value {
+    use crate::grid::local::slot_address;
+    json!({
+        "action": "up",
+        "state_file": path(state_file),
+        "hub_url": st.hub_url,
+        "nodes": st.nodes.iter().map(|n| {
+            let last = n.first_slot + n.slots.max(1) - 1;
+            json!({
+                "number": n.number,
+                "url": n.url,
+                "slots": n.slots,
+                "first_slot": format!("{}{}", st.name_prefix, n.first_slot),
+                "last_slot": format!("{}{}", st.name_prefix, last),
+                "first_address": slot_address(st, n.first_slot),
+                "last_address": slot_address(st, last),
+                "load_url": n.load_url,
+                "cgroup": n.cgroup.as_ref().map(|c| path(&c.dir())),
+                "cores": n.cgroup.as_ref().and_then(|c| c.cores),
+            })
+        }).collect::<Vec<_>>(),
+        "target_namespace": st.target_namespace,
+        "target_origin": st.target_origin(),
+        "nat": if st.nat.is_empty() { "none" } else { st.nat.as_str() },
+        "target_ipv4": (!st.target_ipv4.is_empty()).then_some(st.target_ipv4.as_str()),
+    })
+}
+
+/// `grid down`'s figures: the state file and whether a Grid was recorded there.
+pub fn grid_down(state_file: &Path, stopped: bool) -> Value {
+    json!({"action": "down", "state_file": path(state_file), "stopped": stopped})
+}
+
+/// `grid files`'s figures: the configuration and the jar `grid up --local` would use.
+pub fn grid_files(config: &str, jar: &Path, origin: &str) -> Value {
+    json!({"action": "files", "config": config, "jar": path(jar), "jar_origin": origin})
+}
+
+/// `refsite`'s figures, printed once it listens (the `READY` line's payload): its address,
+/// its metrics and its videos.
+pub fn refsite(info: &crate::refsite::ReadyInfo) -> Value {
+    json!({
+        "base_url": info.base_url,
+        "metrics_url": info.metrics_url,
+        "videos": info.videos.iter().map(|v| json!({
+            "id": v.id,
+            "kind": v.kind.as_str(),
+            "embed_url": v.embed_url,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -592,6 +778,64 @@ mod tests {
         );
     }
 
+    fn assert_matches(file: &str, command: &str, figures: Value) -> Value {
+        let text = document(command, Exit::Ok, Some(figures), None);
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let errors = viewerfleet_kit::json_schema::validate_closed(&schema(file), &doc);
+        assert!(errors.is_empty(), "{errors:#?}\n{text}");
+        doc
+    }
+
+    /// `grid up --local` needs root and Java: its document from a Grid as its state file
+    /// records it, two nodes (one with a CPU quota) behind a NAT.
+    #[test]
+    fn grid_up_json_matches_its_schema() {
+        use crate::grid::local_state::{LocalGridState, NodeState};
+        let node = |number: u32, cores: Option<f64>| NodeState {
+            number,
+            url: format!("http://127.0.0.1:{}", 37000 + number),
+            first_slot: number * 100,
+            slots: 3,
+            slots_up: true,
+            cgroup: Some(crate::sys::cgroup::CpuCgroup {
+                roots: vec!["/sys/fs/cgroup".into()],
+                rel: format!("viewerfleet/vfg1/node-{number}").into(),
+                cores,
+            }),
+            load_url: format!("http://127.0.0.1:{}/metrics", 38000 + number),
+            ..NodeState::default()
+        };
+        let st = LocalGridState {
+            hub_url: "http://127.0.0.1:38465/".into(),
+            prefix: "fd76:6700:6884::/64".into(),
+            name_prefix: "vfg6884-".into(),
+            target_namespace: "vfg6884-0".into(),
+            target_address: "fd76:6700:6884::2".into(),
+            target_ipv4: "100.64.0.2".into(),
+            nat: "home".into(),
+            target_port: 8080,
+            nodes: vec![node(1, None), node(2, Some(0.5))],
+            ..LocalGridState::default()
+        };
+        let doc = assert_matches(
+            "grid-summary.v1.json",
+            "grid",
+            grid_up(&st, Path::new("/run/viewerfleet/grid/local.json")),
+        );
+        let grid = &doc["grid"];
+        assert_eq!(grid["action"], "up");
+        assert_eq!(grid["nodes"][1]["first_slot"], "vfg6884-200");
+        assert_eq!(grid["nodes"][1]["last_slot"], "vfg6884-202");
+        assert_eq!(grid["nodes"][1]["cores"], 0.5);
+        assert_eq!(grid["target_origin"], "http://[fd76:6700:6884::2]:8080");
+        // The other actions' documents are checked by the fast tier (tests/fast/json_all.rs).
+        assert_matches(
+            "grid-summary.v1.json",
+            "grid",
+            grid_down(Path::new("/x.json"), true),
+        );
+    }
+
     #[test]
     fn every_schema_allows_every_exit_and_names_its_command() {
         for command in [
@@ -603,6 +847,12 @@ mod tests {
             "fidelity",
             "report",
             "validate",
+            "ladder",
+            "up",
+            "down",
+            "gc",
+            "grid",
+            "refsite",
         ] {
             let schema = schema(&format!("{command}-summary.v1.json"));
             for exit in Exit::ALL {

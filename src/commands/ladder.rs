@@ -1,5 +1,6 @@
 //! `viewerfleet ladder`: a scenario at increasing viewer counts, and its capacity report.
 
+use super::Done;
 use crate::cli::LadderArgs;
 use crate::engine::{run_scenario, RunOptions, RunSource};
 use crate::ladder::knee::KneeRules;
@@ -9,7 +10,7 @@ use crate::model::exit::Exit;
 use crate::model::scenario::{self, Overrides};
 use anyhow::Context;
 
-pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Exit> {
+pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Done> {
     let confirm_paid = super::confirm_paid(args.yes);
     let mut steps = args.steps.clone();
     steps.sort_unstable();
@@ -70,7 +71,7 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Exit> {
     if results.is_empty() {
         if shutdown.is_triggered() {
             eprintln!("interrupted before a ladder step finished; nothing to report");
-            return Ok(shutdown.exit());
+            return Ok(shutdown.exit().into());
         }
         return Err(crate::model::exit::bad_input(anyhow::anyhow!(
             "no ladder step finished; nothing to report (with --analyze-only, --out must hold step-<viewers> run folders)"
@@ -103,10 +104,16 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Exit> {
         args.out.join("capacity.html").display()
     );
     // Interrupted: the steps that finished are analysed, and the code says it was cut short.
-    Ok(if shutdown.is_triggered() {
-        shutdown.exit()
-    } else {
-        Exit::Ok
+    let interrupted = shutdown.is_triggered();
+    Ok(Done {
+        exit: if interrupted {
+            shutdown.exit()
+        } else {
+            Exit::Ok
+        },
+        figures: args
+            .json
+            .then(|| super::json::ladder(&report, &args.out, interrupted)),
     })
 }
 

@@ -74,13 +74,21 @@ fn json_command(command: &Command) -> Option<&'static str> {
         Command::Fidelity(a) => ("fidelity", a.json),
         Command::Report(a) => ("report", a.json),
         Command::Validate(a) => ("validate", a.json),
-        _ => return None,
+        Command::Ladder(a) => ("ladder", a.json),
+        Command::Up(a) => ("up", a.json),
+        Command::Down(a) => ("down", a.json),
+        Command::Gc(a) => ("gc", a.json),
+        Command::Grid(a) => ("grid", a.json),
+        Command::Refsite(a) => ("refsite", a.json),
+        // Internal: started by the cloud commands, its stderr is its log.
+        Command::Reaper(_) => return None,
     };
     json.then_some(name)
 }
 
 /// Runs one subcommand. Under `--json`, its document goes to stdout (also when it ends on
-/// an error, which `main` then prints on stderr as usual).
+/// an error, which `main` then prints on stderr as usual); every command but the hidden
+/// `reaper` has `--json`.
 pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<Exit> {
     let json = json_command(&command);
     if json.is_some() {
@@ -88,22 +96,23 @@ pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<Exit> {
     }
     let result: anyhow::Result<Done> = match command {
         Command::Run(args) => run::run(args, quiet).await,
-        Command::Refsite(args) => refsite::run(args).await.map(Done::from),
+        Command::Refsite(args) => refsite::run(args).await,
         Command::Report(args) => report::run(args).await,
         Command::Compare(args) => compare::run(args).await,
         Command::Suite(args) => suite::run(args, quiet).await,
-        Command::Gc(args) => gc::run(args).await.map(Done::from),
+        Command::Gc(args) => gc::run(args).await,
         Command::Plan(args) => plan::run(args).await,
-        Command::Up(args) => up::run(args).await.map(Done::from),
-        Command::Down(args) => down::run(args).await.map(Done::from),
+        Command::Up(args) => up::run(args).await,
+        Command::Down(args) => down::run(args).await,
         Command::Validate(args) => validate::run(args),
-        Command::Grid(args) => grid::run(args).await.map(Done::from),
-        Command::Ladder(args) => ladder::run(args, quiet).await.map(Done::from),
+        Command::Grid(args) => grid::run(args).await,
+        Command::Ladder(args) => ladder::run(args, quiet).await,
         Command::Calibrate(args) => calibrate::run(args).await,
         Command::Fidelity(args) => fidelity::run(args, quiet).await,
         Command::Reaper(args) => reaper::run(args).await.map(Done::from),
     };
-    if let Some(name) = json {
+    // `refsite` prints its document as soon as it listens: one document, never two.
+    if let Some(name) = json.filter(|_| !output::json_written()) {
         let text = match &result {
             Ok(done) => json::document(name, done.exit, done.figures.clone(), None),
             Err(err) => json::document(name, exit_for(err), None, Some(format!("{err:#}"))),

@@ -15,14 +15,18 @@
 //! - [`is_closed_pipe_error`] lets `main` treat an error that a closed stdout caused, and
 //!   that reached the top anyway, as the quiet end it is.
 
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::fmt;
 use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
 static STDERR_GONE: AtomicBool = AtomicBool::new(false);
 /// `--json`: stdout carries the JSON document only; what `out` writes goes to stderr.
 static TEXT_TO_STDERR: AtomicBool = AtomicBool::new(false);
+/// A `--json` document went to stdout (a command prints one at most).
+static JSON_WRITTEN: AtomicBool = AtomicBool::new(false);
 
 /// Writes to stdout (to stderr under `--json`); a closed pipe drops this and every later
 /// write.
@@ -46,12 +50,18 @@ pub fn text_to_stderr() {
 
 /// Writes the `--json` document to stdout; a closed pipe drops it like any output.
 pub fn json(text: &str) {
+    JSON_WRITTEN.store(true, Ordering::Relaxed);
     write_to(
         &STDOUT_GONE,
         libc::STDOUT_FILENO,
         &mut std::io::stdout().lock(),
         format_args!("{text}\n"),
     );
+}
+
+/// Whether [`json`] wrote the document already (`refsite` prints it once it listens).
+pub fn json_written() -> bool {
+    JSON_WRITTEN.load(Ordering::Relaxed)
 }
 
 /// Writes to stderr; a closed pipe drops this and every later write.
@@ -84,28 +94,33 @@ fn write_to(gone: &AtomicBool, fd: i32, stream: &mut dyn Write, args: fmt::Argum
 
 /// Points `fd` at `/dev/null`, so later writes to it succeed and go nowhere.
 fn discard(fd: i32) {
-    // SAFETY: plain system calls on descriptors this process owns; `path` is a valid C
-    // string; the temporary descriptor is closed again.
-    unsafe {
-        let path = c"/dev/null";
-        let null = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if null >= 0 {
-            libc::dup2(null, fd);
-            libc::close(null);
-        }
+    use std::os::fd::AsRawFd;
+    // Opened close-on-exec, closed again when dropped.
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2(null.as_raw_fd(), fd);
     }
 }
 
+/// The standard stream `fd` (stdout or stderr) as a borrowed descriptor, for as long as
+/// `f` runs.
+fn with_stream<T>(fd: i32, f: impl FnOnce(BorrowedFd<'_>) -> T) -> T {
+    if fd == libc::STDERR_FILENO {
+        f(std::io::stderr().as_fd())
+    } else {
+        f(std::io::stdout().as_fd())
+    }
+}
+
+/// Whether a poll's answer says the reading end of the pipe is closed.
+fn hung_up(poll: &PollFd<'_>) -> bool {
+    poll.revents()
+        .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
+}
+
 /// Whether `fd` is a pipe (or socket) whose reading end is closed.
-fn reader_gone(fd: i32) -> bool {
-    let mut poll = libc::pollfd {
-        fd,
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, a zero timeout.
-    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
-    ready > 0 && poll.revents & (libc::POLLERR | libc::POLLHUP) != 0
+fn reader_gone(fd: BorrowedFd<'_>) -> bool {
+    let mut polls = [PollFd::new(fd, PollFlags::empty())];
+    matches!(poll(&mut polls, PollTimeout::ZERO), Ok(ready) if ready > 0) && hung_up(&polls[0])
 }
 
 /// Starts one thread per pipe on stdout/stderr that waits (in `poll`, woken by the
@@ -119,7 +134,7 @@ pub fn guard_standard_streams() {
         if !is_pipe_or_socket(fd) {
             continue;
         }
-        if reader_gone(fd) {
+        if with_stream(fd, reader_gone) {
             gone.store(true, Ordering::Relaxed);
             discard(fd);
             continue;
@@ -127,24 +142,18 @@ pub fn guard_standard_streams() {
         let spawned = std::thread::Builder::new()
             .name(format!("watch-fd{fd}"))
             .spawn(move || {
-                let mut poll = libc::pollfd {
-                    fd,
-                    events: 0,
-                    revents: 0,
-                };
-                loop {
-                    // SAFETY: one valid pollfd; -1 waits until the kernel reports an event.
-                    let ready = unsafe { libc::poll(&mut poll, 1, -1) };
-                    if ready > 0 && poll.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-                        gone.store(true, Ordering::Relaxed);
-                        discard(fd);
-                        return;
+                // Waits until the kernel reports an event.
+                let closed = with_stream(fd, |stream| loop {
+                    let mut polls = [PollFd::new(stream, PollFlags::empty())];
+                    match poll(&mut polls, PollTimeout::NONE) {
+                        Ok(ready) if ready > 0 && hung_up(&polls[0]) => break true,
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(_) => break false,
                     }
-                    if ready < 0
-                        && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-                    {
-                        return;
-                    }
+                });
+                if closed {
+                    gone.store(true, Ordering::Relaxed);
+                    discard(fd);
                 }
             });
         // Without the thread, the macros still handle a closed pipe.
@@ -153,15 +162,10 @@ pub fn guard_standard_streams() {
 }
 
 fn is_pipe_or_socket(fd: i32) -> bool {
-    // SAFETY: fstat fills the zeroed struct for a descriptor this process owns.
-    unsafe {
-        let mut stat: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut stat) != 0 {
-            return false;
-        }
+    nix::sys::stat::fstat(fd).is_ok_and(|stat| {
         let kind = stat.st_mode & libc::S_IFMT;
         kind == libc::S_IFIFO || kind == libc::S_IFSOCK
-    }
+    })
 }
 
 /// Whether `error` is a write to a stdout whose reader left (and nothing else): then the
@@ -172,7 +176,8 @@ pub fn is_closed_pipe_error(error: &anyhow::Error) -> bool {
             .downcast_ref::<std::io::Error>()
             .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
     });
-    broken_pipe && (STDOUT_GONE.load(Ordering::Relaxed) || reader_gone(libc::STDOUT_FILENO))
+    broken_pipe
+        && (STDOUT_GONE.load(Ordering::Relaxed) || with_stream(libc::STDOUT_FILENO, reader_gone))
 }
 
 #[cfg(test)]
@@ -181,21 +186,11 @@ mod tests {
 
     #[test]
     fn a_pipe_without_reader_is_seen_as_gone() {
-        let mut fds = [0; 2];
-        // SAFETY: a two-element array for pipe(2); both ends are closed below.
-        unsafe {
-            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
-        }
-        let (read, write) = (fds[0], fds[1]);
-        assert!(!reader_gone(write), "a pipe with a reader is open");
-        assert!(is_pipe_or_socket(write));
-        // SAFETY: closing the descriptors made above.
-        unsafe {
-            libc::close(read);
-        }
-        assert!(reader_gone(write), "the reader closed its end");
-        unsafe {
-            libc::close(write);
-        }
+        use std::os::fd::AsRawFd;
+        let (read, write) = nix::unistd::pipe().unwrap();
+        assert!(!reader_gone(write.as_fd()), "a pipe with a reader is open");
+        assert!(is_pipe_or_socket(write.as_raw_fd()));
+        drop(read);
+        assert!(reader_gone(write.as_fd()), "the reader closed its end");
     }
 }

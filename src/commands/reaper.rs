@@ -36,9 +36,8 @@ pub async fn run(args: ReaperArgs) -> anyhow::Result<Exit> {
         };
     // The token lives in this process's memory only: keep other processes of the same user
     // from reading it through ptrace or /proc/<pid>/mem.
-    // SAFETY: prctl(2) with PR_SET_DUMPABLE takes no pointers.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0);
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!("cannot keep other processes from reading this one's memory: {e}");
     }
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let token = ApiToken::new(lines.next_line().await?.unwrap_or_default())?;

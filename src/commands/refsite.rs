@@ -1,5 +1,6 @@
 //! `viewerfleet refsite`: serves the reference site until SIGINT/SIGTERM.
 
+use super::Done;
 use crate::cli::RefsiteArgs;
 use crate::model::exit::Exit;
 use crate::refsite::{
@@ -84,16 +85,17 @@ pub fn config_from_args(args: &RefsiteArgs) -> Result<RefsiteConfig, RefsiteErro
     Ok(config)
 }
 
-/// Serves until SIGINT/SIGTERM, printing `READY {json}` on stdout.
-pub async fn run(args: RefsiteArgs) -> anyhow::Result<Exit> {
-    let config = config_from_args(&args)?;
+/// Serves until SIGINT/SIGTERM, printing `READY {json}` on stdout (under `--json`, the
+/// document with the same figures, and nothing else on stdout).
+pub async fn run(args: RefsiteArgs) -> anyhow::Result<Done> {
+    let config = config_from_args(&args).map_err(crate::model::exit::bad_input)?;
     let cancel = CancellationToken::new();
     let signals = spawn_signal_watch(cancel.clone())?;
     let handle = tokio::select! {
         h = start(config, cancel.clone()) => h.context("refsite could not start")?,
         _ = cancel.cancelled() => {
             eprintln!("refsite: interrupted during start-up");
-            return Ok(Exit::Interrupted { sigterm: false });
+            return Ok(Exit::Interrupted { sigterm: false }.into());
         }
     };
     let info = handle.ready_info();
@@ -103,12 +105,21 @@ pub async fn run(args: RefsiteArgs) -> anyhow::Result<Exit> {
     }
     eprintln!("  metrics {}", info.metrics_url);
     // Flushed at once; a reader that already left does not stop the site.
-    println!("READY {}", serde_json::to_string(&info)?);
+    if args.json {
+        super::output::json(&super::json::document(
+            "refsite",
+            Exit::Ok,
+            Some(super::json::refsite(&info)),
+            None,
+        ));
+    } else {
+        println!("READY {}", serde_json::to_string(&info)?);
+    }
     cancel.cancelled().await;
     eprintln!("refsite: stopping");
     handle.shutdown().await;
     signals.abort();
-    Ok(Exit::Ok)
+    Ok(Exit::Ok.into())
 }
 
 fn spawn_signal_watch(cancel: CancellationToken) -> anyhow::Result<JoinHandle<()>> {

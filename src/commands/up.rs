@@ -1,5 +1,6 @@
 //! `viewerfleet up`: provisions a scenario's cloud fleet and leaves it running.
 
+use super::Done;
 use crate::cli::UpArgs;
 use crate::cloud::api::HcloudApi;
 use crate::cloud::up::{check_up, CloudFleet, UpOptions};
@@ -32,7 +33,7 @@ fn viewer_slots_script(args: &UpArgs) -> anyhow::Result<Option<String>> {
 
 /// Checks the target, provisions the fleet and leaves it running (handed over to its TTL);
 /// tears down on any failure.
-pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
+pub async fn run(args: UpArgs) -> anyhow::Result<Done> {
     let plan = scenario::load(
         &args.scenario,
         &Overrides {
@@ -86,7 +87,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
         r = start::check_before_fleet(&plan) => r.with_context(|| format!("{}: the target", args.scenario.display()))?,
         _ = shutdown.wait() => {
             eprintln!("interrupted before any server was created");
-            return Ok(shutdown.exit());
+            return Ok(shutdown.exit().into());
         }
     }
     let result = CloudFleet::up(&api, &plan, &spec, opts, &shutdown.token()).await;
@@ -104,6 +105,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
             match &args.inventory {
                 Some(path) => std::fs::write(path, inventory + "\n")
                     .with_context(|| format!("--inventory {}", path.display()))?,
+                // Under --json the inventory is in the document.
+                None if args.json => {}
                 None => println!("{inventory}"),
             }
             if let Some(c) = &fleet.canary {
@@ -113,11 +116,22 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Exit> {
                 "run {} is up: hub {} with {} nodes ({} viewers), {} Hetzner API requests. It bills until you run `viewerfleet down {}` (or `viewerfleet gc` once its TTL passed).",
                 fleet.run_id, fleet.hub_url, fleet.nodes.len(), fleet.capacity(), api.requests(), fleet.run_id
             );
-            Ok(Exit::Ok)
+            Ok(Done {
+                exit: Exit::Ok,
+                figures: args.json.then(|| {
+                    super::json::up(
+                        fleet.inventory(),
+                        args.inventory.as_deref(),
+                        fleet.nodes.len(),
+                        fleet.capacity(),
+                        api.requests(),
+                    )
+                }),
+            })
         }
         Err(CloudError::Cancelled) => {
             eprintln!("interrupted: every server of the run was deleted");
-            Ok(shutdown.exit())
+            Ok(shutdown.exit().into())
         }
         Err(e) => Err(e.into()),
     }

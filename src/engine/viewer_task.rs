@@ -292,7 +292,8 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, ViewerError>>,
 {
-    let mut wait = policy.retry_backoff;
+    let mut backoff =
+        crate::sys::backoff::Backoff::new(policy.retry_backoff, Duration::from_secs(60));
     let mut attempt = 0;
     // Nothing of this life is in flight at the fleet (before the first request, or after a
     // refusal): if the run ends now, no late session can come of it.
@@ -349,13 +350,12 @@ where
                     None,
                 );
                 tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
+                    _ = tokio::time::sleep(backoff.next_wait()) => {}
                     _ = shared.run_end.cancelled() => {
                         run_ended(refused);
                         return Created::RunEnded(None);
                     }
                 }
-                wait = (wait * 2).min(Duration::from_secs(60));
             }
         }
     }

@@ -177,7 +177,7 @@ pub struct StartPolicy {
     pub max_parallel: usize,
     /// Further attempts after a refused session (`SessionNotCreated`, timeout).
     pub session_retries: u32,
-    /// First wait before a retry; doubles each time up to 60 s.
+    /// First wait before a retry; doubles each time up to 60 s, each wait jittered.
     pub retry_backoff: std::time::Duration,
     /// Whether a viewer lost mid-run is created again.
     pub recreate_lost: bool,

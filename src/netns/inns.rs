@@ -8,7 +8,6 @@
 use super::NetnsError;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Runs `f` on a new thread inside network namespace `ns` and returns its result.
@@ -26,15 +25,11 @@ where
                 ns: ns_name.clone(),
                 message: format!("cannot open {path}: {err} (is the slot up?)"),
             })?;
-            // SAFETY: setns on a valid fd only changes this thread's network namespace.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            if rc != 0 {
+            // Changes this thread's network namespace only.
+            if let Err(e) = nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET) {
                 return Err(NetnsError::Namespace {
                     ns: ns_name,
-                    message: format!(
-                        "setns failed: {} (needs root)",
-                        std::io::Error::last_os_error()
-                    ),
+                    message: format!("setns failed: {e} (needs root)"),
                 });
             }
             Ok(f())

@@ -320,19 +320,15 @@ fn publish(tmp: &Path, dir: &Path) -> std::io::Result<()> {
 }
 
 /// Takes an exclusive `flock` on `path` (released when the returned file is dropped).
-async fn lock_file(path: PathBuf) -> std::io::Result<std::fs::File> {
+async fn lock_file(path: PathBuf) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
     tokio::task::spawn_blocking(move || {
-        use std::os::fd::AsRawFd;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)?;
-        // SAFETY: flock on a file descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(file)
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| std::io::Error::from(errno))
     })
     .await
     .map_err(std::io::Error::other)?

@@ -35,7 +35,7 @@ const CONN_BUFFER: usize = 16 * 1024;
 /// Kernel send buffer per connection (Linux doubles it): bounds what a client that hangs
 /// up can be charged for without it having received it, and is still far above the
 /// bandwidth-delay product of the links viewers are given (e.g. 2 Mbit/s × 500 ms = 125 KB).
-const SEND_BUFFER: libc::c_int = 256 * 1024;
+const SEND_BUFFER: usize = 256 * 1024;
 /// How long open connections get to finish after `cancel`.
 const GRACE: Duration = Duration::from_secs(3);
 
@@ -135,22 +135,9 @@ fn idle_left(epoch: Instant, last: &AtomicU64, idle: Duration) -> Duration {
 }
 
 fn set_send_buffer(stream: &tokio::net::TcpStream) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: setsockopt on a live socket with a correctly sized int option.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            &SEND_BUFFER as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        tracing::debug!(
-            "cannot bound the send buffer: {}",
-            std::io::Error::last_os_error()
-        );
+    use nix::sys::socket::{setsockopt, sockopt::SndBuf};
+    if let Err(e) = setsockopt(stream, SndBuf, &SEND_BUFFER) {
+        tracing::debug!("cannot bound the send buffer: {e}");
     }
 }
 

@@ -201,12 +201,9 @@ pub fn load1() -> f64 {
 }
 
 fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
+    match nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK) {
+        Ok(Some(ticks)) if ticks > 0 => ticks as f64,
+        _ => 100.0,
     }
 }
 
@@ -243,35 +240,23 @@ fn parse_pss_kb(smaps_rollup: &str) -> Option<u64> {
 /// Raises the open-files soft limit to the hard limit and returns it: every viewer holds
 /// a WebDriver connection, and the common default of 1024 would stop a run near 1000.
 pub fn raise_open_files_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 0;
     };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to plain data.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 0;
-        }
-        // An unlimited hard limit still stops at the kernel's nr_open.
-        let ceiling = if limit.rlim_max == libc::RLIM_INFINITY {
-            std::fs::read_to_string("/proc/sys/fs/nr_open")
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(limit.rlim_cur)
-        } else {
-            limit.rlim_max
-        };
-        if limit.rlim_cur < ceiling {
-            let raised = libc::rlimit {
-                rlim_cur: ceiling,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
-            }
-        }
+    // An unlimited hard limit still stops at the kernel's nr_open.
+    let ceiling = if hard == RLIM_INFINITY {
+        std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(soft)
+    } else {
+        hard
+    };
+    if soft < ceiling && setrlimit(Resource::RLIMIT_NOFILE, ceiling, hard).is_ok() {
+        return ceiling;
     }
-    limit.rlim_cur
+    soft
 }
 
 /// What a group of processes used: CPU seconds since the previous sample, PSS now, and
@@ -372,8 +357,11 @@ fn tree_members(procs: &[ProcStat], root: u32) -> Vec<u32> {
 
 fn all_processes() -> Vec<ProcStat> {
     let ticks = clock_ticks();
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .unwrap_or(4096)
+        .max(4096) as u64;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -427,8 +415,10 @@ mod tests {
             .unwrap();
         let mut meter = ProcessGroupMeter::new("sleep", std::process::id());
         let (all, own) = meter.sample();
-        // SAFETY: plain kill(2) of the process started above.
-        unsafe { libc::kill(theirs, libc::SIGKILL) };
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(theirs),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         mine.kill().unwrap();
         mine.wait().unwrap();
         assert!(own.processes >= 1, "{own:?}");
@@ -454,18 +444,11 @@ mod tests {
 
     #[test]
     fn the_open_files_limit_is_the_hard_limit_after_raising() {
+        use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
         let raised = raise_open_files_limit();
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit with a valid pointer.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-            0
-        );
-        assert_eq!(raised, limit.rlim_cur);
-        assert!(limit.rlim_max == libc::RLIM_INFINITY || limit.rlim_cur == limit.rlim_max);
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        assert_eq!(raised, soft);
+        assert!(hard == RLIM_INFINITY || soft == hard);
     }
 
     #[test]

@@ -10,15 +10,12 @@ use std::time::{Duration, Instant};
 /// Makes `cmd`'s process receive `signal` when this process dies.
 pub fn die_with_parent(cmd: &mut std::process::Command, signal: Signal) {
     use std::os::unix::process::CommandExt;
-    let signal = signal as libc::c_int;
+    // Unsafe only because code runs in the child between fork and exec, and std has no
+    // safe way to run any (nor a setting for the parent-death signal); the call itself is
+    // nix's safe prctl(2), which is async-signal-safe.
     // SAFETY: only the async-signal-safe prctl(2) runs between fork and exec.
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || nix::sys::prctl::set_pdeathsig(signal).map_err(std::io::Error::from));
     }
 }
 

@@ -532,7 +532,7 @@ impl Viewer {
                         session = self.session_id.as_deref().unwrap_or(""),
                         "{what}: {e}; sending it again ({resent} of {RESENDS})"
                     );
-                    tokio::time::sleep(RESEND_BACKOFF * resent).await;
+                    tokio::time::sleep(crate::sys::backoff::jitter(RESEND_BACKOFF * resent)).await;
                 }
                 Err(e) => return Err(command_error(what, &e)),
             }

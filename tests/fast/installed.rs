@@ -290,3 +290,55 @@ fn an_installed_binary_finds_the_selenium_jar_in_the_documented_order() {
         );
     }
 }
+
+/// `make -n install` (a dry run: nothing is built or copied): under `sudo make install` the
+/// build runs as the user who called sudo and only the copying as root, so no root-owned
+/// `target/` or `node_modules/` is left in the source tree; run by a user, or by root
+/// without sudo, the build runs as whoever runs make.
+#[test]
+fn make_install_under_sudo_builds_as_the_user_and_copies_as_root() {
+    let dry_run = |vars: &[&str]| {
+        let out = Command::new("make")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["-n", "install"])
+            .args(vars)
+            .env_remove("MAKEFLAGS")
+            .output()
+            .expect("make runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let sudo = dry_run(&["INSTALL_UID=0", "SUDO_USER=alice"]);
+    let lines: Vec<&str> = sudo.lines().collect();
+    assert!(
+        lines[0].starts_with("sudo -u 'alice' -H bash -lc ")
+            && lines[0].contains("make release grid-deps light-deps"),
+        "{sudo}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("cargo ") || l.contains("npm ci")),
+        "nothing is built as root:\n{sudo}"
+    );
+    assert!(
+        sudo.contains("install -m 0755 target/release/viewerfleet /usr/local/bin/viewerfleet"),
+        "{sudo}"
+    );
+    for vars in [
+        ["INSTALL_UID=1000", "SUDO_USER="],
+        ["INSTALL_UID=0", "SUDO_USER="],
+        ["INSTALL_UID=0", "SUDO_USER=root"],
+    ] {
+        let plain = dry_run(&vars);
+        assert!(
+            plain.contains("cargo build --release --locked") && !plain.contains("sudo -u"),
+            "{vars:?}:\n{plain}"
+        );
+        assert!(plain.contains("install -d /usr/local/bin"), "{plain}");
+    }
+}

@@ -400,14 +400,14 @@ fn a_usage_error_under_json_prints_the_error_envelope() {
         "{doc}"
     );
     assert!(text(&out.stderr).contains("unexpected argument '--bogus'"));
-    // A missing argument; and `--json` on a command that has no `--json`.
+    // A missing argument; and a missing subcommand.
     let out = run(&["--quiet", "validate", "--json"]);
     assert_eq!(out.status.code(), Some(2));
     let doc = assert_valid("validate-summary.v1.json", &text(&out.stdout));
     assert_eq!(doc["outcome"], "bad-input");
-    let out = run(&["gc", "--json"]);
+    let out = run(&["grid", "--json"]);
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(assert_envelope(&text(&out.stdout))["command"], "gc");
+    assert_eq!(assert_envelope(&text(&out.stdout))["command"], "grid");
     let out = run(&["--json"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
@@ -438,12 +438,18 @@ fn the_schemas_are_open_to_added_fields() {
         [
             "calibrate-summary.v1.json",
             "compare-summary.v1.json",
+            "down-summary.v1.json",
             "envelope.v1.json",
             "fidelity-summary.v1.json",
+            "gc-summary.v1.json",
+            "grid-summary.v1.json",
+            "ladder-summary.v1.json",
             "plan-summary.v1.json",
+            "refsite-summary.v1.json",
             "report-summary.v1.json",
             "run-summary.v1.json",
             "suite-summary.v1.json",
+            "up-summary.v1.json",
             "validate-summary.v1.json",
         ]
     );

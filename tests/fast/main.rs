@@ -16,6 +16,7 @@ mod dashboards;
 mod engine;
 mod fuzz;
 mod installed;
+mod json_all;
 mod json_output;
 mod layers;
 mod light_fidelity;

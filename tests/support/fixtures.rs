@@ -18,7 +18,8 @@ pub fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
     (tmp, dir)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies a folder and everything in it.
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

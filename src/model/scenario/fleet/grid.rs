@@ -40,7 +40,8 @@ pub struct GridFleetSpec {
     /// Attempts after a refused session (`SessionNotCreated`, queue timeout) [default: 6].
     #[serde(default)]
     pub session_retries: Option<u32>,
-    /// First wait before a retry; doubles each time, at most 60 s [default: 2s].
+    /// First wait before a retry; doubles each time, at most 60 s, each wait jittered
+    /// (drawn from its upper half) [default: 2s].
     #[serde(default)]
     pub retry_backoff: Option<String>,
     /// Re-create viewers whose node was lost mid-run, when the Grid has capacity
