@@ -269,7 +269,17 @@ pub struct Windows {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Qoe {
     pub ttff_median_ms: Option<f64>,
+    #[serde(default)]
+    pub ttff_p90_ms: Option<f64>,
     pub ttff_p95_ms: Option<f64>,
+    #[serde(default)]
+    pub ttff_p99_ms: Option<f64>,
+    /// The longest time to first frame of the viewers that played.
+    #[serde(default)]
+    pub ttff_max_ms: Option<f64>,
+    /// The mean time to first frame of the viewers that played.
+    #[serde(default)]
+    pub ttff_avg_ms: Option<f64>,
     pub ttff_count: u32,
     pub stalls: u64,
     pub viewer_minutes: f64,

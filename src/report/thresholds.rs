@@ -158,9 +158,29 @@ fn read(t: &Threshold, s: &ReportSummary) -> Reading {
             "qoe.ttff_median_ms",
             "no viewer played a first frame",
         ),
+        TtffP90 => reading(
+            s.qoe.ttff_p90_ms,
+            "qoe.ttff_p90_ms",
+            "no viewer played a first frame",
+        ),
         TtffP95 => reading(
             s.qoe.ttff_p95_ms,
             "qoe.ttff_p95_ms",
+            "no viewer played a first frame",
+        ),
+        TtffP99 => reading(
+            s.qoe.ttff_p99_ms,
+            "qoe.ttff_p99_ms",
+            "no viewer played a first frame",
+        ),
+        TtffMax => reading(
+            s.qoe.ttff_max_ms,
+            "qoe.ttff_max_ms",
+            "no viewer played a first frame",
+        ),
+        TtffAvg => reading(
+            s.qoe.ttff_avg_ms,
+            "qoe.ttff_avg_ms",
             "no viewer played a first frame",
         ),
         StallsPerViewerMinute => reading(
@@ -363,10 +383,7 @@ mod tests {
 
     fn judge_one(metric: &str, condition: &str, s: &ReportSummary) -> ThresholdResult {
         evaluate(
-            &[ThresholdText {
-                metric: metric.into(),
-                condition: condition.into(),
-            }],
+            &[ThresholdText::new(metric, condition)],
             s,
         )
         .remove(0)
@@ -408,10 +425,7 @@ mod tests {
         let r = judge_one("ttff_p95", "< 15s", &s);
         assert!(!r.pass && r.reason.unwrap().starts_with("no value: "));
         let text = lines(&evaluate(
-            &[ThresholdText {
-                metric: "ttff_p95".into(),
-                condition: "< 15s".into(),
-            }],
+            &[ThresholdText::new("ttff_p95", "< 15s")],
             &s,
         ));
         assert_eq!(text[0], "THRESHOLDS FAILED: 1 of 1 (exit code 99)");
