@@ -27,7 +27,11 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<super::Done> {
         println!(
             "THRESHOLDS FAILED in {} of the compared runs (exit code 99{}):",
             failed_thresholds.len(),
-            if given.is_some() { "; judged from --thresholds" } else { "" }
+            if given.is_some() {
+                "; judged from --thresholds"
+            } else {
+                ""
+            }
         );
         for (run, failed) in &failed_thresholds {
             for t in failed {

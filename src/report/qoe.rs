@@ -241,7 +241,12 @@ impl Tally {
         qoe.ttff_p95_ms = percentile(&self.ttffs, 95.0);
         qoe.ttff_p99_ms = percentile(&self.ttffs, 99.0);
         qoe.ttff_max_ms = percentile(&self.ttffs, 100.0);
-        let finite: Vec<f64> = self.ttffs.iter().copied().filter(|v| v.is_finite()).collect();
+        let finite: Vec<f64> = self
+            .ttffs
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite())
+            .collect();
         qoe.ttff_avg_ms =
             (!finite.is_empty()).then(|| finite.iter().sum::<f64>() / finite.len() as f64);
         qoe.viewer_minutes = self.watch_total_s / 60.0;

@@ -382,11 +382,7 @@ mod tests {
     }
 
     fn judge_one(metric: &str, condition: &str, s: &ReportSummary) -> ThresholdResult {
-        evaluate(
-            &[ThresholdText::new(metric, condition)],
-            s,
-        )
-        .remove(0)
+        evaluate(&[ThresholdText::new(metric, condition)], s).remove(0)
     }
 
     #[test]
@@ -424,10 +420,7 @@ mod tests {
         assert!(r.reason.unwrap().contains("no exporter samples"));
         let r = judge_one("ttff_p95", "< 15s", &s);
         assert!(!r.pass && r.reason.unwrap().starts_with("no value: "));
-        let text = lines(&evaluate(
-            &[ThresholdText::new("ttff_p95", "< 15s")],
-            &s,
-        ));
+        let text = lines(&evaluate(&[ThresholdText::new("ttff_p95", "< 15s")], &s));
         assert_eq!(text[0], "THRESHOLDS FAILED: 1 of 1 (exit code 99)");
         assert!(text[1].starts_with("  FAIL ttff_p95 < 15s: no value (no value: "));
     }

@@ -27,3 +27,4 @@ mod refsite_cli;
 mod refsite_http;
 mod report_fixtures;
 mod swarm_sweep;
+mod thresholds_cli;

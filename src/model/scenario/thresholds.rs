@@ -455,7 +455,9 @@ pub fn parse_cli(arg: &str) -> Result<Vec<ThresholdText>, String> {
         out.push(t.text());
     }
     if out.is_empty() {
-        return Err("--thresholds is empty; give conditions such as \"ttff_p95<15s\" or a YAML file".into());
+        return Err(
+            "--thresholds is empty; give conditions such as \"ttff_p95<15s\" or a YAML file".into(),
+        );
     }
     Ok(out)
 }
@@ -710,7 +712,10 @@ impl<'de> serde::de::DeserializeSeed<'de> for ConditionsSeed {
                 )
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                self.0.threshold(v, None).map(|t| vec![t]).map_err(E::custom)
+                self.0
+                    .threshold(v, None)
+                    .map(|t| vec![t])
+                    .map_err(E::custom)
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
@@ -976,23 +981,26 @@ mod tests {
             ]
         );
         // The one-condition form of earlier versions is unchanged.
-        assert_eq!(
-            spec("ttff_p95: \"< 15s\"\n").unwrap(),
-            ["ttff_p95 < 15s"]
-        );
+        assert_eq!(spec("ttff_p95: \"< 15s\"\n").unwrap(), ["ttff_p95 < 15s"]);
         assert_eq!(
             cond("ttff", "p99 < 8s").unwrap(),
             "ttff_p99 < 8s",
             "a distribution's statistic picks the metric"
         );
         let err = spec("ttff: \"< 4s\"\n").unwrap_err();
-        assert!(err.contains("names no statistic") && err.contains("`p99`"), "{err}");
+        assert!(
+            err.contains("names no statistic") && err.contains("`p99`"),
+            "{err}"
+        );
         let err = spec("ttff: [\"p95 < 4\"]\n").unwrap_err();
         assert!(err.contains("has no unit"), "{err}");
         let err = spec("ttff_p95: []\n").unwrap_err();
         assert!(err.contains("the list is empty"), "{err}");
         let err = spec("ttff_p95: \"< 1s\"\nttff_p95: \"< 2s\"\n").unwrap_err();
-        assert!(err.contains("given twice") && err.contains("one list"), "{err}");
+        assert!(
+            err.contains("given twice") && err.contains("one list"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1009,16 +1017,17 @@ mod tests {
                 "players.p2p_savings_at_t >= 10% abort after 0ns",
             ]
         );
-        let err = spec("ttff:\n  - condition: \"p95 < 4s\"\n    abort_on_fail: true\n").unwrap_err();
+        let err =
+            spec("ttff:\n  - condition: \"p95 < 4s\"\n    abort_on_fail: true\n").unwrap_err();
         assert!(
             err.contains("abort_on_fail is not available for metric `ttff_p95`: it is only known after the run"),
             "{err}"
         );
-        let err =
-            spec("exporter.http_share_at_t: {condition: \"< 40%\", abort_on_fail: true}\n")
-                .unwrap_err();
+        let err = spec("exporter.http_share_at_t: {condition: \"< 40%\", abort_on_fail: true}\n")
+            .unwrap_err();
         assert!(err.contains("`exporter.http_share_at_t`"), "{err}");
-        let err = spec("failed_viewers: {condition: \"< 2\", delay_abort_eval: 10s}\n").unwrap_err();
+        let err =
+            spec("failed_viewers: {condition: \"< 2\", delay_abort_eval: 10s}\n").unwrap_err();
         assert!(err.contains("without abort_on_fail"), "{err}");
         let err = spec(
             "failed_viewers: {condition: \"< 2\", abort_on_fail: true, delay_abort_eval: soon}\n",
@@ -1070,6 +1079,9 @@ mod tests {
         assert_eq!(parse_cli(bare.to_str().unwrap()).unwrap().len(), 2);
         std::fs::write(&bare, "ttff_p95: \"< 15s\"\nbogus: \"< 1\"\n").unwrap();
         let err = parse_cli(bare.to_str().unwrap()).unwrap_err();
-        assert!(err.contains("t.yaml:2") && err.contains("`bogus` is not a metric"), "{err}");
+        assert!(
+            err.contains("t.yaml:2") && err.contains("`bogus` is not a metric"),
+            "{err}"
+        );
     }
 }
