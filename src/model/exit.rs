@@ -6,7 +6,9 @@
 //! it failed (viewers beyond `max_failed_viewers`, a run of a suite, a folder of `compare`);
 //! `2` bad input, as clap and most Unix tools use it for usage errors; `69` and `70` from
 //! sysexits(3) (`EX_UNAVAILABLE`: a service is unavailable; `EX_SOFTWARE`: an internal
-//! error); `99` for failed thresholds, as k6 does; `128 + signal` when interrupted.
+//! error); `78` (sysexits `EX_CONFIG`) when `plan` finds no fleet within the scenario's
+//! `fleet.server_limit`; `99` for failed thresholds, as k6 does; `128 + signal` when
+//! interrupted.
 //!
 //! An error says which category it belongs to by its type, found anywhere in its `anyhow`
 //! chain: `ScenarioError`, a `BadInput` or an `Unavailable` wrapper (this module), the cloud
@@ -32,6 +34,9 @@ pub enum Exit {
     Unavailable,
     /// `70`: neither: this machine (a tool missing, a full disk, no permission) or a bug.
     Internal,
+    /// `78`: `plan` found no fleet within `fleet.server_limit`, neither all real viewers nor
+    /// a mix with light peers; it says the fewest servers that would fit.
+    OverServerLimit,
     /// `99`: the run finished and at least one of the scenario's `thresholds` failed.
     ThresholdsFailed,
     /// `130` (SIGINT) or `143` (SIGTERM): interrupted; what was measured so far is kept.
@@ -44,6 +49,7 @@ impl Exit {
     pub const BAD_INPUT: u8 = 2;
     pub const UNAVAILABLE: u8 = 69;
     pub const INTERNAL: u8 = 70;
+    pub const OVER_SERVER_LIMIT: u8 = 78;
     pub const THRESHOLDS_FAILED: u8 = 99;
     pub const SIGINT: u8 = 130;
     pub const SIGTERM: u8 = 143;
@@ -56,6 +62,7 @@ impl Exit {
             Exit::BadInput => Self::BAD_INPUT,
             Exit::Unavailable => Self::UNAVAILABLE,
             Exit::Internal => Self::INTERNAL,
+            Exit::OverServerLimit => Self::OVER_SERVER_LIMIT,
             Exit::ThresholdsFailed => Self::THRESHOLDS_FAILED,
             Exit::Interrupted { sigterm: false } => Self::SIGINT,
             Exit::Interrupted { sigterm: true } => Self::SIGTERM,
@@ -70,6 +77,7 @@ impl Exit {
             Exit::BadInput => "bad-input",
             Exit::Unavailable => "unavailable",
             Exit::Internal => "internal-error",
+            Exit::OverServerLimit => "over-server-limit",
             Exit::ThresholdsFailed => "thresholds-failed",
             Exit::Interrupted { .. } => "interrupted",
         }
@@ -83,6 +91,7 @@ impl Exit {
             Self::BAD_INPUT => Exit::BadInput,
             Self::UNAVAILABLE => Exit::Unavailable,
             Self::INTERNAL => Exit::Internal,
+            Self::OVER_SERVER_LIMIT => Exit::OverServerLimit,
             Self::THRESHOLDS_FAILED => Exit::ThresholdsFailed,
             Self::SIGINT => Exit::Interrupted { sigterm: false },
             Self::SIGTERM => Exit::Interrupted { sigterm: true },
@@ -109,12 +118,13 @@ impl Exit {
     }
 
     /// Every category, in the order of README's table.
-    pub const ALL: [Exit; 8] = [
+    pub const ALL: [Exit; 9] = [
         Exit::Ok,
         Exit::Failed,
         Exit::BadInput,
         Exit::Unavailable,
         Exit::Internal,
+        Exit::OverServerLimit,
         Exit::ThresholdsFailed,
         Exit::Interrupted { sigterm: false },
         Exit::Interrupted { sigterm: true },
