@@ -34,6 +34,7 @@ pub(super) fn write_manifest(
         started_at_unix_ms: started_wall.timestamp_millis() as u64,
         ended_at: None,
         exit_status: None,
+        aborted: None,
         host: hostinfo::host_info(),
         versions: hostinfo::tool_versions(&[
             ("chromium", "/usr/lib/chromium/chromium", &["--version"]),
@@ -82,6 +83,7 @@ pub(super) fn finish_manifest(
     code: u8,
     interrupted: bool,
     signal: Option<&str>,
+    aborted: Option<&str>,
 ) -> anyhow::Result<()> {
     let path = out.join(rawdata::MANIFEST);
     let Ok(text) = std::fs::read_to_string(&path) else {
@@ -91,9 +93,12 @@ pub(super) fn finish_manifest(
     manifest.ended_at = Some(chrono::Utc::now().to_rfc3339());
     manifest.exit_status = Some(if interrupted {
         format!("interrupted by {}", signal.unwrap_or("a stop request"))
+    } else if aborted.is_some() {
+        format!("exit code {code}: ended early by a threshold with abort_on_fail")
     } else {
         format!("exit code {code}")
     });
+    manifest.aborted = aborted.map(str::to_string);
     rawdata::write_atomic(&path, &serde_json::to_vec_pretty(&manifest)?)?;
     Ok(())
 }

@@ -124,7 +124,17 @@ async fn finish(
     rec.run_event(event, detail);
     drop(rec);
     recorder.finish().await.context("writing raw data")?;
-    manifest::finish_manifest(&ctx.out, code, interrupted, ctx.shutdown.signal())?;
+    let aborted = match &result {
+        Ok((_, summary)) => summary.aborted().map(str::to_string),
+        Err(_) => None,
+    };
+    manifest::finish_manifest(
+        &ctx.out,
+        code,
+        interrupted,
+        ctx.shutdown.signal(),
+        aborted.as_deref(),
+    )?;
     let mut code = code;
     let (summary, (settled_viewers, fitting_viewers), report) = match result {
         Ok((_, mut summary)) => {
@@ -136,6 +146,9 @@ async fn finish(
                 None
             };
             let mut text = summary.text();
+            if let Some(why) = &aborted {
+                text.push_str(&format!("\nABORTED: {why} (exit code 99)"));
+            }
             if let Some(report) = &report {
                 for line in crate::report::thresholds::lines(&report.thresholds) {
                     text.push('\n');
@@ -297,6 +310,11 @@ async fn run_with_fleet(
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);
     let mut background =
         start_samplers(plan, ctx, &shared, target.as_ref(), &placement, target_pid);
+    background.spawn(super::abort::watch(
+        plan.thresholds.clone(),
+        shared.clone(),
+        plan.viewers,
+    ));
     let mut light_pages =
         light_task::release(plan, light_host.as_ref(), &ctx.out.join("raw"), &shared);
     let release = tokio::spawn(release_viewers(plan.clone(), shared.clone()));
@@ -309,13 +327,20 @@ async fn run_with_fleet(
     close_viewers(&mut viewers).await;
     close_viewers(&mut light_pages).await;
     while background.join_next().await.is_some() {}
+    let aborted = shared
+        .aborted
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let live = shared.live();
-    let summary = progress::summarize(plan, &live);
+    let summary = progress::summarize(plan, &live).with_aborted(aborted.clone());
     let failed = live.failed_or_lost(live.requested(plan.viewers)) as u32;
     let code = if ctx.shutdown.is_triggered() {
         ctx.shutdown.exit_code()
     } else if failed > plan.max_failed_viewers {
         1
+    } else if aborted.is_some() {
+        Exit::THRESHOLDS_FAILED
     } else {
         0
     };
@@ -375,7 +400,8 @@ fn start_samplers(
     background
 }
 
-/// The timeline: ramp end, measure point, end of run; any of them cut short by a signal.
+/// The timeline: ramp end, measure point, end of run; any of them cut short by a signal
+/// or by a threshold with `abort_on_fail` that failed (`engine::abort`).
 /// With `RunClock::FromEveryFirstFrame` it starts once every viewer played (or failed),
 /// which is then recorded as the ramp's end.
 async fn follow_timeline(
@@ -408,6 +434,7 @@ async fn follow_timeline(
             let detail = tokio::select! {
                 d = every_first_frame(plan, shared, limit) => d,
                 _ = ctx.shutdown.wait() => return,
+                _ = shared.abort.cancelled() => return,
             };
             shared.rec.run_event(RunEventKind::RampDone, Some(detail));
             tokio::time::Instant::now()
@@ -418,12 +445,14 @@ async fn follow_timeline(
     for (at, kind) in marks {
         tokio::select! {
             _ = tokio::time::sleep_until(start + at) => shared.rec.run_event(kind, None),
-            _ = ctx.shutdown.wait() => break,
+            _ = ctx.shutdown.wait() => return,
+            _ = shared.abort.cancelled() => return,
         }
     }
     tokio::select! {
         _ = tokio::time::sleep_until(start + plan.duration) => {}
         _ = ctx.shutdown.wait() => {}
+        _ = shared.abort.cancelled() => {}
     }
 }
 

@@ -316,6 +316,18 @@ fn partial_reason(run: &RunData) -> Option<String> {
         ))
     } else if let Some(t) = interrupted {
         Some(format!("the run was interrupted at {t:.0} s"))
+    } else if let Some(e) = run
+        .run_events
+        .iter()
+        .find(|e| e.event == RunEventKind::Aborted)
+    {
+        Some(format!(
+            "the run was ended early at {:.0} s: {}",
+            e.t,
+            e.detail
+                .as_deref()
+                .unwrap_or("a threshold with abort_on_fail failed")
+        ))
     } else {
         run.run_events
             .iter()
