@@ -9,6 +9,7 @@ mod support;
 mod bad_input;
 mod calibrate;
 mod churn;
+mod ci_gate;
 mod cli;
 mod cloud;
 mod cloud_cli;
