@@ -643,7 +643,7 @@ impl<'de> Deserialize<'de> for ThresholdsSpec {
                 while let Some(key) = map.next_key::<ThresholdKey>()? {
                     if keys.contains(&key.text) {
                         return Err(serde::de::Error::custom(format!(
-                            "`{}` is given twice; give its conditions as one list, e.g. `{}: [\"< 15s\", \"< 20s\"]`",
+                            "`{}` is given twice; give its conditions as one list: `{}: [\"FIRST\", \"SECOND\"]`",
                             key.text, key.text
                         )));
                     }
