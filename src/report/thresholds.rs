@@ -6,7 +6,8 @@
 //!   `http_peak_mbps`): the top-level figures, whose `source` is the exporter when the run
 //!   had one, else the players; `exporter.`/`players.` read that table, `with_headroom.` the
 //!   players' figures of the viewers with CPU headroom;
-//! - `ttff_p50`, `ttff_p95`, `stalls_per_viewer_minute`, `stalled_time_share`: `qoe`;
+//! - `ttff_*` (p50, p90, p95, p99, max, avg), `viewer_stalled_share_*` (the same),
+//!   `stalls_per_viewer_minute`, `stalled_time_share`: `qoe`;
 //! - `p2p_undelivered`: `p2p_reconciliation.undelivered_share`;
 //! - `failed_viewers`: `viewers.failed + viewers.lost` (a share: of `viewers.requested`);
 //! - `starved_viewers`: `headroom.viewers.starved` (a share: of those watching in the steady
@@ -16,7 +17,7 @@
 //! A figure the report does not have (no exporter, no viewer played, no steady window) fails
 //! its threshold with the reason, as k6 fails a threshold whose metric never got data.
 
-use super::model::{FiguresAtT, HeadroomVerdict, ReportSummary, SourceTable};
+use super::model::{Distribution, FiguresAtT, HeadroomVerdict, ReportSummary, SourceTable};
 use crate::model::kinds::RateSource;
 use crate::model::scenario::thresholds::{
     Condition, MetricKind, Threshold, ThresholdMetric, ThresholdSource, ThresholdUnit,
@@ -183,6 +184,26 @@ fn read(t: &Threshold, s: &ReportSummary) -> Reading {
             "qoe.ttff_avg_ms",
             "no viewer played a first frame",
         ),
+        ViewerStalledShareP50
+        | ViewerStalledShareP90
+        | ViewerStalledShareP95
+        | ViewerStalledShareP99
+        | ViewerStalledShareMax
+        | ViewerStalledShareAvg => {
+            let (stat, pick): (&str, fn(&Distribution) -> f64) = match t.metric {
+                ViewerStalledShareP50 => ("p50", |d| d.p50),
+                ViewerStalledShareP90 => ("p90", |d| d.p90),
+                ViewerStalledShareP95 => ("p95", |d| d.p95),
+                ViewerStalledShareP99 => ("p99", |d| d.p99),
+                ViewerStalledShareMax => ("max", |d| d.max),
+                _ => ("avg", |d| d.avg),
+            };
+            reading(
+                s.qoe.viewer_stalled_share.as_ref().map(pick),
+                &format!("qoe.viewer_stalled_share.{stat}"),
+                "no viewer watched",
+            )
+        }
         StallsPerViewerMinute => reading(
             s.qoe.stalls_per_viewer_minute,
             "qoe.stalls_per_viewer_minute",

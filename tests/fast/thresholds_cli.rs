@@ -243,3 +243,55 @@ fn compare_thresholds_judge_every_run_and_exit_99_naming_the_run_that_failed() {
     let doc = assert_valid("compare-summary.v1.json", &text(&out.stdout));
     assert_eq!(doc["compare"]["thresholds_failed"], serde_json::json!([]));
 }
+
+/// The viewers' own rebuffering shares as a distribution: the steady fixture's one viewer
+/// that stalled (1.34% of its watch) fails a `max`, the median of all passes.
+#[test]
+fn report_judges_the_spread_of_the_viewers_stalled_shares() {
+    let (_tmp, run) = copy_of("run-steady");
+    let out = viewerfleet(&[
+        "report",
+        run.to_str().unwrap(),
+        "--thresholds",
+        "viewer_stalled_share max<1%,viewer_stalled_share p50<=0%,viewer_stalled_share_avg<1%",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(99), "{}", text(&out.stderr));
+    let doc = assert_valid("report-summary.v1.json", &text(&out.stdout));
+    let judged: Vec<(String, String, String, bool)> = doc["report"]["headline"]["thresholds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["metric"].as_str().unwrap().to_string(),
+                t["observed"].as_str().unwrap().to_string(),
+                t["source"].as_str().unwrap().to_string(),
+                t["pass"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        judged,
+        [
+            (
+                "viewer_stalled_share_max".to_string(),
+                "1.3423%".to_string(),
+                "qoe.viewer_stalled_share.max".to_string(),
+                false
+            ),
+            (
+                "viewer_stalled_share_p50".to_string(),
+                "0%".to_string(),
+                "qoe.viewer_stalled_share.p50".to_string(),
+                true
+            ),
+            (
+                "viewer_stalled_share_avg".to_string(),
+                "0.2685%".to_string(),
+                "qoe.viewer_stalled_share.avg".to_string(),
+                true
+            ),
+        ]
+    );
+}

@@ -33,8 +33,9 @@
 //! bandwidth metric reads; without it, the report's own source (the exporter when the run
 //! had one, else the players). The figures are read from the report (`report::thresholds`).
 //!
-//! The distribution `ttff` takes `STAT OP NUMBER UNIT`, `STAT` one of `p50`, `p90`, `p95`,
-//! `p99`, `max`, `avg`: `ttff: "p99 < 8s"` is the same threshold as `ttff_p99: "< 8s"`.
+//! The distributions `ttff` and `viewer_stalled_share` (each viewer's own share of time
+//! rebuffering) take `STAT OP NUMBER UNIT`, `STAT` one of `p50`, `p90`, `p95`, `p99`, `max`,
+//! `avg`: `ttff: "p99 < 8s"` is the same threshold as `ttff_p99: "< 8s"`.
 //!
 //! This module owns the grammar and validation; the values come from `report.json`, or,
 //! for `abort_on_fail` while the run goes, from the engine's live figures (`engine::abort`).
@@ -57,6 +58,19 @@ named_enum! {
         TtffMax = "ttff_max",
         /// The mean time to first frame (`qoe.ttff_avg_ms`).
         TtffAvg = "ttff_avg",
+        /// The viewers' own shares of time spent rebuffering, one figure per viewer that
+        /// watched: median (`qoe.viewer_stalled_share.p50`).
+        ViewerStalledShareP50 = "viewer_stalled_share_p50",
+        /// … 90th percentile (`qoe.viewer_stalled_share.p90`).
+        ViewerStalledShareP90 = "viewer_stalled_share_p90",
+        /// … 95th percentile (`qoe.viewer_stalled_share.p95`).
+        ViewerStalledShareP95 = "viewer_stalled_share_p95",
+        /// … 99th percentile (`qoe.viewer_stalled_share.p99`).
+        ViewerStalledShareP99 = "viewer_stalled_share_p99",
+        /// … the most any viewer spent rebuffering (`qoe.viewer_stalled_share.max`).
+        ViewerStalledShareMax = "viewer_stalled_share_max",
+        /// … the mean over viewers (`qoe.viewer_stalled_share.avg`).
+        ViewerStalledShareAvg = "viewer_stalled_share_avg",
         /// Rebuffering events per viewer-minute watched (`qoe.stalls_per_viewer_minute`).
         StallsPerViewerMinute = "stalls_per_viewer_minute",
         /// Time spent rebuffering over time watched (`qoe.stalled_time_share`).
@@ -133,6 +147,12 @@ impl ThresholdMetric {
         match self {
             TtffP50 | TtffP90 | TtffP95 | TtffP99 | TtffMax | TtffAvg => MetricKind::Time,
             StalledTimeShare | HttpShareAtT | P2pSavingsAtT | P2pUndelivered => MetricKind::Share,
+            ViewerStalledShareP50
+            | ViewerStalledShareP90
+            | ViewerStalledShareP95
+            | ViewerStalledShareP99
+            | ViewerStalledShareMax
+            | ViewerStalledShareAvg => MetricKind::Share,
             HttpAtTMbps | P2pAtTMbps | HttpPeakMbps => MetricKind::Rate,
             StallsPerViewerMinute => MetricKind::Number,
             FailedViewers | StarvedViewers => MetricKind::Viewers,
@@ -266,17 +286,30 @@ pub struct Threshold {
 
 /// The distributions whose conditions name a statistic (`ttff: "p95 < 4s"`), and the
 /// metric each statistic is.
-const DISTRIBUTIONS: &[(&str, &[(&str, ThresholdMetric)])] = &[(
-    "ttff",
-    &[
-        ("p50", ThresholdMetric::TtffP50),
-        ("p90", ThresholdMetric::TtffP90),
-        ("p95", ThresholdMetric::TtffP95),
-        ("p99", ThresholdMetric::TtffP99),
-        ("max", ThresholdMetric::TtffMax),
-        ("avg", ThresholdMetric::TtffAvg),
-    ],
-)];
+const DISTRIBUTIONS: &[(&str, &[(&str, ThresholdMetric)])] = &[
+    (
+        "ttff",
+        &[
+            ("p50", ThresholdMetric::TtffP50),
+            ("p90", ThresholdMetric::TtffP90),
+            ("p95", ThresholdMetric::TtffP95),
+            ("p99", ThresholdMetric::TtffP99),
+            ("max", ThresholdMetric::TtffMax),
+            ("avg", ThresholdMetric::TtffAvg),
+        ],
+    ),
+    (
+        "viewer_stalled_share",
+        &[
+            ("p50", ThresholdMetric::ViewerStalledShareP50),
+            ("p90", ThresholdMetric::ViewerStalledShareP90),
+            ("p95", ThresholdMetric::ViewerStalledShareP95),
+            ("p99", ThresholdMetric::ViewerStalledShareP99),
+            ("max", ThresholdMetric::ViewerStalledShareMax),
+            ("avg", ThresholdMetric::ViewerStalledShareAvg),
+        ],
+    ),
+];
 
 /// A key of `thresholds:`: one metric, or a distribution whose conditions name their
 /// statistic.
@@ -309,8 +342,9 @@ impl Key {
                     })
                     .ok_or_else(|| {
                         format!(
-                            "`{written}` names no statistic; `{name}` is a distribution: write a statistic ({}), an operator and a time, e.g. \"p95 < 4s\"",
-                            crate::model::kinds::one_of(&names)
+                            "`{written}` names no statistic; `{name}` is a distribution: write a statistic ({}), an operator and {}",
+                            crate::model::kinds::one_of(&names),
+                            stats[0].1.forms().replacen("e.g. \"", "e.g. \"p95 ", 1)
                         )
                     })?;
                 Ok((metric, parse_condition(metric, rest)?))
@@ -682,9 +716,10 @@ struct ConditionSeed(Key);
 fn forms(key: Key) -> String {
     match key {
         Key::Metric(metric, _) => metric.forms().to_string(),
-        Key::Distribution(..) => {
-            "a statistic, an operator and a time, e.g. \"p95 < 4s\"".to_string()
-        }
+        Key::Distribution(_, stats) => format!(
+            "a statistic (p50, p90, p95, p99, max or avg), an operator and {}",
+            stats[0].1.forms().replacen("e.g. \"", "e.g. \"p95 ", 1)
+        ),
     }
 }
 
@@ -987,6 +1022,12 @@ mod tests {
             "ttff_p99 < 8s",
             "a distribution's statistic picks the metric"
         );
+        assert_eq!(
+            cond("viewer_stalled_share", "p95 < 5%").unwrap(),
+            "viewer_stalled_share_p95 < 5%"
+        );
+        let err = cond("viewer_stalled_share", "p95 < 0.05").unwrap_err();
+        assert!(err.contains("a share in %"), "{err}");
         let err = spec("ttff: \"< 4s\"\n").unwrap_err();
         assert!(
             err.contains("names no statistic") && err.contains("`p99`"),
