@@ -25,8 +25,13 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<super::Done> {
     let failed_thresholds = cmp.thresholds_failed();
     if !failed_thresholds.is_empty() {
         println!(
-            "THRESHOLDS FAILED in {} of the compared runs (exit code 99{}):",
+            "THRESHOLDS FAILED in {} of the compared runs ({}{}):",
             failed_thresholds.len(),
+            if cmp.failed.is_empty() {
+                "exit code 99"
+            } else {
+                "exit code 1: a folder could not be read"
+            },
             if given.is_some() {
                 "; judged from --thresholds"
             } else {

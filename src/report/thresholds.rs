@@ -386,6 +386,20 @@ pub fn lines(results: &[ThresholdResult]) -> Vec<String> {
     out
 }
 
+/// A run ended early by a threshold with `abort_on_fail` (`detail`: the `aborted` run
+/// event's, "threshold KEY CONDITION failed while the run went: …"): that threshold failed,
+/// even when the figures at the end meet it again (a share that recovered after the abort),
+/// so that judging the run again never turns its exit 99 into a pass.
+pub fn mark_aborted(results: &mut [ThresholdResult], detail: &str) {
+    for r in results.iter_mut() {
+        let prefix = format!("threshold {} {} failed", r.metric, r.condition);
+        if r.pass && detail.starts_with(&prefix) {
+            r.pass = false;
+            r.reason = Some(format!("ended the run early: {detail}"));
+        }
+    }
+}
+
 /// Whether any threshold failed.
 pub fn any_failed(results: &[ThresholdResult]) -> bool {
     results.iter().any(|r| !r.pass)
@@ -427,6 +441,30 @@ mod tests {
         assert!(r.reason.unwrap().contains("5 of 12 viewers starved"));
         let r = judge_one("failed_viewers", "<= 0", &s);
         assert_eq!(r.value, Some((s.viewers.failed + s.viewers.lost) as f64));
+    }
+
+    #[test]
+    fn the_threshold_that_ended_a_run_early_stays_failed() {
+        let s = summary();
+        let mut results = evaluate(
+            &[
+                ThresholdText::new("p2p_savings_at_t", ">= 10%"),
+                ThresholdText::new("ttff_p95", "< 60s"),
+            ],
+            &s,
+        );
+        assert!(results.iter().all(|r| r.pass), "{results:?}");
+        mark_aborted(
+            &mut results,
+            "threshold p2p_savings_at_t >= 10% failed while the run went: 4% at 65 s (abort_on_fail, judged from 1m on)",
+        );
+        assert!(!results[0].pass);
+        assert!(results[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("ended the run early: threshold p2p_savings_at_t >= 10% failed"));
+        assert!(results[1].pass, "only the one that aborted");
     }
 
     #[test]
