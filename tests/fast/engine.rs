@@ -307,6 +307,49 @@ async fn a_failed_abort_on_fail_threshold_ends_the_run_early_with_99_after_its_d
     );
 }
 
+/// The players' P2P savings judged live: the stub's players save 75%; a threshold asking
+/// 90% ends the run early, one on the HTTP share that holds does not.
+#[tokio::test]
+async fn the_players_p2p_savings_are_judged_live_and_end_the_run_when_too_low() {
+    let stub = stub(StubConfig::default()).await;
+    let yaml = scenario(
+        &stub,
+        2,
+        "0s",
+        "",
+        "thresholds:\n  http_share_at_t: {condition: \"< 50%\", abort_on_fail: true}\n  players.p2p_savings_at_t:\n    - {condition: \">= 90%\", abort_on_fail: true, delay_abort_eval: 1s}\n",
+    )
+    .replace("duration: 5s", "duration: 120s")
+    .replace("measure_at: 4s", "measure_at: 100s");
+    let (dir, path, out) = scenario_dir(&yaml);
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        run_quietly(&path, &out, Shutdown::new()),
+    )
+    .await
+    .expect("the run ended early, long before its 2 minutes")
+    .expect("the run completes");
+    let run = Run { dir, outcome };
+    assert_eq!(run.outcome.exit_code, 99, "{}", run.outcome.summary);
+    assert!(
+        run.outcome.summary.contains(
+            "ABORTED: threshold players.p2p_savings_at_t >= 90% failed while the run went: 75%"
+        ),
+        "{}",
+        run.outcome.summary
+    );
+    let events: Vec<RunEvent> = rawdata::read_jsonl(&run.out().join(rawdata::RUN_EVENTS))
+        .unwrap()
+        .records;
+    let aborted: Vec<&RunEvent> = events
+        .iter()
+        .filter(|e| e.event == RunEventKind::Aborted)
+        .collect();
+    assert_eq!(aborted.len(), 1, "{events:?}");
+    assert!(aborted[0].t >= 1.0, "{:?}", aborted[0]);
+    no_session_left(&stub);
+}
+
 #[tokio::test]
 async fn a_command_the_grid_failed_to_forward_is_sent_again_and_costs_no_viewer() {
     // The first vendor command of every session (installing the stats probe) is answered
