@@ -374,6 +374,15 @@ pub struct RefsiteArgs {
 pub struct ReportArgs {
     /// A run folder written by `viewerfleet run`.
     pub run_dir: PathBuf,
+    /// Judge these thresholds instead of those the run's manifest froze: a YAML file in the
+    /// scenario's `thresholds:` syntax, or conditions such as
+    /// "ttff_p95<15s,p2p_savings_at_t>=60%" (repeatable). Nothing is written into the run
+    /// folder then, unless --out names it.
+    #[arg(long, value_name = "FILE|EXPR")]
+    pub thresholds: Vec<String>,
+    /// Write report.{json,md,html} and the CSV files here instead of into the run folder.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// Print a JSON summary on stdout (schema: schemas/report-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]
@@ -391,6 +400,12 @@ pub struct CompareArgs {
     /// Group runs of the same scenario: mean and 95% confidence interval per scenario.
     #[arg(long)]
     pub group: bool,
+    /// Judge every run against these thresholds instead of those its manifest froze: a
+    /// YAML file in the scenario's `thresholds:` syntax, or conditions such as
+    /// "ttff_p95<15s,p2p_savings_at_t>=60%" (repeatable). The run folders are then only
+    /// read, never written.
+    #[arg(long, value_name = "FILE|EXPR")]
+    pub thresholds: Vec<String>,
     /// Print a JSON summary on stdout (schema: schemas/compare-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]

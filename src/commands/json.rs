@@ -195,11 +195,19 @@ pub fn run(outcome: &RunOutcome) -> Value {
 
 /// `report`'s figures: the run folder, the report's files and its headline (thresholds
 /// judged again).
-pub fn report(run_dir: &Path, summary: &ReportSummary) -> Value {
+/// `report`'s figures: the report's files where they were written (`None`: nowhere, as
+/// `--thresholds` without `--out`), and whose thresholds were judged.
+pub fn report(
+    run_dir: &Path,
+    written: Option<&Path>,
+    thresholds_from_cli: bool,
+    summary: &ReportSummary,
+) -> Value {
     json!({
         "run_dir": path(run_dir),
-        "report_json": path(&run_dir.join("report.json")),
-        "report_html": path(&run_dir.join("report.html")),
+        "report_json": written.map(|d| path(&d.join("report.json"))),
+        "report_html": written.map(|d| path(&d.join("report.html"))),
+        "thresholds_from": if thresholds_from_cli { "command-line" } else { "manifest" },
         "headline": Headline::of(summary),
     })
 }
@@ -308,10 +316,15 @@ fn failed_runs(failed: &[FailedRun]) -> Value {
 
 /// `compare`'s figures: the rows (grouped by scenario with `--group`), the folders that
 /// could not be read, and the files written.
-pub fn compare(cmp: &Comparison, out: &Path) -> Value {
+pub fn compare(cmp: &Comparison, out: &Path, thresholds_from_cli: bool) -> Value {
     json!({
         "groups": compared_runs(cmp),
         "failed_runs": failed_runs(&cmp.failed),
+        "thresholds_from": if thresholds_from_cli { "command-line" } else { "manifest" },
+        "thresholds_failed": cmp.thresholds_failed().iter().map(|(run, failed)| json!({
+            "run": run.name,
+            "failed": failed,
+        })).collect::<Vec<_>>(),
         "compare_json": path(&out.join("compare.json")),
         "compare_html": path(&out.join("compare.html")),
     })

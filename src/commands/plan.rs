@@ -24,16 +24,24 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<super::Done> {
     shutdown.listen_for_signals()?;
     let json = args.json;
     tokio::select! {
-        r = plan_all(args) => r.map(|plans| super::Done {
-            exit: Exit::Ok,
-            figures: json.then(|| serde_json::json!({ "scenarios": plans })),
+        r = plan_all(args) => r.map(|(plans, over)| {
+            // A fleet that cannot be bought is no estimate to go on: its own exit code.
+            for line in &over {
+                eprintln!("{line}");
+            }
+            super::Done {
+                exit: if over.is_empty() { Exit::Ok } else { Exit::OverServerLimit },
+                figures: json.then(|| serde_json::json!({ "scenarios": plans })),
+            }
         }),
         _ = shutdown.wait() => Ok(shutdown.exit().into()),
     }
 }
 
-/// Prints every scenario's plan and returns them for `--json`.
-async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
+/// Prints every scenario's plan and returns them for `--json`, with one line for each
+/// scenario no fleet of which fits `fleet.server_limit` (neither all real viewers nor the
+/// mix with light peers offered).
+async fn plan_all(args: PlanArgs) -> anyhow::Result<(Vec<serde_json::Value>, Vec<String>)> {
     let overrides = Overrides {
         viewers: args.viewers,
         per_browser: args.per_browser,
@@ -51,6 +59,7 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
     }
     let mut api: Option<(Option<String>, HcloudApi)> = None;
     let mut plans = Vec::new();
+    let mut over = Vec::new();
     for path in &args.scenarios {
         let plan = scenario::load(path, &overrides)?;
         let mut spec = match hcloud_spec(&plan) {
@@ -191,13 +200,54 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<Vec<serde_json::Value>> {
         if let Some(out) = &args.tfvars {
             write_tfvars(out, &plan, &spec, &fleet)?;
         }
+        let fit = Fit::of(&fleet, mix.as_ref().map(|(m, _)| m));
+        if !fit.fits {
+            over.push(fit.message(&label, &fleet));
+        }
         let mut json = super::json::fleet_plan(&plan.name, path, &fleet, &spec.budget);
         json["light_mix"] = mix.as_ref().map_or(serde_json::Value::Null, |(m, most)| {
             super::json::light_mix(m, most.as_ref(), &plan)
         });
+        json["fits_server_limit"] = fit.fits.into();
+        json["fewest_servers"] = fit.fewest_servers.into();
         plans.push(json);
     }
-    Ok(plans)
+    Ok((plans, over))
+}
+
+/// Whether a scenario's fleet fits `fleet.server_limit`: all real viewers, or the mix with
+/// light peers `plan` offers; and the fewest servers any of them needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fit {
+    pub fits: bool,
+    pub fewest_servers: u32,
+}
+
+impl Fit {
+    pub(crate) fn of(all_real: &sizing::FleetPlan, mix: Option<&sizing::MixPlan>) -> Fit {
+        let fits = !all_real.over_limit() || mix.is_some_and(|m| m.fits);
+        let fewest_servers = mix
+            .map(|m| m.fleet.fewest_servers())
+            .into_iter()
+            .chain([all_real.fewest_servers()])
+            .min()
+            .unwrap_or(all_real.servers);
+        Fit {
+            fits,
+            fewest_servers,
+        }
+    }
+
+    /// What to do when nothing fits, for stderr.
+    fn message(&self, label: &str, all_real: &sizing::FleetPlan) -> String {
+        format!(
+            "error: {label}: no fleet fits fleet.server_limit ({}), neither all real viewers nor a mix with light peers; the fewest servers that would fit are {} (exit code {}). Raise the project's limit (Console → project → Limits), then set `fleet.server_limit: {}`; or lower the viewers, the per-viewer budget, or use `fleet: grid` with servers you have",
+            all_real.server_limit,
+            self.fewest_servers,
+            Exit::OVER_SERVER_LIMIT,
+            self.fewest_servers,
+        )
+    }
 }
 
 /// What a mix of real viewers and light peers relies on: the fidelity verdict the scenario

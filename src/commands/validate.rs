@@ -20,7 +20,15 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Done> {
                     let list: Vec<String> = plan
                         .thresholds
                         .iter()
-                        .map(|t| format!("{} {}", t.key(), t.condition))
+                        .map(|t| match t.abort {
+                            Some(a) => format!(
+                                "{} {} (abort_on_fail after {})",
+                                t.key(),
+                                t.condition,
+                                humantime::format_duration(a.delay)
+                            ),
+                            None => format!("{} {}", t.key(), t.condition),
+                        })
                         .collect();
                     println!("  thresholds: {}", list.join(", "));
                 }

@@ -34,6 +34,7 @@ pub(super) fn write_manifest(
         started_at_unix_ms: started_wall.timestamp_millis() as u64,
         ended_at: None,
         exit_status: None,
+        aborted: None,
         host: hostinfo::host_info(),
         versions: hostinfo::tool_versions(&[
             ("chromium", "/usr/lib/chromium/chromium", &["--version"]),
@@ -83,6 +84,7 @@ pub(super) fn finish_manifest(
     interrupted: bool,
     signal: Option<&str>,
     record_lost: Option<&str>,
+    aborted: Option<&str>,
 ) -> anyhow::Result<()> {
     let path = out.join(rawdata::MANIFEST);
     let Ok(text) = std::fs::read_to_string(&path) else {
@@ -90,11 +92,15 @@ pub(super) fn finish_manifest(
     };
     let mut manifest: Manifest = serde_json::from_str(&text)?;
     manifest.ended_at = Some(chrono::Utc::now().to_rfc3339());
-    manifest.exit_status = Some(match (interrupted, record_lost) {
-        (true, _) => format!("interrupted by {}", signal.unwrap_or("a stop request")),
-        (false, Some(reason)) => format!("exit code {code}: the run stopped, {reason}"),
-        (false, None) => format!("exit code {code}"),
+    manifest.exit_status = Some(match (interrupted, record_lost, aborted) {
+        (true, _, _) => format!("interrupted by {}", signal.unwrap_or("a stop request")),
+        (false, Some(reason), _) => format!("exit code {code}: the run stopped, {reason}"),
+        (false, None, Some(_)) => {
+            format!("exit code {code}: ended early by a threshold with abort_on_fail")
+        }
+        (false, None, None) => format!("exit code {code}"),
     });
+    manifest.aborted = aborted.map(str::to_string);
     rawdata::write_atomic(&path, &serde_json::to_vec_pretty(&manifest)?)?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! the ramp, samples players, exporter and host, appends raw data as it arrives, and
 //! releases everything on every exit path (success, error, Ctrl-C, SIGTERM).
 
+mod abort;
 mod browsers;
 pub mod canary;
 mod governor;

@@ -97,6 +97,8 @@ pub(super) struct Summary {
     /// a finding, the figures of those with headroom.
     headroom: Option<String>,
     report: Option<String>,
+    /// Why a threshold with `abort_on_fail` ended the run early.
+    aborted: Option<String>,
 }
 
 pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
@@ -152,6 +154,7 @@ pub(super) fn summarize(plan: &Plan, live: &LiveState) -> Summary {
         notes,
         headroom: None,
         report: None,
+        aborted: None,
     }
 }
 
@@ -184,6 +187,17 @@ fn failure_notes(failures: &[(u32, String)]) -> Vec<String> {
 }
 
 impl Summary {
+    /// Records why a threshold with `abort_on_fail` ended the run early.
+    pub(super) fn with_aborted(mut self, aborted: Option<String>) -> Self {
+        self.aborted = aborted;
+        self
+    }
+
+    /// Why the run was ended early by a threshold with `abort_on_fail`, if it was.
+    pub(super) fn aborted(&self) -> Option<&str> {
+        self.aborted.as_deref()
+    }
+
     /// Where a governed ramp settled.
     pub(super) fn settled_viewers(&self) -> Option<u32> {
         self.settled_viewers
@@ -277,6 +291,7 @@ mod tests {
             notes: Vec::new(),
             headroom: None,
             report: None,
+            aborted: None,
         };
         summary.use_report(&report, std::path::Path::new("runs/x/report.html"));
         let text = summary.text();

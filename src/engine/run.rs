@@ -128,12 +128,17 @@ async fn finish(
         Some(_) if !interrupted => Exit::RecordLost.code(),
         _ => code,
     };
+    let aborted = match &result {
+        Ok((_, summary)) => summary.aborted().map(str::to_string),
+        Err(_) => None,
+    };
     manifest::finish_manifest(
         &ctx.out,
         code,
         interrupted,
         ctx.shutdown.signal(),
         lost.as_deref(),
+        aborted.as_deref(),
     )?;
     let mut code = code;
     let (summary, (settled_viewers, fitting_viewers), report) = match result {
@@ -150,6 +155,8 @@ async fn finish(
                 text.push_str(&format!(
                     "\nRUN STOPPED: {reason}; what was recorded before is kept (exit code {code})"
                 ));
+            } else if let Some(why) = &aborted {
+                text.push_str(&format!("\nABORTED: {why} (exit code 99)"));
             }
             if let Some(report) = &report {
                 for line in crate::report::thresholds::lines(&report.thresholds) {
@@ -312,6 +319,11 @@ async fn run_with_fleet(
     shared.metrics.fleet_nodes.with_label_values(&["up"]).set(1);
     let mut background =
         start_samplers(plan, ctx, &shared, target.as_ref(), &placement, target_pid);
+    background.spawn(super::abort::watch(
+        plan.thresholds.clone(),
+        shared.clone(),
+        plan.viewers,
+    ));
     let mut light_pages =
         light_task::release(plan, light_host.as_ref(), &ctx.out.join("raw"), &shared);
     let release = tokio::spawn(release_viewers(plan.clone(), shared.clone()));
@@ -324,13 +336,20 @@ async fn run_with_fleet(
     close_viewers(&mut viewers).await;
     close_viewers(&mut light_pages).await;
     while background.join_next().await.is_some() {}
+    let aborted = shared
+        .aborted
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let live = shared.live();
-    let summary = progress::summarize(plan, &live);
+    let summary = progress::summarize(plan, &live).with_aborted(aborted.clone());
     let failed = live.failed_or_lost(live.requested(plan.viewers)) as u32;
     let code = if ctx.shutdown.is_triggered() {
         ctx.shutdown.exit_code()
     } else if failed > plan.max_failed_viewers {
         1
+    } else if aborted.is_some() {
+        Exit::THRESHOLDS_FAILED
     } else {
         0
     };
@@ -390,7 +409,8 @@ fn start_samplers(
     background
 }
 
-/// The timeline: ramp end, measure point, end of run; any of them cut short by a signal.
+/// The timeline: ramp end, measure point, end of run; any of them cut short by a signal
+/// or by a threshold with `abort_on_fail` that failed (`engine::abort`).
 /// With `RunClock::FromEveryFirstFrame` it starts once every viewer played (or failed),
 /// which is then recorded as the ramp's end.
 async fn follow_timeline(
@@ -433,7 +453,7 @@ async fn follow_timeline(
     for (at, kind) in marks {
         tokio::select! {
             _ = tokio::time::sleep_until(start + at) => shared.rec.run_event(kind, None),
-            _ = stopped(ctx, shared) => break,
+            _ = stopped(ctx, shared) => return,
         }
     }
     tokio::select! {
@@ -442,12 +462,14 @@ async fn follow_timeline(
     }
 }
 
-/// Resolves when the run must end before its time: a signal, or a record that could not be
-/// written (a run that cannot record stops rather than going on, and billing, for nothing).
+/// Resolves when the run must end before its time: a signal, a record that could not be
+/// written (a run that cannot record stops rather than going on, and billing, for nothing),
+/// or a threshold with `abort_on_fail` that failed.
 async fn stopped(ctx: &RunContext, shared: &Shared) {
     tokio::select! {
         _ = ctx.shutdown.wait() => {}
         _ = shared.rec.lost().cancelled() => {}
+        _ = shared.abort.cancelled() => {}
     }
 }
 

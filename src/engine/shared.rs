@@ -57,6 +57,11 @@ pub(super) struct Shared {
     pub metrics: ControllerMetrics,
     /// Cancelled when the run's duration is over or a stop was requested.
     pub run_end: CancellationToken,
+    /// Cancelled when a threshold with `abort_on_fail` failed while the run went: the
+    /// timeline ends early (`engine::abort`).
+    pub abort: CancellationToken,
+    /// Why the run was ended early, for the manifest and the summary.
+    pub aborted: Mutex<Option<String>>,
     pub fleet: Arc<dyn Fleet>,
     pub target: Arc<dyn Target>,
     pub sampling_interval: Duration,
@@ -93,6 +98,8 @@ impl Shared {
             live: Mutex::default(),
             metrics,
             run_end: CancellationToken::new(),
+            abort: CancellationToken::new(),
+            aborted: Mutex::default(),
             fleet,
             target,
             sampling_interval,

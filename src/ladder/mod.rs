@@ -151,10 +151,7 @@ mod tests {
             .unwrap();
             summary.p2p_savings = Some(share);
             crate::report::thresholds::evaluate(
-                &[ThresholdText {
-                    metric: "p2p_savings_at_t".into(),
-                    condition: ">= 60%".into(),
-                }],
+                &[ThresholdText::new("p2p_savings_at_t", ">= 60%")],
                 &summary,
             )
         };

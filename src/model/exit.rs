@@ -6,7 +6,9 @@
 //! it failed (viewers beyond `max_failed_viewers`, a run of a suite, a folder of `compare`);
 //! `2` bad input, as clap and most Unix tools use it for usage errors; `69` and `70` from
 //! sysexits(3) (`EX_UNAVAILABLE`: a service is unavailable; `EX_SOFTWARE`: an internal
-//! error); `74` (`EX_IOERR`) when a run stopped because it could not record; `99` for failed thresholds, as k6 does; `128 + signal` when interrupted.
+//! error); `74` (`EX_IOERR`) when a run stopped because it could not record; `78` (sysexits
+//! `EX_CONFIG`) when `plan` finds no fleet within the scenario's `fleet.server_limit`; `99`
+//! for failed thresholds, as k6 does; `128 + signal` when interrupted.
 //!
 //! An error says which category it belongs to by its type, found anywhere in its `anyhow`
 //! chain: `ScenarioError`, a `BadInput` or an `Unavailable` wrapper (this module), the cloud
@@ -35,6 +37,9 @@ pub enum Exit {
     /// `74`: the run stopped because a record could not be written (a full disk, an I/O
     /// error); what was recorded before is kept and reported.
     RecordLost,
+    /// `78`: `plan` found no fleet within `fleet.server_limit`, neither all real viewers nor
+    /// a mix with light peers; it says the fewest servers that would fit.
+    OverServerLimit,
     /// `99`: the run finished and at least one of the scenario's `thresholds` failed.
     ThresholdsFailed,
     /// `130` (SIGINT) or `143` (SIGTERM): interrupted; what was measured so far is kept.
@@ -48,6 +53,7 @@ impl Exit {
     pub const UNAVAILABLE: u8 = 69;
     pub const INTERNAL: u8 = 70;
     pub const RECORD_LOST: u8 = 74;
+    pub const OVER_SERVER_LIMIT: u8 = 78;
     pub const THRESHOLDS_FAILED: u8 = 99;
     pub const SIGINT: u8 = 130;
     pub const SIGTERM: u8 = 143;
@@ -61,6 +67,7 @@ impl Exit {
             Exit::Unavailable => Self::UNAVAILABLE,
             Exit::Internal => Self::INTERNAL,
             Exit::RecordLost => Self::RECORD_LOST,
+            Exit::OverServerLimit => Self::OVER_SERVER_LIMIT,
             Exit::ThresholdsFailed => Self::THRESHOLDS_FAILED,
             Exit::Interrupted { sigterm: false } => Self::SIGINT,
             Exit::Interrupted { sigterm: true } => Self::SIGTERM,
@@ -76,6 +83,7 @@ impl Exit {
             Exit::Unavailable => "unavailable",
             Exit::Internal => "internal-error",
             Exit::RecordLost => "record-lost",
+            Exit::OverServerLimit => "over-server-limit",
             Exit::ThresholdsFailed => "thresholds-failed",
             Exit::Interrupted { .. } => "interrupted",
         }
@@ -90,6 +98,7 @@ impl Exit {
             Self::UNAVAILABLE => Exit::Unavailable,
             Self::INTERNAL => Exit::Internal,
             Self::RECORD_LOST => Exit::RecordLost,
+            Self::OVER_SERVER_LIMIT => Exit::OverServerLimit,
             Self::THRESHOLDS_FAILED => Exit::ThresholdsFailed,
             Self::SIGINT => Exit::Interrupted { sigterm: false },
             Self::SIGTERM => Exit::Interrupted { sigterm: true },
@@ -116,13 +125,14 @@ impl Exit {
     }
 
     /// Every category, in the order of README's table.
-    pub const ALL: [Exit; 9] = [
+    pub const ALL: [Exit; 10] = [
         Exit::Ok,
         Exit::Failed,
         Exit::BadInput,
         Exit::Unavailable,
         Exit::Internal,
         Exit::RecordLost,
+        Exit::OverServerLimit,
         Exit::ThresholdsFailed,
         Exit::Interrupted { sigterm: false },
         Exit::Interrupted { sigterm: true },

@@ -66,6 +66,9 @@ named_enum! {
         RampSettled = "ramp_settled",
         MeasurePoint = "measure_point",
         Interrupted = "interrupted",
+        /// A threshold with `abort_on_fail` failed while the run went (`detail`: which, its
+        /// live value); the run ended early and tore down as at its planned end.
+        Aborted = "aborted",
         Finished = "finished",
         Error = "error",
         /// A page of light peers started (`detail`: which peers, where, how shaped).
@@ -484,6 +487,10 @@ pub struct Manifest {
     pub ended_at: Option<String>,
     #[serde(default)]
     pub exit_status: Option<String>,
+    /// Why the run ended early: a threshold with `abort_on_fail` failed while it went
+    /// (absent: it was not ended early this way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<String>,
     pub host: HostInfo,
     #[serde(default)]
     pub versions: BTreeMap<String, String>,
@@ -509,6 +516,7 @@ impl Manifest {
             started_at_unix_ms: 0,
             ended_at: None,
             exit_status: None,
+            aborted: None,
             host: HostInfo::default(),
             versions: BTreeMap::new(),
             fleet: FleetDescription {

@@ -110,6 +110,14 @@ pub fn build(run: &RunData) -> RunReport {
     summary.arrival = arrival;
     // Judged last, from the figures above: what `report.json` says is what was judged.
     summary.thresholds = super::thresholds::evaluate(&plan.thresholds, &summary);
+    if let Some(detail) = run
+        .run_events
+        .iter()
+        .find(|e| e.event == RunEventKind::Aborted)
+        .and_then(|e| e.detail.as_deref())
+    {
+        super::thresholds::mark_aborted(&mut summary.thresholds, detail);
+    }
     summary.connectivity = super::connectivity::analyse(run);
     summary.churn = super::churn::analyse(run);
     summary.light = super::light::analyse(run, &ply, steady);
@@ -327,6 +335,18 @@ fn partial_reason(run: &RunData) -> Option<String> {
         ))
     } else if let Some(t) = interrupted {
         Some(format!("the run was interrupted at {t:.0} s"))
+    } else if let Some(e) = run
+        .run_events
+        .iter()
+        .find(|e| e.event == RunEventKind::Aborted)
+    {
+        Some(format!(
+            "the run was ended early at {:.0} s: {}",
+            e.t,
+            e.detail
+                .as_deref()
+                .unwrap_or("a threshold with abort_on_fail failed")
+        ))
     } else {
         run.run_events
             .iter()

@@ -159,6 +159,16 @@ impl GroupStats {
 }
 
 impl Comparison {
+    /// Every compared run one of whose thresholds failed, with the conditions that failed.
+    pub fn thresholds_failed(&self) -> Vec<(&RunReport, Vec<&super::thresholds::ThresholdResult>)> {
+        self.groups
+            .iter()
+            .flat_map(|g| &g.runs)
+            .filter(|r| r.summary.thresholds_failed())
+            .map(|r| (r, r.summary.thresholds.iter().filter(|t| !t.pass).collect()))
+            .collect()
+    }
+
     /// One group per run, in the given order.
     pub fn per_run(runs: Vec<RunReport>, failed: Vec<FailedRun>) -> Self {
         let groups = runs
@@ -446,10 +456,27 @@ impl Comparison {
 /// Builds every run's report (rewriting its files) and compares; unreadable folders are
 /// listed as failed instead of stopping the comparison.
 pub fn compare_dirs(dirs: &[PathBuf], group_by_scenario: bool) -> Comparison {
+    compare_dirs_judged(dirs, group_by_scenario, None)
+}
+
+/// As [`compare_dirs`]; with `thresholds` (from the command line), every run is judged
+/// against them instead of its manifest's, and the run folders are only read.
+pub fn compare_dirs_judged(
+    dirs: &[PathBuf],
+    group_by_scenario: bool,
+    thresholds: Option<&[crate::model::scenario::ThresholdText]>,
+) -> Comparison {
     let mut runs = Vec::new();
     let mut failed = Vec::new();
     for dir in dirs {
-        match super::build_and_write(dir) {
+        let built = match thresholds {
+            None => super::build_and_write(dir),
+            Some(t) => super::build(dir).map(|mut report| {
+                super::rejudge(&mut report, t);
+                report
+            }),
+        };
+        match built {
             Ok(report) => runs.push(report),
             Err(err) => failed.push(FailedRun {
                 name: dir_name(dir),

@@ -61,6 +61,29 @@ pub fn build(run_dir: &Path) -> anyhow::Result<RunReport> {
     Ok(analysis::build(&run))
 }
 
+/// Judges `thresholds` (given on the command line) in place of those the run's manifest
+/// froze: the command line wins over the manifest.
+pub fn rejudge(report: &mut RunReport, thresholds: &[crate::model::scenario::ThresholdText]) {
+    report.summary.thresholds = thresholds::evaluate(thresholds, &report.summary);
+}
+
+/// The thresholds of every `--thresholds` argument, in order (`bad input` on an error).
+pub fn thresholds_from_cli(
+    args: &[String],
+) -> anyhow::Result<Option<Vec<crate::model::scenario::ThresholdText>>> {
+    if args.is_empty() {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for arg in args {
+        out.extend(
+            crate::model::scenario::thresholds::parse_cli(arg)
+                .map_err(|e| crate::model::exit::bad_input(anyhow::anyhow!(e)))?,
+        );
+    }
+    Ok(Some(out))
+}
+
 /// Builds `report.{json,md,html}` and the CSV files in `run_dir` from its raw data (the run
 /// engine calls this at the end of every run; `viewerfleet report` calls it any time later).
 pub fn write_report(run_dir: &Path) -> anyhow::Result<ReportSummary> {

@@ -266,16 +266,60 @@ pub struct Windows {
     pub steady_note: Option<String>,
 }
 
+/// A per-viewer figure's spread: percentiles (interpolated), the largest and the mean.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub avg: f64,
+    /// How many viewers it is made of.
+    pub n: u32,
+}
+
+impl Distribution {
+    /// The spread of the finite `values`; `None` when there are none.
+    pub fn of(values: &[f64]) -> Option<Distribution> {
+        use super::stats::percentile;
+        let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        Some(Distribution {
+            p50: percentile(&finite, 50.0)?,
+            p90: percentile(&finite, 90.0)?,
+            p95: percentile(&finite, 95.0)?,
+            p99: percentile(&finite, 99.0)?,
+            max: percentile(&finite, 100.0)?,
+            avg: finite.iter().sum::<f64>() / finite.len() as f64,
+            n: finite.len() as u32,
+        })
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Qoe {
     pub ttff_median_ms: Option<f64>,
+    #[serde(default)]
+    pub ttff_p90_ms: Option<f64>,
     pub ttff_p95_ms: Option<f64>,
+    #[serde(default)]
+    pub ttff_p99_ms: Option<f64>,
+    /// The longest time to first frame of the viewers that played.
+    #[serde(default)]
+    pub ttff_max_ms: Option<f64>,
+    /// The mean time to first frame of the viewers that played.
+    #[serde(default)]
+    pub ttff_avg_ms: Option<f64>,
     pub ttff_count: u32,
     pub stalls: u64,
     pub viewer_minutes: f64,
     pub stalls_per_viewer_minute: Option<f64>,
     /// Time spent rebuffering / time watched (after first frame), 0..1.
     pub stalled_time_share: Option<f64>,
+    /// Each viewer's own share of time rebuffering (stalled / watched), over the viewers
+    /// that watched: how the rebuffering spread (absent when none watched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub viewer_stalled_share: Option<Distribution>,
     pub failed: Vec<FailedViewer>,
     /// Reason → number of viewers.
     pub failure_reasons: BTreeMap<String, u32>,

@@ -110,6 +110,8 @@ struct Tally {
     watching: Vec<(f64, f64)>,
     watching_by_viewer: BTreeMap<u32, (f64, f64)>,
     ttffs: Vec<f64>,
+    /// Each viewer's stalled time over its watch time, of the viewers that watched.
+    stalled_shares: Vec<f64>,
     watch_total_s: f64,
     stalled_total_ms: f64,
 }
@@ -126,6 +128,7 @@ impl Tally {
             watching: Vec::new(),
             watching_by_viewer: BTreeMap::new(),
             ttffs: Vec::new(),
+            stalled_shares: Vec::new(),
             watch_total_s: 0.0,
             stalled_total_ms: 0.0,
         }
@@ -166,6 +169,10 @@ impl Tally {
         }
         self.watch_total_s += watch_s;
         self.stalled_total_ms += totals.stalled_ms;
+        if watch_s > 0.0 {
+            self.stalled_shares
+                .push((totals.stalled_ms / 1000.0 / watch_s).min(1.0));
+        }
         self.qoe.stalls += totals.stalls.round() as u64;
         let (end, reason) = self.end_of(viewer, life, start.is_some());
         self.rows.push(ViewerRow {
@@ -237,7 +244,19 @@ impl Tally {
         let mut qoe = self.qoe;
         qoe.ttff_count = self.ttffs.len() as u32;
         qoe.ttff_median_ms = percentile(&self.ttffs, 50.0);
+        qoe.ttff_p90_ms = percentile(&self.ttffs, 90.0);
         qoe.ttff_p95_ms = percentile(&self.ttffs, 95.0);
+        qoe.ttff_p99_ms = percentile(&self.ttffs, 99.0);
+        qoe.ttff_max_ms = percentile(&self.ttffs, 100.0);
+        let finite: Vec<f64> = self
+            .ttffs
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite())
+            .collect();
+        qoe.ttff_avg_ms =
+            (!finite.is_empty()).then(|| finite.iter().sum::<f64>() / finite.len() as f64);
+        qoe.viewer_stalled_share = super::model::Distribution::of(&self.stalled_shares);
         qoe.viewer_minutes = self.watch_total_s / 60.0;
         if self.watch_total_s > 0.0 {
             qoe.stalls_per_viewer_minute = Some(qoe.stalls as f64 / qoe.viewer_minutes);

@@ -6,7 +6,8 @@
 //!   `http_peak_mbps`): the top-level figures, whose `source` is the exporter when the run
 //!   had one, else the players; `exporter.`/`players.` read that table, `with_headroom.` the
 //!   players' figures of the viewers with CPU headroom;
-//! - `ttff_p50`, `ttff_p95`, `stalls_per_viewer_minute`, `stalled_time_share`: `qoe`;
+//! - `ttff_*` (p50, p90, p95, p99, max, avg), `viewer_stalled_share_*` (the same),
+//!   `stalls_per_viewer_minute`, `stalled_time_share`: `qoe`;
 //! - `p2p_undelivered`: `p2p_reconciliation.undelivered_share`;
 //! - `failed_viewers`: `viewers.failed + viewers.lost` (a share: of `viewers.requested`);
 //! - `starved_viewers`: `headroom.viewers.starved` (a share: of those watching in the steady
@@ -16,7 +17,7 @@
 //! A figure the report does not have (no exporter, no viewer played, no steady window) fails
 //! its threshold with the reason, as k6 fails a threshold whose metric never got data.
 
-use super::model::{FiguresAtT, HeadroomVerdict, ReportSummary, SourceTable};
+use super::model::{Distribution, FiguresAtT, HeadroomVerdict, ReportSummary, SourceTable};
 use crate::model::kinds::RateSource;
 use crate::model::scenario::thresholds::{
     Condition, MetricKind, Threshold, ThresholdMetric, ThresholdSource, ThresholdUnit,
@@ -158,11 +159,51 @@ fn read(t: &Threshold, s: &ReportSummary) -> Reading {
             "qoe.ttff_median_ms",
             "no viewer played a first frame",
         ),
+        TtffP90 => reading(
+            s.qoe.ttff_p90_ms,
+            "qoe.ttff_p90_ms",
+            "no viewer played a first frame",
+        ),
         TtffP95 => reading(
             s.qoe.ttff_p95_ms,
             "qoe.ttff_p95_ms",
             "no viewer played a first frame",
         ),
+        TtffP99 => reading(
+            s.qoe.ttff_p99_ms,
+            "qoe.ttff_p99_ms",
+            "no viewer played a first frame",
+        ),
+        TtffMax => reading(
+            s.qoe.ttff_max_ms,
+            "qoe.ttff_max_ms",
+            "no viewer played a first frame",
+        ),
+        TtffAvg => reading(
+            s.qoe.ttff_avg_ms,
+            "qoe.ttff_avg_ms",
+            "no viewer played a first frame",
+        ),
+        ViewerStalledShareP50
+        | ViewerStalledShareP90
+        | ViewerStalledShareP95
+        | ViewerStalledShareP99
+        | ViewerStalledShareMax
+        | ViewerStalledShareAvg => {
+            let (stat, pick): (&str, fn(&Distribution) -> f64) = match t.metric {
+                ViewerStalledShareP50 => ("p50", |d| d.p50),
+                ViewerStalledShareP90 => ("p90", |d| d.p90),
+                ViewerStalledShareP95 => ("p95", |d| d.p95),
+                ViewerStalledShareP99 => ("p99", |d| d.p99),
+                ViewerStalledShareMax => ("max", |d| d.max),
+                _ => ("avg", |d| d.avg),
+            };
+            reading(
+                s.qoe.viewer_stalled_share.as_ref().map(pick),
+                &format!("qoe.viewer_stalled_share.{stat}"),
+                "no viewer watched",
+            )
+        }
         StallsPerViewerMinute => reading(
             s.qoe.stalls_per_viewer_minute,
             "qoe.stalls_per_viewer_minute",
@@ -345,6 +386,20 @@ pub fn lines(results: &[ThresholdResult]) -> Vec<String> {
     out
 }
 
+/// A run ended early by a threshold with `abort_on_fail` (`detail`: the `aborted` run
+/// event's, "threshold KEY CONDITION failed while the run went: …"): that threshold failed,
+/// even when the figures at the end meet it again (a share that recovered after the abort),
+/// so that judging the run again never turns its exit 99 into a pass.
+pub fn mark_aborted(results: &mut [ThresholdResult], detail: &str) {
+    for r in results.iter_mut() {
+        let prefix = format!("threshold {} {} failed", r.metric, r.condition);
+        if r.pass && detail.starts_with(&prefix) {
+            r.pass = false;
+            r.reason = Some(format!("ended the run early: {detail}"));
+        }
+    }
+}
+
 /// Whether any threshold failed.
 pub fn any_failed(results: &[ThresholdResult]) -> bool {
     results.iter().any(|r| !r.pass)
@@ -362,14 +417,7 @@ mod tests {
     }
 
     fn judge_one(metric: &str, condition: &str, s: &ReportSummary) -> ThresholdResult {
-        evaluate(
-            &[ThresholdText {
-                metric: metric.into(),
-                condition: condition.into(),
-            }],
-            s,
-        )
-        .remove(0)
+        evaluate(&[ThresholdText::new(metric, condition)], s).remove(0)
     }
 
     #[test]
@@ -396,6 +444,30 @@ mod tests {
     }
 
     #[test]
+    fn the_threshold_that_ended_a_run_early_stays_failed() {
+        let s = summary();
+        let mut results = evaluate(
+            &[
+                ThresholdText::new("p2p_savings_at_t", ">= 10%"),
+                ThresholdText::new("ttff_p95", "< 60s"),
+            ],
+            &s,
+        );
+        assert!(results.iter().all(|r| r.pass), "{results:?}");
+        mark_aborted(
+            &mut results,
+            "threshold p2p_savings_at_t >= 10% failed while the run went: 4% at 65 s (abort_on_fail, judged from 1m on)",
+        );
+        assert!(!results[0].pass);
+        assert!(results[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("ended the run early: threshold p2p_savings_at_t >= 10% failed"));
+        assert!(results[1].pass, "only the one that aborted");
+    }
+
+    #[test]
     fn a_missing_figure_fails_with_no_value_and_why() {
         let mut s = summary();
         s.exporter = None;
@@ -407,13 +479,7 @@ mod tests {
         assert!(r.reason.unwrap().contains("no exporter samples"));
         let r = judge_one("ttff_p95", "< 15s", &s);
         assert!(!r.pass && r.reason.unwrap().starts_with("no value: "));
-        let text = lines(&evaluate(
-            &[ThresholdText {
-                metric: "ttff_p95".into(),
-                condition: "< 15s".into(),
-            }],
-            &s,
-        ));
+        let text = lines(&evaluate(&[ThresholdText::new("ttff_p95", "< 15s")], &s));
         assert_eq!(text[0], "THRESHOLDS FAILED: 1 of 1 (exit code 99)");
         assert!(text[1].starts_with("  FAIL ttff_p95 < 15s: no value (no value: "));
     }

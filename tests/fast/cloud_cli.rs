@@ -946,6 +946,14 @@ async fn plan_fits_every_1000_viewer_scenario_within_10_servers_with_light_peers
     );
     assert_eq!(mix["fidelity"], serde_json::Value::Null);
     assert_eq!(mix["target_hosts_light_peers"], false);
+    // All real viewers do not fit, the mix does: the plan fits, and plan exits 0.
+    assert_eq!(vod["fits_server_limit"], true, "{vod}");
+    let fewest = vod["fewest_servers"].as_u64().unwrap();
+    assert!(
+        fewest <= mix["servers"].as_u64().unwrap() && fewest <= 10,
+        "the fewest servers are the mix's: {vod}"
+    );
+    assert_eq!(doc["exit_code"], 0);
     // The text says the mix, its cost, the verdict it relies on and what the target allows.
     for words in [
         &format!("with light peers: {real} real viewers + {light} light peers"),
@@ -971,6 +979,79 @@ async fn plan_fits_every_1000_viewer_scenario_within_10_servers_with_light_peers
         assert!(mix["servers"].as_u64().unwrap() <= 10, "{name}: {mix}");
         assert_eq!(mix["swarm"], 3000, "{name}: {mix}");
     }
+}
+
+/// Neither all real viewers nor a mix with light peers fits the server limit: `plan`
+/// exits 78 (`over-server-limit`), says so on stderr with the fewest servers that would
+/// fit, and `--json` names the scenario that does not fit.
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_exits_78_with_the_fewest_servers_when_no_fleet_fits_the_server_limit() {
+    let fake = fake(FakeConfig::default()).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The shipped scenarios with a project limit of 2 servers (a hub and one node).
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for name in ["vod", "live-normal"] {
+        let text =
+            std::fs::read_to_string(root.join(format!("scenarios/peertube-1000/{name}.yaml")))
+                .unwrap();
+        assert!(text.contains("server_limit: 10"), "{name}");
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, text.replace("server_limit: 10", "server_limit: 2")).unwrap();
+        files.push(file);
+    }
+    let out = command(&fake, root)
+        .args(["plan", "--json"])
+        .args(&files)
+        .output()
+        .await
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    let doc = crate::support::schema::assert_valid("plan-summary.v1.json", &text(&out.stdout));
+    assert_eq!(doc["outcome"], "over-server-limit");
+    let scenarios = doc["plan"]["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), 2, "every scenario is still planned");
+    // VOD (0.4 cores per viewer) fits neither way.
+    let vod = &scenarios[0];
+    assert_eq!(vod["fits_server_limit"], false, "{vod}");
+    assert_eq!(vod["light_mix"]["fits_server_limit"], false, "{vod}");
+    let fewest = vod["fewest_servers"].as_u64().unwrap();
+    assert!(fewest > 2, "{vod}");
+    assert!(
+        fewest <= vod["light_mix"]["servers"].as_u64().unwrap(),
+        "the fewest of all real and the mix: {vod}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "no fleet fits fleet.server_limit (2), neither all real viewers nor a mix with light peers; the fewest servers that would fit are {fewest} (exit code 78)"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("set `fleet.server_limit: {fewest}`")),
+        "{stderr}"
+    );
+    // Live 240p: all real needs more than 2 servers, the mix offered fits: no error for it.
+    let live = &scenarios[1];
+    assert!(live["servers"].as_u64().unwrap() > 2, "{live}");
+    assert_eq!(live["light_mix"]["fits_server_limit"], true, "{live}");
+    assert_eq!(live["fits_server_limit"], true, "{live}");
+    assert!(live["fewest_servers"].as_u64().unwrap() <= 2, "{live}");
+    assert_eq!(
+        stderr.matches("neither all real viewers nor a mix").count(),
+        1,
+        "only VOD does not fit: {stderr}"
+    );
+    // Without --json: the same code, the text still on stdout.
+    let out = command(&fake, root)
+        .arg("plan")
+        .arg(&files[0])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("viewers on Hetzner Cloud"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

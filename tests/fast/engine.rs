@@ -210,6 +210,146 @@ async fn without_retries_a_refused_viewer_fails_and_the_threshold_decides_the_ex
     assert_eq!(run2.outcome.exit_code, 0, "{}", run2.outcome.summary);
 }
 
+/// `abort_on_fail`: a threshold judged while the run goes ends it early, after its delay,
+/// with exit 99; the run tears down as at its end, and the manifest, the run events and the
+/// report say why.
+#[tokio::test]
+async fn a_failed_abort_on_fail_threshold_ends_the_run_early_with_99_after_its_delay() {
+    let stub = stub(StubConfig {
+        session_failure_rate: 0.5,
+        ..StubConfig::default()
+    })
+    .await;
+    // One of two viewers is refused and, without retries, fails; the failure limit allows
+    // it, the threshold does not. The run is planned for 2 minutes.
+    let yaml = scenario(
+        &stub,
+        2,
+        "0s",
+        "  session_retries: 0\n",
+        "max_failed_viewers: \"50%\"\nthresholds:\n  failed_viewers:\n    - condition: \"<= 0\"\n      abort_on_fail: true\n      delay_abort_eval: 2s\n  ttff: [\"p95 < 60s\", \"max < 60s\"]\n",
+    )
+    .replace("duration: 5s", "duration: 120s")
+    .replace("measure_at: 4s", "measure_at: 100s");
+    let (dir, path, out) = scenario_dir(&yaml);
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        run_quietly(&path, &out, Shutdown::new()),
+    )
+    .await
+    .expect("the run ended early, long before its 2 minutes")
+    .expect("the run completes");
+    let run = Run { dir, outcome };
+    assert_eq!(run.outcome.exit_code, 99, "{}", run.outcome.summary);
+    assert!(!run.outcome.ok);
+    assert!(
+        run.outcome
+            .summary
+            .contains("ABORTED: threshold failed_viewers <= 0 failed while the run went: 1 at"),
+        "{}",
+        run.outcome.summary
+    );
+    let events: Vec<RunEvent> = rawdata::read_jsonl(&run.out().join(rawdata::RUN_EVENTS))
+        .unwrap()
+        .records;
+    let aborted = events
+        .iter()
+        .find(|e| e.event == RunEventKind::Aborted)
+        .expect("an aborted run event");
+    assert!(
+        aborted.t >= 2.0,
+        "judged only after its 2 s delay: {aborted:?}"
+    );
+    assert!(aborted.t < 60.0, "{aborted:?}");
+    let kinds = run.run_events();
+    assert!(!kinds.contains(&RunEventKind::MeasurePoint), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&RunEventKind::Finished), "{kinds:?}");
+    no_session_left(&stub);
+    // The manifest keeps the threshold as written and says why the run ended early.
+    let manifest: rawdata::Manifest =
+        serde_json::from_str(&std::fs::read_to_string(run.out().join(rawdata::MANIFEST)).unwrap())
+            .unwrap();
+    let why = manifest
+        .aborted
+        .expect("the manifest says the run was aborted");
+    assert!(why.contains("failed_viewers <= 0"), "{why}");
+    assert_eq!(
+        manifest.exit_status.as_deref(),
+        Some("exit code 99: ended early by a threshold with abort_on_fail")
+    );
+    let frozen = &manifest.plan.thresholds[0];
+    assert!(frozen.abort_on_fail);
+    assert_eq!(frozen.delay_abort_eval.as_deref(), Some("2s"));
+    // The report says it is partial and why, and judges every threshold again.
+    let report = viewerfleet::report::build(&run.out()).unwrap().summary;
+    assert!(report.partial, "{:?}", report.partial_reason);
+    assert!(
+        report
+            .partial_reason
+            .as_deref()
+            .unwrap()
+            .contains("the run was ended early at"),
+        "{:?}",
+        report.partial_reason
+    );
+    let judged: Vec<(&str, bool)> = report
+        .thresholds
+        .iter()
+        .map(|t| (t.metric.as_str(), t.pass))
+        .collect();
+    assert_eq!(
+        judged,
+        [
+            ("failed_viewers", false),
+            ("ttff_p95", true),
+            ("ttff_max", true)
+        ]
+    );
+}
+
+/// The players' P2P savings judged live: the stub's players save 75%; a threshold asking
+/// 90% ends the run early, one on the HTTP share that holds does not.
+#[tokio::test]
+async fn the_players_p2p_savings_are_judged_live_and_end_the_run_when_too_low() {
+    let stub = stub(StubConfig::default()).await;
+    let yaml = scenario(
+        &stub,
+        2,
+        "0s",
+        "",
+        "thresholds:\n  http_share_at_t: {condition: \"< 50%\", abort_on_fail: true}\n  players.p2p_savings_at_t:\n    - {condition: \">= 90%\", abort_on_fail: true, delay_abort_eval: 1s}\n",
+    )
+    .replace("duration: 5s", "duration: 120s")
+    .replace("measure_at: 4s", "measure_at: 100s");
+    let (dir, path, out) = scenario_dir(&yaml);
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        run_quietly(&path, &out, Shutdown::new()),
+    )
+    .await
+    .expect("the run ended early, long before its 2 minutes")
+    .expect("the run completes");
+    let run = Run { dir, outcome };
+    assert_eq!(run.outcome.exit_code, 99, "{}", run.outcome.summary);
+    assert!(
+        run.outcome.summary.contains(
+            "ABORTED: threshold players.p2p_savings_at_t >= 90% failed while the run went: 75%"
+        ),
+        "{}",
+        run.outcome.summary
+    );
+    let events: Vec<RunEvent> = rawdata::read_jsonl(&run.out().join(rawdata::RUN_EVENTS))
+        .unwrap()
+        .records;
+    let aborted: Vec<&RunEvent> = events
+        .iter()
+        .filter(|e| e.event == RunEventKind::Aborted)
+        .collect();
+    assert_eq!(aborted.len(), 1, "{events:?}");
+    assert!(aborted[0].t >= 1.0, "{:?}", aborted[0]);
+    no_session_left(&stub);
+}
+
 #[tokio::test]
 async fn a_command_the_grid_failed_to_forward_is_sent_again_and_costs_no_viewer() {
     // The first vendor command of every session (installing the stats probe) is answered

@@ -204,7 +204,8 @@ async fn suite_json_names_the_run_whose_threshold_failed_and_exits_99() {
         "{strict}"
     );
 
-    // `compare --json` over the same folders gives the same rows.
+    // `compare --json` over the same folders gives the same rows, and exits 99 as the
+    // suite did, naming the run and the condition it failed.
     let out = viewerfleet(
         dir.path(),
         &[
@@ -217,10 +218,18 @@ async fn suite_json_names_the_run_whose_threshold_failed_and_exits_99() {
         ],
     )
     .await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(99), "{}", text(&out.stderr));
     let cmp = assert_valid("compare-summary.v1.json", &text(&out.stdout));
+    assert_eq!(cmp["outcome"], "thresholds-failed");
     assert_eq!(cmp["compare"]["groups"].as_array().unwrap().len(), 2);
     assert_eq!(cmp["compare"]["compare_json"], "cmp/compare.json");
+    assert_eq!(cmp["compare"]["thresholds_from"], "manifest");
+    let failed = cmp["compare"]["thresholds_failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{cmp}");
+    assert_eq!(failed[0]["run"], "strict-1");
+    assert_eq!(failed[0]["failed"][0]["metric"], "p2p_savings_at_t");
+    assert_eq!(failed[0]["failed"][0]["condition"], ">= 99.5%");
+    assert_eq!(failed[0]["failed"][0]["pass"], false);
 }
 
 #[test]

@@ -321,6 +321,22 @@ pub(super) fn build(
     let (p2p_off_share, alt_network) = viewer_mix(&check, &spec.viewers)?;
     let timeline = timeline(&check, &spec, overrides)?;
     let max_failed_viewers = failure_threshold(&check, spec.max_failed_viewers.as_ref(), viewers)?;
+    // An abort_on_fail judged from after the end would never be judged while the run goes.
+    if let Some(t) = spec
+        .thresholds
+        .iter()
+        .flat_map(|t| &t.0)
+        .find(|t| t.abort.is_some_and(|a| a.delay >= timeline.duration))
+    {
+        return Err(check.err(
+            &format!("thresholds.{}", t.key()),
+            format!(
+                "delay_abort_eval {} is not shorter than the run ({}): the threshold would never be judged while the run goes; shorten the delay or drop abort_on_fail",
+                humantime::format_duration(t.abort.map(|a| a.delay).unwrap_or_default()),
+                humantime::format_duration(timeline.duration)
+            ),
+        ));
+    }
     let mut fleet = spec
         .fleet
         .plan(viewers)

@@ -566,3 +566,32 @@ fn under_tc_the_scenarios_packing_is_not_applied_unless_asked_on_the_command_lin
     let plan = parse(&packed, "s.yaml", &over(Throttling::Tc, Some(2))).unwrap();
     assert_eq!((plan.per_browser, plan.per_browser_not_applied), (2, None));
 }
+
+#[test]
+fn abort_on_fail_is_refused_where_it_could_never_be_judged_while_the_run_goes() {
+    let err = parse_err(&format!(
+        "{GOOD}thresholds:\n  failed_viewers:\n    - condition: \"<= 0\"\n      abort_on_fail: true\n      delay_abort_eval: 7d\n"
+    ));
+    assert_eq!(err.field, "thresholds.failed_viewers", "{err}");
+    assert!(err.message.contains("not shorter than the run"), "{err}");
+    let err = parse_err(&format!(
+        "{GOOD}thresholds:\n  ttff:\n    - condition: \"p95 < 4s\"\n      abort_on_fail: true\n"
+    ));
+    assert!(
+        err.message.contains(
+            "abort_on_fail is not available for metric `ttff_p95`: it is only known after the run"
+        ),
+        "{err}"
+    );
+    assert!(err.line.is_some(), "{err}");
+    let plan = parse(
+        &format!(
+            "{GOOD}thresholds:\n  failed_viewers:\n    - condition: \"<= 0\"\n      abort_on_fail: true\n      delay_abort_eval: 10s\n    - \"< 50%\"\n"
+        ),
+        "s.yaml",
+        &Overrides::default(),
+    )
+    .unwrap();
+    let aborts: Vec<bool> = plan.thresholds.iter().map(|t| t.abort.is_some()).collect();
+    assert_eq!(aborts, [true, false]);
+}
