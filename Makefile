@@ -22,8 +22,8 @@ DEMO_SCENARIOS := scenarios/local/live-normal.yaml scenarios/local/live-high.yam
 # viewer at headroom (RESULTS.md): the demo runs it three times and shows their mean.
 DEMO_REPEATS := --repeat-run live-normal@http-only=3
 # The same swarm on every machine: 4 real viewers (they play video and measure QoE) and 4
-# light peers (the same P2P engine without a video element), 8 peers in all. The largest
-# swarm whose every scenario, VOD included, kept every viewer at headroom on a 2-vCPU machine
+# light peers (the same P2P engine without a video element), 8 peers in all: the largest
+# swarm at which live-normal and VOD kept every viewer at headroom on an idle 2-vCPU machine
 # (RESULTS.md, "Light peers, first measurements"); each report still judges its own.
 DEMO_SWARM := --viewers 4 --light-peers 4
 # The curve of P2P offload against swarm size: 4 viewers and light peers up to each size.
