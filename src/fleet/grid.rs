@@ -22,6 +22,7 @@
 //! of its nodes' slots in use (round-robin when the hubs are alike).
 
 use super::{Fleet, LoadEndpoint, StartPolicy, TargetPlacement};
+use crate::grid::auth::GridCredentials;
 use crate::grid::local_state::{self as localstate, LocalGridState};
 use crate::grid::placement::PlacementCache;
 use crate::grid::{grid_status, GridStatus, NodeSlots};
@@ -117,7 +118,10 @@ pub struct GridFleet {
     plan: GridFleetPlan,
     /// The local Grid behind the hub, when it was made by `grid up --local`.
     local: Option<LocalGridState>,
+    /// Sends the routers' credentials, when the hubs ask for them.
     client: reqwest::Client,
+    /// The hubs' router credentials (every WebDriver request and BiDi handshake sends them).
+    credentials: Option<GridCredentials>,
     /// Live sessions: id → hub.
     sessions: Mutex<HashMap<String, String>>,
     /// Marks this run's sessions (see `sweep`).
@@ -154,7 +158,17 @@ fn least_loaded(load: &[usize], capacity: &[usize]) -> usize {
 
 impl GridFleet {
     /// Resolves the hubs and checks each answers `/status` with at least one node.
+    /// Credentials for the hubs' routers: those of the local Grid behind the first hub, else
+    /// `VIEWERFLEET_GRID_USER` / `VIEWERFLEET_GRID_PASSWORD`, else none.
     pub async fn start(plan: &GridFleetPlan) -> anyhow::Result<Self> {
+        Self::start_with(plan, None).await
+    }
+
+    /// As [`Self::start`], with the credentials of a Grid the caller made (a cloud run's).
+    pub async fn start_with(
+        plan: &GridFleetPlan,
+        credentials: Option<GridCredentials>,
+    ) -> anyhow::Result<Self> {
         let hubs = match &plan.hubs {
             GridHubs::Url(url) => vec![url.clone()],
             GridHubs::Urls(urls) => urls.clone(),
@@ -162,12 +176,25 @@ impl GridFleet {
                 crate::model::scenario::fleet::grid::read_inventory(path).map_err(bad_input)?
             }
         };
-        let client = reqwest::Client::new();
+        let local = hubs
+            .first()
+            .and_then(|h| localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), h));
+        let credentials = match credentials {
+            Some(c) => Some(c),
+            None => match local.as_ref().and_then(|l| l.secrets.as_ref()) {
+                Some(secrets) => Some(secrets.controller.clone()),
+                None => GridCredentials::from_env().map_err(bad_input)?,
+            },
+        };
+        let client = crate::grid::auth::http_client(credentials.as_ref());
         let mut nodes = Vec::new();
         let mut load_endpoints = Vec::new();
         let mut capacity = Vec::new();
         for hub in &hubs {
             let status = grid_status(&client, hub).await.map_err(|e| {
+                if let Some(refused) = e.downcast_ref::<crate::grid::Unauthorized>() {
+                    return bad_input(anyhow::anyhow!("{refused}"));
+                }
                 unavailable(anyhow::anyhow!(
                     "the Grid at {hub} does not answer /status: {e:#}; {}",
                     crate::sys::tls::hint(&e)
@@ -183,9 +210,6 @@ impl GridFleet {
             load_endpoints.extend(status.load_endpoints());
             capacity.push(status.nodes.iter().map(|n| n.max_sessions as usize).sum());
         }
-        let local = hubs
-            .first()
-            .and_then(|h| localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), h));
         let tag = format!("vf{}-{:08x}", std::process::id(), rand::random::<u32>());
         journal_write(&hubs, &tag);
         Ok(Self {
@@ -198,6 +222,7 @@ impl GridFleet {
             plan: plan.clone(),
             local,
             client,
+            credentials,
             sessions: Mutex::new(HashMap::new()),
             nodes,
             load_endpoints,
@@ -298,6 +323,7 @@ impl Fleet for GridFleet {
         extra_args.push(tag_arg(&self.tag));
         Ok(ViewerSlot {
             webdriver_url: hub,
+            grid_auth: self.credentials.clone().map(std::sync::Arc::new),
             // The node's stereotype names its browser (a slot wrapper on viewerfleet nodes).
             chrome_binary: None,
             extra_args,
@@ -607,7 +633,6 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(journal_dir()) else {
         return lines;
     };
-    let client = reqwest::Client::new();
     for entry in entries.flatten() {
         let path = entry.path();
         let Some(pid) = path
@@ -625,6 +650,12 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
             let Some((hub, tag)) = line.split_once(' ') else {
                 continue;
             };
+            // A local Grid's own credentials, else the environment's (the journal holds none).
+            let credentials =
+                localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), hub)
+                    .and_then(|l| l.controller_credentials())
+                    .or_else(|| GridCredentials::from_env().ok().flatten());
+            let client = crate::grid::auth::http_client(credentials.as_ref());
             if dry_run {
                 if let Ok(status) = grid_status(&client, hub).await {
                     for id in status.sessions_tagged(tag) {

@@ -34,6 +34,14 @@ pub struct LocalGridState {
     pub nodes: Vec<NodeState>,
     /// Folder with rendered configs, wrappers, logs.
     pub dir: PathBuf,
+    /// The Grid's registration secret and the controller's router credentials (this file
+    /// is written with mode 0600 for them); none for Grids of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<crate::grid::auth::GridSecrets>,
+    /// The hub's event bus, `tcp://127.0.0.1:<publish>` and `…:<subscribe>`, which nodes
+    /// join (with the registration secret).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_bus: Vec<String>,
 }
 
 /// One node of a local Grid.
@@ -63,6 +71,11 @@ pub struct NodeState {
 }
 
 impl LocalGridState {
+    /// The credentials the controller sends to this Grid's hub, if it asks for some.
+    pub fn controller_credentials(&self) -> Option<crate::grid::auth::GridCredentials> {
+        self.secrets.as_ref().map(|s| s.controller.clone())
+    }
+
     /// The origin browsers treat as secure: the target's plain-HTTP address.
     pub fn target_origin(&self) -> String {
         format!("http://[{}]:{}", self.target_address, self.target_port)
@@ -89,7 +102,8 @@ pub fn save(path: &Path, state: &LocalGridState) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
+    // The state holds the Grid's secrets: readable by its owner only.
+    crate::grid::auth::write_private(&tmp, &serde_json::to_vec_pretty(state)?)?;
     std::fs::rename(tmp, path)
 }
 

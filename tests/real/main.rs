@@ -11,6 +11,7 @@ mod churn_run;
 mod cloud_grid;
 mod cloud_slots;
 mod dashboards_prometheus;
+mod grid_auth;
 mod grid_bench;
 mod grid_local;
 mod grid_nat;
