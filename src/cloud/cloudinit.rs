@@ -12,6 +12,7 @@
 //! does the same), about a third of their size; `node.env` stays plain text.
 
 use super::CloudError;
+use crate::grid::auth::{GridSecrets, Secret};
 use base64::Engine as _;
 use serde_json::json;
 use std::io::{Read as _, Write as _};
@@ -47,7 +48,8 @@ pub struct SlotShaping {
 /// What one server is.
 #[derive(Debug, Clone)]
 pub enum Role {
-    Hub,
+    /// A hub, with the run's registration secret and the controller's credentials.
+    Hub { secrets: GridSecrets },
     Node {
         /// The hub as it appears in a URL: `[2001:db8::1]`.
         hub_addr: String,
@@ -55,6 +57,8 @@ pub enum Role {
         shaping: SlotShaping,
         /// Addresses or CIDRs of the controller: the only clients of the load endpoint.
         controller_ips: Vec<String>,
+        /// The run's registration secret, which the node's Grid configuration gets.
+        registration_secret: Secret,
     },
 }
 
@@ -64,7 +68,7 @@ pub enum Role {
 pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<String, CloudError> {
     let mut env = vec![format!(
         "ROLE={}",
-        if matches!(role, Role::Hub) {
+        if matches!(role, Role::Hub { .. }) {
             "hub"
         } else {
             "node"
@@ -74,11 +78,34 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
     env.push(format!("SELENIUM_NPM_PACKAGE={}", selenium.npm_spec()));
     env.push(format!("SELENIUM_JAR={}", selenium.jar_in_package));
     env.push("CHROME_BINARY=/usr/lib/chromium/chromium".into());
+    // The Grid's secrets: node-bootstrap.sh writes them into the Grid's configuration
+    // (mode 0600); node.env itself is 0600 too.
+    match role {
+        Role::Hub { secrets } => {
+            env.push(format!(
+                "GRID_REGISTRATION_SECRET={}",
+                secrets.registration_secret.expose()
+            ));
+            env.push(format!("GRID_USERNAME={}", secrets.controller.username));
+            env.push(format!(
+                "GRID_PASSWORD={}",
+                secrets.controller.password.expose()
+            ));
+        }
+        Role::Node {
+            registration_secret,
+            ..
+        } => env.push(format!(
+            "GRID_REGISTRATION_SECRET={}",
+            registration_secret.expose()
+        )),
+    }
     if let Role::Node {
         hub_addr,
         max_sessions,
         shaping,
         controller_ips,
+        ..
     } = role
     {
         env.push(format!("HUB_ADDR={hub_addr}"));
@@ -99,13 +126,13 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
     let mut files = vec![
         plain_file(
             "/etc/viewerfleet/node.env",
-            "0644",
+            "0600",
             &(env.join("\n") + "\n"),
         ),
         compressed_file(&lib("node-bootstrap.sh"), "0755", &shipped_shell(BOOTSTRAP))?,
     ];
     match role {
-        Role::Hub => files.push(compressed_file(&lib("hub.toml"), "0644", HUB_TOML)?),
+        Role::Hub { .. } => files.push(compressed_file(&lib("hub.toml"), "0644", HUB_TOML)?),
         Role::Node { .. } => {
             files.push(compressed_file(&lib("node.toml"), "0644", NODE_TOML)?);
             files.push(compressed_file(&lib("node-load.py"), "0755", NODE_LOAD)?);
@@ -232,6 +259,7 @@ mod tests {
                 delay_ms: Some(500),
             },
             controller_ips: vec!["198.51.100.7/32".into(), "2001:db8:c0::/48".into()],
+            registration_secret: Secret::new("0123abcd"),
         }
     }
 
@@ -310,7 +338,13 @@ mod tests {
     fn the_largest_user_data_stays_well_under_hetzners_limit() {
         let script = include_str!("../../grid/viewer-slots.sh");
         let node = user_data(&node(), Some(script)).unwrap();
-        let hub = user_data(&Role::Hub, None).unwrap();
+        let hub = user_data(
+            &Role::Hub {
+                secrets: GridSecrets::generate(),
+            },
+            None,
+        )
+        .unwrap();
         let plain: usize = delivered_files(&node)
             .unwrap()
             .iter()

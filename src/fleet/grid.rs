@@ -158,17 +158,10 @@ fn least_loaded(load: &[usize], capacity: &[usize]) -> usize {
 
 impl GridFleet {
     /// Resolves the hubs and checks each answers `/status` with at least one node.
-    /// Credentials for the hubs' routers: those of the local Grid behind the first hub, else
-    /// `VIEWERFLEET_GRID_USER` / `VIEWERFLEET_GRID_PASSWORD`, else none.
+    /// Credentials for the hubs' routers: the plan's (a Grid this tool made), those of the
+    /// local Grid behind the first hub, else `VIEWERFLEET_GRID_USER` /
+    /// `VIEWERFLEET_GRID_PASSWORD`, else none.
     pub async fn start(plan: &GridFleetPlan) -> anyhow::Result<Self> {
-        Self::start_with(plan, None).await
-    }
-
-    /// As [`Self::start`], with the credentials of a Grid the caller made (a cloud run's).
-    pub async fn start_with(
-        plan: &GridFleetPlan,
-        credentials: Option<GridCredentials>,
-    ) -> anyhow::Result<Self> {
         let hubs = match &plan.hubs {
             GridHubs::Url(url) => vec![url.clone()],
             GridHubs::Urls(urls) => urls.clone(),
@@ -179,7 +172,7 @@ impl GridFleet {
         let local = hubs
             .first()
             .and_then(|h| localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), h));
-        let credentials = match credentials {
+        let credentials = match plan.credentials.clone() {
             Some(c) => Some(c),
             None => match local.as_ref().and_then(|l| l.secrets.as_ref()) {
                 Some(secrets) => Some(secrets.controller.clone()),

@@ -186,8 +186,52 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
             .iter()
             .any(|(p, _)| p == "/usr/local/lib/viewerfleet/slot-chromium.sh"));
         assert!(!ud.contains(TOKEN));
+        // The registration secret, in node.env (0600) only; never the router's password.
+        assert!(!ud.contains(fleet.credentials.password.expose()));
+        let env = files
+            .iter()
+            .find(|(p, _)| p == "/etc/viewerfleet/node.env")
+            .unwrap();
+        let secret_line = env
+            .1
+            .lines()
+            .find(|l| l.starts_with("GRID_REGISTRATION_SECRET="))
+            .expect("the node gets the registration secret");
+        let secret = secret_line.split_once('=').unwrap().1;
+        assert_eq!(secret.len(), 64);
+        assert_eq!(
+            ud.matches(secret).count(),
+            1,
+            "the secret appears in node.env only"
+        );
+        let parsed: Value = yaml_serde::from_str(ud).unwrap();
+        let env_file = parsed["write_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == "/etc/viewerfleet/node.env")
+            .unwrap();
+        assert_eq!(env_file["permissions"], "0600");
     }
-    assert!(hub["user_data"].as_str().unwrap().contains("ROLE=hub"));
+    let hub_ud = hub["user_data"].as_str().unwrap();
+    assert!(hub_ud.contains("ROLE=hub"));
+    // The hub gets the registration secret and the controller's credentials, in node.env.
+    let hub_env = cloudinit::delivered_files(hub_ud)
+        .unwrap()
+        .into_iter()
+        .find(|(p, _)| p == "/etc/viewerfleet/node.env")
+        .unwrap()
+        .1;
+    assert!(hub_env.contains(&format!(
+        "GRID_USERNAME={}\nGRID_PASSWORD={}\n",
+        fleet.credentials.username,
+        fleet.credentials.password.expose()
+    )));
+    assert_eq!(
+        hub_ud.matches(fleet.credentials.password.expose()).count(),
+        1
+    );
+    assert!(!format!("{fleet:?}").contains(fleet.credentials.password.expose()));
 
     // Firewalls: controller → hub 4444 and 22 only; hub → nodes 5555 only; nodes → hub bus.
     let firewalls = posts(&fake, "/v1/firewalls");
@@ -209,7 +253,11 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
         .unwrap();
     assert_eq!(
         rule(&node_fw["rules"], "5555")["source_ips"],
-        json!([fleet.hub.ipv6_net.clone().unwrap()])
+        json!([
+            format!("{hub_v6}/128"),
+            format!("{}/32", fleet.hub.ipv4.clone().unwrap())
+        ]),
+        "the hub's host addresses, not its /64"
     );
     assert_eq!(
         rule(&node_fw["rules"], "22")["source_ips"],
@@ -227,10 +275,11 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
         .find(|r| r.path.ends_with("/actions/set_rules"))
         .unwrap();
     let bus = rule(&set.body["rules"], "4442-4443");
+    // The nodes' host addresses (…::1/128), not their /64s, which hold their viewer slots.
     let mut nets: Vec<String> = fleet
         .nodes
         .iter()
-        .map(|n| n.ipv6_net.clone().unwrap())
+        .map(|n| format!("{}/128", n.ipv6_host().unwrap()))
         .collect();
     let mut got: Vec<String> = bus["source_ips"]
         .as_array()
@@ -241,6 +290,12 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
     nets.sort();
     got.sort();
     assert_eq!(got, nets, "only the nodes reach the event bus");
+    assert!(got.iter().all(|s| s.ends_with("/128")), "{got:?}");
+    assert_eq!(
+        rule(&set.body["rules"], "4444")["source_ips"],
+        json!(["198.51.100.7/32"]),
+        "the controller's rule stays first for 4444"
+    );
 
     // The engine's view is the Grid fleet on the hub: slots point at it, capacity is kept.
     let fleet = HcloudFleet::on(fleet).await.unwrap();
@@ -469,6 +524,7 @@ fn request(key: &std::path::Path, run_id: &str) -> provision::ProvisionRequest {
         shaping: Default::default(),
         viewer_slots_script: None,
         parallel_creates: 2,
+        secrets: viewerfleet::grid::auth::GridSecrets::generate(),
     }
 }
 
@@ -1359,7 +1415,12 @@ async fn with_a_minute_of_budget_left_up_and_teardown_pace_themselves_instead_of
 fn cloud_init_user_data_validates_with_cloud_init_schema() {
     let dir = tempfile::tempdir().unwrap();
     let roles = [
-        ("hub", cloudinit::Role::Hub),
+        (
+            "hub",
+            cloudinit::Role::Hub {
+                secrets: viewerfleet::grid::auth::GridSecrets::generate(),
+            },
+        ),
         (
             "node",
             cloudinit::Role::Node {
@@ -1371,6 +1432,7 @@ fn cloud_init_user_data_validates_with_cloud_init_schema() {
                     delay_ms: Some(500),
                 },
                 controller_ips: vec!["198.51.100.7/32".into()],
+                registration_secret: viewerfleet::grid::auth::Secret::new("0123abcd"),
             },
         ),
     ];
