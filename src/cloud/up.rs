@@ -419,6 +419,17 @@ impl CloudFleet {
         })
     }
 
+    /// [`Self::inventory`] with the hubs' router credentials (`grid_credentials`), for a
+    /// file of mode 0600 that later runs read (`fleet: {kind: grid, inventory: FILE}`).
+    pub fn inventory_with_credentials(&self) -> serde_json::Value {
+        let mut inventory = self.inventory();
+        inventory["grid_credentials"] = serde_json::json!({
+            "username": self.credentials.username,
+            "password": self.credentials.password.expose(),
+        });
+        inventory
+    }
+
     /// Heartbeats sent so far.
     pub async fn heartbeats(&self) -> u64 {
         self.heartbeat

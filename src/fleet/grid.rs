@@ -112,6 +112,44 @@ pub async fn sweep(
     }
 }
 
+/// The router credentials an inventory written by `viewerfleet up --inventory FILE` holds
+/// (`grid_credentials`: `username`, `password`); `None` for inventories without them
+/// (Terraform's, lists of URLs). Such a file must not be readable by others.
+pub fn inventory_credentials(path: &Path) -> anyhow::Result<Option<GridCredentials>> {
+    use anyhow::Context as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the inventory {}", path.display()))?;
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Ok(None);
+    };
+    let creds = &value["grid_credentials"];
+    if creds.is_null() {
+        return Ok(None);
+    }
+    let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        anyhow::bail!(
+            "the inventory {} holds the hub's password but others may read it (mode {mode:o}); run `chmod 600 {}`",
+            path.display(),
+            path.display()
+        );
+    }
+    let field = |name: &str| {
+        creds[name]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    match GridCredentials::from_values(field("username"), field("password")) {
+        Ok(Some(c)) => Ok(Some(c)),
+        _ => anyhow::bail!(
+            "the inventory {}: grid_credentials must hold a username and a password (as `viewerfleet up --inventory` writes them)",
+            path.display()
+        ),
+    }
+}
+
 /// A Grid fleet for one run.
 pub struct GridFleet {
     hubs: Vec<String>,
@@ -172,7 +210,11 @@ impl GridFleet {
         let local = hubs
             .first()
             .and_then(|h| localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), h));
-        let credentials = match plan.credentials.clone() {
+        let from_inventory = match &plan.hubs {
+            GridHubs::Inventory(path) => inventory_credentials(path).map_err(bad_input)?,
+            _ => None,
+        };
+        let credentials = match plan.credentials.clone().or(from_inventory) {
             Some(c) => Some(c),
             None => match local.as_ref().and_then(|l| l.secrets.as_ref()) {
                 Some(secrets) => Some(secrets.controller.clone()),
@@ -702,6 +744,35 @@ fn local_internet(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_inventory_with_credentials_is_read_only_when_others_cannot_read_it() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inv.json");
+        std::fs::write(&path, r#"{"hub_url": "http://1.2.3.4:4444/"}"#).unwrap();
+        assert!(inventory_credentials(&path).unwrap().is_none());
+        std::fs::write(
+            &path,
+            r#"{"hub_url": "http://1.2.3.4:4444/", "grid_credentials": {"username": "viewerfleet", "password": "pw"}}"#,
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = inventory_credentials(&path).unwrap_err().to_string();
+        assert!(err.contains("chmod 600") && !err.contains("pw\""), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let creds = inventory_credentials(&path).unwrap().unwrap();
+        assert_eq!(
+            (creds.username.as_str(), creds.password.expose()),
+            ("viewerfleet", "pw")
+        );
+        std::fs::write(
+            &path,
+            r#"{"grid_credentials": {"username": "viewerfleet"}}"#,
+        )
+        .unwrap();
+        assert!(inventory_credentials(&path).is_err());
+    }
 
     /// Two hubs, one with 4 nodes' slots (600) and one with 3 (450): sessions go where the
     /// share in use is lowest, so neither overflows before the other is full.

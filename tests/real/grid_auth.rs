@@ -29,22 +29,6 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
-/// Every file under `dir` (recursively) that contains `needle`.
-fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(files_containing(&path, needle));
-        } else if let Ok(bytes) = std::fs::read(&path) {
-            if String::from_utf8_lossy(&bytes).contains(needle) {
-                out.push(path.display().to_string());
-            }
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grid_refuses_nodes_without_the_secret_and_clients_without_the_password() {
     // Browsers in the root namespace: they reach refsite on this machine's loopback.
@@ -214,7 +198,10 @@ fleet: {{kind: grid, url: '{}'}}
     // Neither secret in the run's output, its logs or its folder.
     for secret in [&registration, &password] {
         assert!(!summary.contains(secret.as_str()), "a secret in the output");
-        assert_eq!(files_containing(&out, secret), Vec::<String>::new());
+        assert_eq!(
+            crate::support::files_containing(&out, secret),
+            Vec::<String>::new()
+        );
     }
 
     // Nothing of the run is left on the Grid.
