@@ -1580,8 +1580,11 @@ mod terraform {
         };
         let node_rules = rules(resource(&main, "hcloud_firewall", "nodes"));
         assert!(
-            node_rules.contains(&("\"5555\"".into(), "[hcloud_server.hub.ipv6_network]".into())),
-            "{node_rules:?}"
+            node_rules.contains(&(
+                "\"5555\"".into(),
+                "[\"${hcloud_server.hub.ipv6_address}/128\"]".into()
+            )),
+            "the hub's host address, not its /64: {node_rules:?}"
         );
         assert!(node_rules.contains(&("\"22\"".into(), "var.controller_ips".into())));
         assert!(
@@ -1599,13 +1602,43 @@ mod terraform {
             "{hub_rules:?}"
         );
         assert!(
-            hub_rules.contains(&(
-                "\"4442-4444\"".into(),
-                "hcloud_server.node[*].ipv6_network".into()
-            )),
-            "{hub_rules:?}"
+            hub_rules
+                .iter()
+                .all(|(_, sources)| sources == "var.controller_ips"),
+            "the hub's own firewall admits the controller only: {hub_rules:?}"
         );
-        resource(&main, "hcloud_firewall_attachment", "hub");
+        // The hub is created behind it, before any node exists.
+        assert_eq!(attr(&hub.body, "firewall_ids"), "[hcloud_firewall.hub.id]");
+        let node_rules_at_hub = rules(resource(&main, "hcloud_firewall", "hub_nodes"));
+        assert_eq!(
+            node_rules_at_hub,
+            vec![(
+                "\"4442-4444\"".into(),
+                "[for n in hcloud_server.node : \"${n.ipv6_address}/128\"]".into()
+            )],
+            "the nodes' host addresses, not their /64s"
+        );
+        let attachment = resource(&main, "hcloud_firewall_attachment", "hub_nodes");
+        assert_eq!(
+            attr(&attachment.body, "firewall_id"),
+            "hcloud_firewall.hub_nodes.id"
+        );
+        // The Grid's secrets: sensitive variables, in node.env (0600) only, the password
+        // on the hub only.
+        let text = main.to_string();
+        assert!(text.contains("\"GRID_PASSWORD=${var.grid_password}\""));
+        assert_eq!(text.matches("var.grid_password").count(), 1, "hub only");
+        assert_eq!(
+            text.matches("var.registration_secret").count(),
+            2,
+            "hub and nodes"
+        );
+        assert!(!text.contains("permissions = \"0644\"\n      content     = \"${join"));
+        assert_eq!(
+            text.matches("/etc/viewerfleet/node.env").count(),
+            text.matches("permissions = \"0600\"").count(),
+            "node.env files are 0600"
+        );
         resource(&main, "hcloud_ssh_key", "run");
 
         let locals = blocks(&main, "locals");
@@ -1664,9 +1697,31 @@ mod terraform {
             "controller_ips",
             "ssh_public_key",
             "viewer_slots_script",
+            "registration_secret",
+            "grid_username",
+            "grid_password",
+            "webdriver_open_to_the_internet",
         ] {
             assert!(names.iter().any(|n| n == v), "variables.tf lacks {v}");
         }
+        for secret in ["registration_secret", "grid_password"] {
+            let block = blocks(&vars, "variable")
+                .into_iter()
+                .find(|b| labels(b)[0] == secret)
+                .unwrap();
+            assert_eq!(attr(&block.body, "sensitive"), "true", "{secret}");
+        }
+        let controller = blocks(&vars, "variable")
+            .into_iter()
+            .find(|b| labels(b)[0] == "controller_ips")
+            .unwrap()
+            .body
+            .to_string();
+        assert!(
+            controller.contains("var.webdriver_open_to_the_internet")
+                && controller.contains("? 16 : 8"),
+            "too-wide controller_ips are refused as `up` refuses them: {controller}"
+        );
         assert!(
             !names.iter().any(|n| n.contains("token")),
             "the token never goes through a variable"

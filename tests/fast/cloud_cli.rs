@@ -1587,6 +1587,23 @@ async fn plan_tfvars_writes_the_chosen_sizes_as_the_terraform_modules_variables(
         "{written}"
     );
     assert_eq!(value("controller_ips"), "[\"203.0.113.7/32\"]");
+    // The run's Grid secrets, new random ones, in a file only its owner reads; never printed.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&tfvars).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    for secret in ["registration_secret", "grid_password"] {
+        let v = value(secret);
+        let v = v.trim_matches('"');
+        assert!(
+            v.len() == 64 && v.chars().all(|c| c.is_ascii_hexdigit()),
+            "{secret}"
+        );
+        assert!(!text(&out.stdout).contains(v) && !text(&out.stderr).contains(v));
+    }
+    assert_ne!(value("registration_secret"), value("grid_password"));
+    assert_eq!(value("grid_username"), "\"viewerfleet\"");
     assert!(
         value("ssh_public_key").starts_with("\"ssh-ed25519 AAAA"),
         "{written}"
