@@ -296,6 +296,114 @@ mod tests {
         assert!(!bare.iter().any(|(p, _)| p.contains("slot")), "{bare:?}");
     }
 
+    /// The shell functions `names` of `script`, as text to source (each ends with a blank
+    /// line in the shipped scripts).
+    fn functions(script: &str, names: &[&str]) -> String {
+        let mut out = String::new();
+        for name in names {
+            let start = script
+                .find(&format!("\n{name}() {{\n"))
+                .unwrap_or_else(|| panic!("{name} not in the script"));
+            // A function ends at a `}` line followed by a blank line (a heredoc's `}` lines
+            // are not followed by one).
+            let end = script[start + 1..].find("\n}\n\n").unwrap() + start + 3;
+            out.push_str(&script[start..end]);
+        }
+        out
+    }
+
+    #[test]
+    fn the_bootstrap_writes_the_secrets_into_grid_toml_readable_by_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = GridSecrets::generate();
+        let script = functions(BOOTSTRAP, &["toml_set", "grid_secrets"]);
+        for (role, template) in [("hub", HUB_TOML), ("node", NODE_TOML)] {
+            let etc = dir.path().join(role);
+            std::fs::create_dir_all(&etc).unwrap();
+            std::fs::write(etc.join("grid.toml.new"), template).unwrap();
+            let status = std::process::Command::new("sh")
+                .args(["-c", &format!("{script}\numask 077; grid_secrets")])
+                .env("ETC", &etc)
+                .env("ROLE", role)
+                .env(
+                    "GRID_REGISTRATION_SECRET",
+                    secrets.registration_secret.expose(),
+                )
+                .env("GRID_USERNAME", &secrets.controller.username)
+                .env("GRID_PASSWORD", secrets.controller.password.expose())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let text = std::fs::read_to_string(etc.join("grid.toml.new")).unwrap();
+            let expected = match role {
+                "hub" => secrets.hub_toml(template),
+                _ => secrets.node_toml(template),
+            };
+            let sorted = |t: &str| {
+                let mut l: Vec<String> = t
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(str::to_string)
+                    .collect();
+                l.sort();
+                l
+            };
+            // The same keys as the local Grid writes (the order within a table aside).
+            assert_eq!(sorted(&text), sorted(&expected), "{role}");
+            assert_eq!(
+                text.contains(secrets.controller.password.expose()),
+                role == "hub",
+                "the password on the hub only"
+            );
+        }
+    }
+
+    #[test]
+    fn viewer_slots_on_a_cloud_node_cannot_reach_the_nodes_own_services() {
+        let script = include_str!("../../grid/viewer-slots.sh");
+        assert!(script.contains("sysctl -qw net.ipv6.conf.all.forwarding=1\n      host_guard add"));
+        assert!(script.contains("[ \"$forwarding\" = 0 ] || host_guard del"));
+        // The ruleset the guard loads: whatever comes from the slots' bridge to this host is
+        // dropped, but for replies, ICMP and DNS.
+        let guard = functions(script, &["host_guard"]);
+        let out = std::process::Command::new("bash")
+            .args([
+                "-c",
+                &format!("nft() {{ [ \"$1\" = -f ] && cat; return 0; }}\ncommand() {{ return 0; }}\nnft_table=viewerfleet_vf_ bridge=vf-br\n{guard}\nhost_guard add"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let rules = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            rules.contains("table inet viewerfleet_vf__guard"),
+            "{rules}"
+        );
+        assert!(rules.contains("type filter hook input priority filter"));
+        assert!(rules.contains("iifname \"vf-br\" counter drop"), "{rules}");
+        let accepts: Vec<&str> = rules.lines().filter(|l| l.contains("accept")).collect();
+        assert_eq!(accepts.len(), 4, "{rules}"); // the policy line and three exceptions
+                                                 // Where nft runs (as root), the ruleset parses.
+        let checked = std::process::Command::new("nft")
+            .args(["-c", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                child.stdin.take().unwrap().write_all(rules.as_bytes())?;
+                child.wait_with_output()
+            });
+        if let Ok(checked) = checked {
+            let err = String::from_utf8_lossy(&checked.stderr);
+            assert!(
+                checked.status.success() || err.contains("Operation not permitted"),
+                "{err}\n{rules}"
+            );
+        }
+    }
+
     #[test]
     fn shipped_scripts_lose_only_comments_and_stay_valid() {
         for script in [
