@@ -298,6 +298,7 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
     );
 
     // The engine's view is the Grid fleet on the hub: slots point at it, capacity is kept.
+    let credentials = fleet.credentials.clone();
     let fleet = HcloudFleet::on(fleet).await.unwrap();
     let viewers = plan.viewer_plans();
     let slot = fleet.open_viewer(&viewers[9]).await.unwrap();
@@ -320,10 +321,16 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
         .contains("holds 12 viewers"));
     let desc = fleet.description(&plan);
     assert_eq!(desc.kind, viewerfleet::model::kinds::FleetKind::Hcloud);
-    // What the measurements may claim is what the Grid's nodes report, as for any Grid.
-    let grid = GridFleet::start(&GridFleetPlan::with_url(&fake.hub_url()).unwrap())
-        .await
-        .unwrap();
+    // What the measurements may claim is what the Grid's nodes report, as for any Grid. The
+    // hub asks for the run's password: without it, the Grid fleet is refused.
+    let mut grid_plan = GridFleetPlan::with_url(&fake.hub_url()).unwrap();
+    let refused = GridFleet::start(&grid_plan).await.err().unwrap();
+    assert!(
+        format!("{refused:#}").contains("asks for a user name and password"),
+        "{refused:#}"
+    );
+    grid_plan.credentials = Some(credentials);
+    let grid = GridFleet::start(&grid_plan).await.unwrap();
     let grid_desc = grid.description(&plan);
     grid.shutdown().await.unwrap();
     assert_eq!(

@@ -32,6 +32,7 @@ mod per_browser;
 mod refsite_browsers;
 mod report_html_chromium;
 mod run_local;
+mod slot_guard;
 mod starved_node;
 mod throttle_modes;
 mod viewer_local;
