@@ -41,11 +41,15 @@ async fn a_grid_refuses_nodes_without_the_secret_and_clients_without_the_passwor
     // The secrets are on disk only in files of mode 0600.
     for file in [
         grid.state_file.clone(),
+        st.dir.join(viewerfleet::grid::local_state::SECRETS_FILE),
         st.dir.join("hub.toml"),
         st.dir.join("node-1/node.toml"),
     ] {
         assert_eq!(mode(&file), 0o600, "{}", file.display());
     }
+    // The state's JSON (which commands may print) holds neither secret.
+    let state_json = std::fs::read_to_string(&grid.state_file).unwrap();
+    assert!(!state_json.contains(&password) && !state_json.contains(&registration));
     let node_toml = std::fs::read_to_string(st.dir.join("node-1/node.toml")).unwrap();
     assert!(node_toml.contains(&registration));
     assert!(
