@@ -6,13 +6,14 @@
 //! cloud run) gets both generated per Grid from the operating system's random number
 //! generator ([`GridSecrets::generate`]). They are never printed or logged (`Debug` shows
 //! `<redacted>`); on disk they live only in files of mode 0600 ([`write_private`]): the
-//! rendered Grid configurations, the local Grid's state file, a cloud node's `node.env`.
+//! rendered Grid configurations, the local Grid's `secrets.json`, a cloud node's `node.env`,
+//! the inventory of `up --inventory`, the variables of `plan --tfvars`.
 //!
 //! The controller sends the password as an `Authorization: Basic` header on every request:
 //! WebDriver commands (through [`AuthConnector`], since the WebDriver client has no header
 //! setting of its own and would copy credentials written into the URL into the new-session
 //! body), the BiDi WebSocket handshake and the `/status` probes ([`GridCredentials::http_client`]).
-//! A Grid the user names (`--grid URL`, `fleet: grid`) takes its credentials from
+//! A Grid the user names (`fleet: {kind: grid, url: …}`) takes its credentials from
 //! [`USER_ENV`] and [`PASSWORD_ENV`].
 
 use http::HeaderValue;
