@@ -21,6 +21,8 @@
 #                             --nat; default none); SLOT_STACK=dual|ipv4|ipv6 its families
 #   LOAD_ENDPOINT=on|off      on: node-load.py on [node]:LOAD_PORT (9465) for CONTROLLER_IPS
 #   LOAD_CGROUP=PATH|none     its cgroup (default: the Grid service's on cgroup v2)
+# GRID_REGISTRATION_SECRET (hub and nodes) and, on the hub, GRID_USERNAME and GRID_PASSWORD
+# (the controller's basic auth at the router) go into grid.toml, mode 0600 like node.env.
 # With slots up the Grid runs $LIB/slot-chromium.sh, which runs CHROME_BINARY in a free slot,
 # and the node's stereotype says what the slots are ("viewerfleet:slots": count, prefix,
 # rates as applied); without, the plain browser and {"count": 0, "reason": …}. The
@@ -184,10 +186,32 @@ load_serve() {
     exec python3 "$LIB/node-load.py" "$@"
 }
 
-# grid.toml for this server, rendered into $ETC/grid.toml.new.
+# $1 (TOML) with `key = "value"` ($3, $4) in table [$2]: under its header, or in a new
+# table at the end. The values are hex secrets and plain user names (no quoting needed).
+toml_set() {
+    awk -v t="[$2]" -v line="$3 = \"$4\"" '
+        { print } $0 == t && !done { print line; done = 1 }
+        END { if (!done) { print ""; print t; print line } }' "$1" >"$1.set" && mv "$1.set" "$1"
+}
+
+# The Grid's secrets from node.env into grid.toml.new: the registration secret (hub and
+# nodes) and, on the hub, the router's user name and password for the controller.
+grid_secrets() {
+    f=$ETC/grid.toml.new
+    [ -z "${GRID_REGISTRATION_SECRET:-}" ] || toml_set "$f" server registration-secret "$GRID_REGISTRATION_SECRET"
+    if [ "$ROLE" = hub ] && [ -n "${GRID_USERNAME:-}" ] && [ -n "${GRID_PASSWORD:-}" ]; then
+        toml_set "$f" router username "$GRID_USERNAME"
+        toml_set "$f" router password "$GRID_PASSWORD"
+    fi
+}
+
+# grid.toml for this server, rendered into $ETC/grid.toml.new (mode 0600: it holds the
+# Grid's secrets).
 grid_config() {
+    umask 077
     if [ "$ROLE" = hub ]; then
         cp "$LIB/hub.toml" "$ETC/grid.toml.new"
+        grid_secrets
         return
     fi
     : "${HUB_ADDR:?HUB_ADDR must be set for a node in $ENV_FILE}"
@@ -206,6 +230,7 @@ grid_config() {
         -e "s|@MAX_SESSIONS@|$MAX_SESSIONS|g" -e "s|@CHROME_BINARY@|$binary|g" \
         -e "s|@VIEWERFLEET_SLOTS@|$report|g" -e "s|@VIEWERFLEET_LOAD@|$load|g" \
         "$LIB/node.toml" >"$ETC/grid.toml.new"
+    grid_secrets
 }
 
 case "${1:-all}" in

@@ -17,7 +17,8 @@
 # P must not overlap another interface's addresses (a cloud node: <its /64>:1::/80).
 # Shaping: tbf (else htb) on the bridge-side veth (download) and on the slot's eth0 (upload);
 # --delay-ms (round trip) with netem when the kernel has it, else reported as not applied.
-# Cloud node: --forwarding (IPv6, and IPv4 with --ipv4); --uplink DEV: accept_ra 1 becomes 2
+# Cloud node: --forwarding (IPv6, and IPv4 with --ipv4; the slots reach none of the node's
+# own services, see host_guard); --uplink DEV: accept_ra 1 becomes 2
 # (RAs still accepted with forwarding on) and the gateway address is deprecated (never the
 # host's source); --ndp-proxy: answer NDP for the slots on DEV (providers with an on-link
 # /64); --ipv4 CIDR: the bridge's IPv4 segment, the emulated internet's public IPv4 (slot
@@ -577,6 +578,27 @@ table ip ${nft_table} {
 EOF
 }
 
+# With --forwarding (a cloud node) the slots reach the internet through this host, but none
+# of the host's own services (the Grid node, its load endpoint, SSH, anything else it
+# listens on, at any of its addresses): what comes from the bridge to the host itself is
+# dropped, but for replies, ICMP (neighbour discovery) and DNS.
+host_guard() {
+  command -v nft >/dev/null || { echo "viewer-slots: nftables is missing: the slots can reach this host's own services" >&2; return 0; }
+  nft delete table inet "${nft_table}_guard" 2>/dev/null || true
+  [ "$1" = add ] || return 0
+  nft -f - <<EOF
+table inet ${nft_table}_guard {
+  chain input {
+    type filter hook input priority filter; policy accept;
+    iifname "${bridge}" ct state established,related accept
+    iifname "${bridge}" meta l4proto { icmp, ipv6-icmp } accept
+    iifname "${bridge}" meta l4proto { tcp, udp } th dport 53 accept
+    iifname "${bridge}" counter drop
+  }
+}
+EOF
+}
+
 # One `up` or `down` of a group at a time: a fleet makes and removes slots as viewers come
 # and go, and an `up` reading its neighbours' interfaces while a `down` deletes them, or a
 # `down` removing the bridge an `up` is about to use, would fail it. The lock file is
@@ -629,6 +651,7 @@ case "$action" in
         sysctl -qw "net.ipv6.conf.${uplink}.accept_ra=2"
       fi
       sysctl -qw net.ipv6.conf.all.forwarding=1
+      host_guard add
       if [ -n "$ipv4" ]; then
         sysctl -qw net.ipv4.ip_forward=1
         nat44 add
@@ -651,6 +674,7 @@ case "$action" in
       cgn_down
       ip link del "$bridge" 2>/dev/null || true
       [ -z "$ipv4" ] || ! command -v nft >/dev/null || nat44 del
+      [ "$forwarding" = 0 ] || host_guard del
     fi
     if ! ip link show "$bridge" >/dev/null 2>&1; then
       cgn_down

@@ -34,12 +34,25 @@ locals {
     content     = base64gzip(file("${local.grid}/node-bootstrap.sh"))
   }
 
+  # The Grid's secrets (sensitive variables): the registration secret goes to the hub and
+  # every node, the router's user name and password (the controller's basic auth) to the hub
+  # only; node-bootstrap.sh writes them into grid.toml. node.env is readable by root only.
+  hub_env = concat(
+    [
+      "ROLE=hub",
+      "GRID_REGISTRATION_SECRET=${var.registration_secret}",
+      "GRID_USERNAME=${var.grid_username}",
+      "GRID_PASSWORD=${var.grid_password}",
+    ],
+    local.common_env,
+  )
+
   hub_files = [
     {
       path        = "/etc/viewerfleet/node.env"
       owner       = "root:root"
-      permissions = "0644"
-      content     = "${join("\n", concat(["ROLE=hub"], local.common_env))}\n"
+      permissions = "0600"
+      content     = "${join("\n", local.hub_env)}\n"
     },
     local.bootstrap_file,
     {
@@ -59,6 +72,7 @@ locals {
       # The load endpoint (grid/node-load.py) answers these clients only.
       "CONTROLLER_IPS=${join(",", var.controller_ips)}",
       "LOAD_PORT=9465",
+      "GRID_REGISTRATION_SECRET=${var.registration_secret}",
     ],
     local.common_env,
     var.slot_down_kbit == null ? [] : ["SLOT_DOWN_KBIT=${var.slot_down_kbit}"],
@@ -71,7 +85,7 @@ locals {
       {
         path        = "/etc/viewerfleet/node.env"
         owner       = "root:root"
-        permissions = "0644"
+        permissions = "0600"
         content     = "${join("\n", local.node_env)}\n"
       },
       local.bootstrap_file,
@@ -125,14 +139,17 @@ resource "hcloud_ssh_key" "run" {
   labels     = merge(local.labels, { "viewerfleet-role" = "ssh-key" })
 }
 
-# The hub: IPv4 (most controllers have it) and IPv6 (the nodes have only that).
+# The hub: IPv4 (most controllers have it) and IPv6 (the nodes have only that). Created
+# behind its controller-only firewall: it is never reachable by anyone else, not even for
+# the minutes before the nodes exist.
 resource "hcloud_server" "hub" {
-  name        = "vf-${var.run_name}-hub"
-  server_type = var.hub_type
-  image       = var.image
-  location    = var.location
-  ssh_keys    = [hcloud_ssh_key.run.id]
-  labels      = merge(local.labels, { "viewerfleet-role" = "hub" })
+  name         = "vf-${var.run_name}-hub"
+  server_type  = var.hub_type
+  image        = var.image
+  location     = var.location
+  ssh_keys     = [hcloud_ssh_key.run.id]
+  firewall_ids = [hcloud_firewall.hub.id]
+  labels       = merge(local.labels, { "viewerfleet-role" = "hub" })
 
   public_net {
     ipv4_enabled = true
@@ -180,11 +197,11 @@ resource "hcloud_firewall" "nodes" {
   }
 
   rule {
-    description = "Grid node (WebDriver) from the hub only"
+    description = "Grid node (WebDriver) from the hub's host address only"
     direction   = "in"
     protocol    = "tcp"
     port        = "5555"
-    source_ips  = [hcloud_server.hub.ipv6_network]
+    source_ips  = ["${hcloud_server.hub.ipv6_address}/128"]
   }
 
   rule {
@@ -204,7 +221,8 @@ resource "hcloud_firewall" "nodes" {
   }
 }
 
-# Only the controller reaches the hub's WebDriver port; only the nodes its event bus.
+# Only the controller reaches the hub's WebDriver port and SSH; the hub is created with this
+# firewall, before any node exists.
 resource "hcloud_firewall" "hub" {
   name   = "vf-${var.run_name}-hub"
   labels = merge(local.labels, { "viewerfleet-role" = "hub-firewall" })
@@ -225,17 +243,25 @@ resource "hcloud_firewall" "hub" {
     source_ips  = var.controller_ips
   }
 
+}
+
+# The nodes reach the hub's event bus and registration from their host addresses (…::1/128),
+# not their /64s, which hold their viewer slots. A second firewall, attached once the nodes
+# exist (its rules name them, and they need the hub's address first).
+resource "hcloud_firewall" "hub_nodes" {
+  name   = "vf-${var.run_name}-hub-nodes"
+  labels = merge(local.labels, { "viewerfleet-role" = "hub-firewall" })
+
   rule {
-    description = "Grid event bus and registration from the viewer nodes only"
+    description = "Grid event bus and registration from the viewer nodes' host addresses only"
     direction   = "in"
     protocol    = "tcp"
     port        = "4442-4444"
-    source_ips  = hcloud_server.node[*].ipv6_network
+    source_ips  = [for n in hcloud_server.node : "${n.ipv6_address}/128"]
   }
 }
 
-# Attached separately: the hub's rules name the nodes, which need the hub's address first.
-resource "hcloud_firewall_attachment" "hub" {
-  firewall_id = hcloud_firewall.hub.id
+resource "hcloud_firewall_attachment" "hub_nodes" {
+  firewall_id = hcloud_firewall.hub_nodes.id
   server_ids  = [hcloud_server.hub.id]
 }

@@ -19,3 +19,14 @@ output "hub_url" {
   description = "The Selenium Grid 4 hub's WebDriver URL (reachable from controller_ips only)."
   value       = "http://${hcloud_server.hub.ipv4_address}:4444/"
 }
+
+output "grid_username" {
+  description = "The user name the hub's router asks for: export VIEWERFLEET_GRID_USER=$(terraform output -raw grid_username)."
+  value       = var.grid_username
+}
+
+output "grid_password" {
+  description = "The hub's router password: export VIEWERFLEET_GRID_PASSWORD=$(terraform output -raw grid_password)."
+  value       = var.grid_password
+  sensitive   = true
+}

@@ -195,6 +195,8 @@ pub struct Counts {
     pub refused: u64,
     /// Requests held by a `FaultKind::Late` fault (counted when they arrive).
     pub late: u64,
+    /// Requests to the simulated hub refused 401 (without the hub's router credentials).
+    pub hub_refused: u64,
 }
 
 struct Stored {
@@ -632,7 +634,12 @@ pub fn app(state: FakeState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), gate));
     Router::new()
         .nest("/v1", api)
-        .merge(hub::routes())
+        .merge(
+            hub::routes().route_layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                hub::router_auth,
+            )),
+        )
         .merge(load::routes())
         .with_state(state)
 }

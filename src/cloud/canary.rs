@@ -46,10 +46,12 @@ pub struct CanaryCost {
 /// Measures viewers on a canary node through the fleet's hub.
 #[async_trait::async_trait]
 pub trait CanaryProbe: Send + Sync {
-    /// Plays `viewers` viewers on the hub's only node (`node_type`) and measures them.
+    /// Plays `viewers` viewers on the hub's only node (`node_type`) and measures them;
+    /// `credentials` are the hub's router credentials.
     async fn measure(
         &self,
         hub_url: &str,
+        credentials: &crate::model::secret::GridCredentials,
         node_type: &str,
         viewers: u32,
     ) -> anyhow::Result<CanaryCost>;

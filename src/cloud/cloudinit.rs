@@ -12,6 +12,7 @@
 //! does the same), about a third of their size; `node.env` stays plain text.
 
 use super::CloudError;
+use crate::grid::auth::{GridSecrets, Secret};
 use base64::Engine as _;
 use serde_json::json;
 use std::io::{Read as _, Write as _};
@@ -47,7 +48,8 @@ pub struct SlotShaping {
 /// What one server is.
 #[derive(Debug, Clone)]
 pub enum Role {
-    Hub,
+    /// A hub, with the run's registration secret and the controller's credentials.
+    Hub { secrets: GridSecrets },
     Node {
         /// The hub as it appears in a URL: `[2001:db8::1]`.
         hub_addr: String,
@@ -55,6 +57,8 @@ pub enum Role {
         shaping: SlotShaping,
         /// Addresses or CIDRs of the controller: the only clients of the load endpoint.
         controller_ips: Vec<String>,
+        /// The run's registration secret, which the node's Grid configuration gets.
+        registration_secret: Secret,
     },
 }
 
@@ -64,7 +68,7 @@ pub enum Role {
 pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<String, CloudError> {
     let mut env = vec![format!(
         "ROLE={}",
-        if matches!(role, Role::Hub) {
+        if matches!(role, Role::Hub { .. }) {
             "hub"
         } else {
             "node"
@@ -74,11 +78,34 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
     env.push(format!("SELENIUM_NPM_PACKAGE={}", selenium.npm_spec()));
     env.push(format!("SELENIUM_JAR={}", selenium.jar_in_package));
     env.push("CHROME_BINARY=/usr/lib/chromium/chromium".into());
+    // The Grid's secrets: node-bootstrap.sh writes them into the Grid's configuration
+    // (mode 0600); node.env itself is 0600 too.
+    match role {
+        Role::Hub { secrets } => {
+            env.push(format!(
+                "GRID_REGISTRATION_SECRET={}",
+                secrets.registration_secret.expose()
+            ));
+            env.push(format!("GRID_USERNAME={}", secrets.controller.username));
+            env.push(format!(
+                "GRID_PASSWORD={}",
+                secrets.controller.password.expose()
+            ));
+        }
+        Role::Node {
+            registration_secret,
+            ..
+        } => env.push(format!(
+            "GRID_REGISTRATION_SECRET={}",
+            registration_secret.expose()
+        )),
+    }
     if let Role::Node {
         hub_addr,
         max_sessions,
         shaping,
         controller_ips,
+        ..
     } = role
     {
         env.push(format!("HUB_ADDR={hub_addr}"));
@@ -99,13 +126,13 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
     let mut files = vec![
         plain_file(
             "/etc/viewerfleet/node.env",
-            "0644",
+            "0600",
             &(env.join("\n") + "\n"),
         ),
         compressed_file(&lib("node-bootstrap.sh"), "0755", &shipped_shell(BOOTSTRAP))?,
     ];
     match role {
-        Role::Hub => files.push(compressed_file(&lib("hub.toml"), "0644", HUB_TOML)?),
+        Role::Hub { .. } => files.push(compressed_file(&lib("hub.toml"), "0644", HUB_TOML)?),
         Role::Node { .. } => {
             files.push(compressed_file(&lib("node.toml"), "0644", NODE_TOML)?);
             files.push(compressed_file(&lib("node-load.py"), "0755", NODE_LOAD)?);
@@ -232,6 +259,7 @@ mod tests {
                 delay_ms: Some(500),
             },
             controller_ips: vec!["198.51.100.7/32".into(), "2001:db8:c0::/48".into()],
+            registration_secret: Secret::new("0123abcd"),
         }
     }
 
@@ -266,6 +294,114 @@ mod tests {
         // Without a slot script: none of the slot files, the bootstrap runs without slots.
         let bare = delivered_files(&user_data(&node(), None).unwrap()).unwrap();
         assert!(!bare.iter().any(|(p, _)| p.contains("slot")), "{bare:?}");
+    }
+
+    /// The shell functions `names` of `script`, as text to source (each ends with a blank
+    /// line in the shipped scripts).
+    fn functions(script: &str, names: &[&str]) -> String {
+        let mut out = String::new();
+        for name in names {
+            let start = script
+                .find(&format!("\n{name}() {{\n"))
+                .unwrap_or_else(|| panic!("{name} not in the script"));
+            // A function ends at a `}` line followed by a blank line (a heredoc's `}` lines
+            // are not followed by one).
+            let end = script[start + 1..].find("\n}\n\n").unwrap() + start + 3;
+            out.push_str(&script[start..end]);
+        }
+        out
+    }
+
+    #[test]
+    fn the_bootstrap_writes_the_secrets_into_grid_toml_readable_by_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = GridSecrets::generate();
+        let script = functions(BOOTSTRAP, &["toml_set", "grid_secrets"]);
+        for (role, template) in [("hub", HUB_TOML), ("node", NODE_TOML)] {
+            let etc = dir.path().join(role);
+            std::fs::create_dir_all(&etc).unwrap();
+            std::fs::write(etc.join("grid.toml.new"), template).unwrap();
+            let status = std::process::Command::new("sh")
+                .args(["-c", &format!("{script}\numask 077; grid_secrets")])
+                .env("ETC", &etc)
+                .env("ROLE", role)
+                .env(
+                    "GRID_REGISTRATION_SECRET",
+                    secrets.registration_secret.expose(),
+                )
+                .env("GRID_USERNAME", &secrets.controller.username)
+                .env("GRID_PASSWORD", secrets.controller.password.expose())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let text = std::fs::read_to_string(etc.join("grid.toml.new")).unwrap();
+            let expected = match role {
+                "hub" => secrets.hub_toml(template),
+                _ => secrets.node_toml(template),
+            };
+            let sorted = |t: &str| {
+                let mut l: Vec<String> = t
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(str::to_string)
+                    .collect();
+                l.sort();
+                l
+            };
+            // The same keys as the local Grid writes (the order within a table aside).
+            assert_eq!(sorted(&text), sorted(&expected), "{role}");
+            assert_eq!(
+                text.contains(secrets.controller.password.expose()),
+                role == "hub",
+                "the password on the hub only"
+            );
+        }
+    }
+
+    #[test]
+    fn viewer_slots_on_a_cloud_node_cannot_reach_the_nodes_own_services() {
+        let script = include_str!("../../grid/viewer-slots.sh");
+        assert!(script.contains("sysctl -qw net.ipv6.conf.all.forwarding=1\n      host_guard add"));
+        assert!(script.contains("[ \"$forwarding\" = 0 ] || host_guard del"));
+        // The ruleset the guard loads: whatever comes from the slots' bridge to this host is
+        // dropped, but for replies, ICMP and DNS.
+        let guard = functions(script, &["host_guard"]);
+        let out = std::process::Command::new("bash")
+            .args([
+                "-c",
+                &format!("nft() {{ [ \"$1\" = -f ] && cat; return 0; }}\ncommand() {{ return 0; }}\nnft_table=viewerfleet_vf_ bridge=vf-br\n{guard}\nhost_guard add"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let rules = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            rules.contains("table inet viewerfleet_vf__guard"),
+            "{rules}"
+        );
+        assert!(rules.contains("type filter hook input priority filter"));
+        assert!(rules.contains("iifname \"vf-br\" counter drop"), "{rules}");
+        let accepts: Vec<&str> = rules.lines().filter(|l| l.contains("accept")).collect();
+        assert_eq!(accepts.len(), 4, "{rules}"); // the policy line and three exceptions
+                                                 // Where nft runs (as root), the ruleset parses.
+        let checked = std::process::Command::new("nft")
+            .args(["-c", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                child.stdin.take().unwrap().write_all(rules.as_bytes())?;
+                child.wait_with_output()
+            });
+        if let Ok(checked) = checked {
+            let err = String::from_utf8_lossy(&checked.stderr);
+            assert!(
+                checked.status.success() || err.contains("Operation not permitted"),
+                "{err}\n{rules}"
+            );
+        }
     }
 
     #[test]
@@ -310,7 +446,13 @@ mod tests {
     fn the_largest_user_data_stays_well_under_hetzners_limit() {
         let script = include_str!("../../grid/viewer-slots.sh");
         let node = user_data(&node(), Some(script)).unwrap();
-        let hub = user_data(&Role::Hub, None).unwrap();
+        let hub = user_data(
+            &Role::Hub {
+                secrets: GridSecrets::generate(),
+            },
+            None,
+        )
+        .unwrap();
         let plain: usize = delivered_files(&node)
             .unwrap()
             .iter()

@@ -90,18 +90,22 @@ pub fn registered(status: &serde_json::Value, nodes: &[ServerInfo]) -> BTreeSet<
     out
 }
 
-/// Polls the hubs until every node registered with one of them, `timeout` passed (returns
+/// Polls the hubs (with the controller's router credentials) until every node registered with one of them, `timeout` passed (returns
 /// who did) or `cancel`.
 pub async fn wait_for_nodes(
     hub_urls: &[String],
+    credentials: &crate::grid::auth::GridCredentials,
     nodes: &[ServerInfo],
     timeout: Duration,
     interval: Duration,
     cancel: &CancellationToken,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<BTreeSet<String>, CloudError> {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::AUTHORIZATION, credentials.header());
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
+        .default_headers(headers)
         .build()
         .unwrap_or_default();
     let deadline = tokio::time::Instant::now() + timeout;

@@ -118,6 +118,9 @@ pub struct ProvisionRequest {
     pub shaping: SlotShaping,
     pub viewer_slots_script: Option<String>,
     pub parallel_creates: u32,
+    /// The run's Grid secrets: the hubs get all, the nodes the registration secret
+    /// (`Debug` shows neither).
+    pub secrets: crate::grid::auth::GridSecrets,
 }
 
 /// One created server.
@@ -200,8 +203,10 @@ fn rule(port: &str, sources: &[String], description: &str) -> models::Rule {
     }
 }
 
-/// Hub: SSH and WebDriver (4444) from the controller only; the event bus from the nodes only.
-pub fn hub_rules(controller: &[String], node_nets: &[String]) -> Vec<models::Rule> {
+/// Hub: SSH and WebDriver (4444) from the controller only; the event bus and registration
+/// (4442–4444) from the nodes' host addresses only (`hosts`). Created with the controller's
+/// rules alone, before any node exists; the nodes' rules are set once they do.
+pub fn hub_rules(controller: &[String], node_hosts: &[String]) -> Vec<models::Rule> {
     let mut rules = vec![
         rule("22", controller, "SSH from the controller"),
         rule(
@@ -210,16 +215,16 @@ pub fn hub_rules(controller: &[String], node_nets: &[String]) -> Vec<models::Rul
             "Selenium hub (WebDriver) from the controller only",
         ),
     ];
-    if !node_nets.is_empty() {
+    if !node_hosts.is_empty() {
         rules.push(rule(
             "4442-4443",
-            node_nets,
-            "Grid event bus from the viewer nodes only",
+            node_hosts,
+            "Grid event bus from the viewer nodes' host addresses only",
         ));
         rules.push(rule(
             &HUB_PORT.to_string(),
-            node_nets,
-            "Grid registration from the viewer nodes",
+            node_hosts,
+            "Grid registration from the viewer nodes' host addresses",
         ));
     }
     rules
@@ -227,12 +232,12 @@ pub fn hub_rules(controller: &[String], node_nets: &[String]) -> Vec<models::Rul
 
 /// Nodes: the Grid node port from the hub only, SSH and the load endpoint from the
 /// controller, WebRTC (UDP) from anywhere so viewers can exchange video with peers.
-pub fn node_rules(controller: &[String], hub_nets: &[String]) -> Vec<models::Rule> {
+pub fn node_rules(controller: &[String], hub_hosts: &[String]) -> Vec<models::Rule> {
     vec![
         rule("22", controller, "SSH from the controller"),
         rule(
             &NODE_PORT.to_string(),
-            hub_nets,
+            hub_hosts,
             "Grid node (WebDriver) from the hub only",
         ),
         rule(
@@ -569,7 +574,12 @@ pub async fn create_base(
                 ipv4: true,
                 firewall: hub_fw,
                 ssh_key: key,
-                user_data: cloudinit::user_data(&Role::Hub, None)?,
+                user_data: cloudinit::user_data(
+                    &Role::Hub {
+                        secrets: req.secrets.clone(),
+                    },
+                    None,
+                )?,
                 heartbeat: k == 0,
             },
         )
@@ -583,7 +593,7 @@ pub async fn create_base(
         req,
         "nodes",
         "node-firewall",
-        node_rules(&req.controller_ips, &nets(&hubs)),
+        node_rules(&req.controller_ips, &hosts(&hubs)),
     )
     .await?;
     actions.extend(more);
@@ -639,6 +649,7 @@ pub async fn create_nodes(
                 max_sessions: req.browsers_per_node,
                 shaping: req.shaping,
                 controller_ips: req.controller_ips.clone(),
+                registration_secret: req.secrets.registration_secret.clone(),
             };
             cloudinit::user_data(&role, req.viewer_slots_script.as_deref())
         })
@@ -717,9 +728,19 @@ pub async fn wait(api: &HcloudApi, actions: &[models::Action]) -> Result<(), Clo
     api.wait_actions(actions, ACTION_TIMEOUT).await
 }
 
-/// The /64s of `servers`, as firewall sources.
-pub fn nets(servers: &[ServerInfo]) -> Vec<String> {
-    servers.iter().filter_map(|s| s.ipv6_net.clone()).collect()
+/// The host addresses of `servers` as firewall sources: each one's IPv6 address (`…::1/128`)
+/// and IPv4 address (`/32`) where it has one, never the whole /64 (a node's viewer slots
+/// have addresses in its /64 and must not reach the hub).
+pub fn hosts(servers: &[ServerInfo]) -> Vec<String> {
+    servers
+        .iter()
+        .flat_map(|s| {
+            s.ipv6_host()
+                .map(|a| format!("{a}/128"))
+                .into_iter()
+                .chain(s.ipv4.as_ref().map(|a| format!("{a}/32")))
+        })
+        .collect()
 }
 
 /// What a teardown deleted.

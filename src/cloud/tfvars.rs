@@ -2,6 +2,7 @@
 //! manages servers with Terraform takes the sizes `plan` chose instead of copying them by hand.
 
 use super::sizing::FleetPlan;
+use crate::grid::auth::GridSecrets;
 use crate::model::scenario::fleet::HcloudFleetSpec;
 use crate::model::scenario::Plan;
 
@@ -27,11 +28,19 @@ pub fn limits(plan: &Plan, fleet: &FleetPlan) -> Vec<String> {
 }
 
 /// The `terraform.tfvars` text: the module's variables from the scenario and its plan.
-/// `ssh_key` is the public key's text (the module takes the key, not its path).
-pub fn render(plan: &Plan, spec: &HcloudFleetSpec, fleet: &FleetPlan, ssh_key: &str) -> String {
+/// `ssh_key` is the public key's text (the module takes the key, not its path); `secrets`
+/// the run's Grid secrets (sensitive variables of the module): the file must be written
+/// readable by its owner only.
+pub fn render(
+    plan: &Plan,
+    spec: &HcloudFleetSpec,
+    fleet: &FleetPlan,
+    ssh_key: &str,
+    secrets: &GridSecrets,
+) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "# Written by `viewerfleet plan --tfvars` for scenario {} ({} viewers).\n# Sizes from this plan: {} × {} nodes, {} viewers per node, hub {}. The token is not here: export HCLOUD_TOKEN.\n",
+        "# Written by `viewerfleet plan --tfvars` for scenario {} ({} viewers).\n# Sizes from this plan: {} × {} nodes, {} viewers per node, hub {}. The token is not here: export HCLOUD_TOKEN.\n# This file holds the run's Grid secrets: it is readable by its owner only.\n",
         plan.name,
         fleet.viewers,
         fleet.chosen.nodes,
@@ -62,6 +71,9 @@ pub fn render(plan: &Plan, spec: &HcloudFleetSpec, fleet: &FleetPlan, ssh_key: &
         .map(|ip| hcl_string(ip))
         .collect();
     line(&mut out, "controller_ips", format!("[{}]", ips.join(", ")));
+    if spec.webdriver_open_to_the_internet {
+        line(&mut out, "webdriver_open_to_the_internet", "true".into());
+    }
     line(&mut out, "ssh_public_key", hcl_string(ssh_key));
     let link = plan.networks.first().and_then(|class| class.profile);
     let value = |v: Option<u32>| v.map_or("null".to_string(), |v| v.to_string());
@@ -79,6 +91,22 @@ pub fn render(plan: &Plan, spec: &HcloudFleetSpec, fleet: &FleetPlan, ssh_key: &
         &mut out,
         "slot_delay_ms",
         value(link.and_then(|l| l.latency_ms)),
+    );
+    out.push_str("# The Grid's secrets, new for this file (sensitive: keep it to yourself). Runs reach\n# the hub with VIEWERFLEET_GRID_USER and VIEWERFLEET_GRID_PASSWORD set from these two\n# (`terraform output -raw grid_password`).\n");
+    line(
+        &mut out,
+        "registration_secret",
+        hcl_string(secrets.registration_secret.expose()),
+    );
+    line(
+        &mut out,
+        "grid_username",
+        hcl_string(&secrets.controller.username),
+    );
+    line(
+        &mut out,
+        "grid_password",
+        hcl_string(secrets.controller.password.expose()),
     );
     out
 }

@@ -109,6 +109,9 @@ pub struct CloudFleet {
     pub up_requests: u64,
     /// When the run's TTL passes (Unix time): a kept fleet is deleted then.
     pub expires_at: i64,
+    /// The controller's credentials at the hubs' routers (generated for this run; `Debug`
+    /// does not show the password).
+    pub credentials: crate::grid::auth::GridCredentials,
     /// The process that deletes the run if this one dies first (none in a process that
     /// runs no reapers, see `reaper::enable`).
     reaper: Option<Arc<ReaperLink>>,
@@ -262,6 +265,7 @@ fn request(
         shaping,
         viewer_slots_script: opts.viewer_slots_script.clone(),
         parallel_creates: spec.parallel_creates,
+        secrets: crate::grid::auth::GridSecrets::generate(),
     }
 }
 
@@ -306,6 +310,7 @@ impl CloudFleet {
         let req = request(plan, spec, &sized, ssh_public_key, &opts);
         let run_id = req.run_id.clone();
         let expires_at = req.expires_at;
+        let credentials = req.secrets.controller.clone();
         // Before the first create, so that it sees every server of the run.
         let reaper = reaper::start(api, &run_id)?;
         tracing::info!(
@@ -342,6 +347,7 @@ impl CloudFleet {
             canary: done.canary,
             up_requests,
             expires_at,
+            credentials,
             reaper,
             keep: opts.keep,
             heartbeat: tokio::sync::Mutex::new(Some(done.heartbeat)),
@@ -411,6 +417,17 @@ impl CloudFleet {
                 "made": {"viewers_per_node": c.made.0, "nodes": c.made.1},
             })),
         })
+    }
+
+    /// [`Self::inventory`] with the hubs' router credentials (`grid_credentials`), for a
+    /// file of mode 0600 that later runs read (`fleet: {kind: grid, inventory: FILE}`).
+    pub fn inventory_with_credentials(&self) -> serde_json::Value {
+        let mut inventory = self.inventory();
+        inventory["grid_credentials"] = serde_json::json!({
+            "username": self.credentials.username,
+            "password": self.credentials.password.expose(),
+        });
+        inventory
     }
 
     /// Heartbeats sent so far.
@@ -603,7 +620,7 @@ async fn canary_node(
         req.node_type
     );
     let cost = tokio::select! {
-        r = c.probe.measure(&urls[0], &req.node_type, viewers) => r,
+        r = c.probe.measure(&urls[0], &req.secrets.controller, &req.node_type, viewers) => r,
         _ = cancel.cancelled() => return Err(CloudError::Cancelled),
     }
     .map_err(|e| CloudError::Invalid {
@@ -699,7 +716,7 @@ async fn register_round(
     nodes: &[ServerInfo],
     cancel: &CancellationToken,
 ) -> Result<Vec<ServerInfo>, CloudError> {
-    let rules = provision::hub_rules(&req.controller_ips, &provision::nets(nodes));
+    let rules = provision::hub_rules(&req.controller_ips, &provision::hosts(nodes));
     let actions = provision::set_rules(api, base.hub_firewall, rules).await?;
     provision::wait(api, &actions).await?;
     tracing::info!(
@@ -709,8 +726,16 @@ async fn register_round(
     );
     let report = |k: usize, n: usize| tracing::info!("nodes registered with the hub: {k}/{n}");
     let poll = opts.hub_poll.unwrap_or(Duration::from_secs(5));
-    let up =
-        hub::wait_for_nodes(urls, nodes, spec.register_timeout(), poll, cancel, &report).await?;
+    let up = hub::wait_for_nodes(
+        urls,
+        &req.secrets.controller,
+        nodes,
+        spec.register_timeout(),
+        poll,
+        cancel,
+        &report,
+    )
+    .await?;
     Ok(nodes
         .iter()
         .filter(|n| !up.contains(&n.name))

@@ -284,8 +284,10 @@ fn write_tfvars(
 ) -> anyhow::Result<()> {
     use crate::cloud::tfvars;
     let ssh_key = crate::cloud::up::check_up(spec).map_err(bad_input)?;
-    let text = tfvars::render(plan, spec, fleet, &ssh_key);
-    std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+    let secrets = crate::grid::auth::GridSecrets::generate();
+    let text = tfvars::render(plan, spec, fleet, &ssh_key, &secrets);
+    crate::grid::auth::write_private(out, text.as_bytes())
+        .with_context(|| format!("writing {}", out.display()))?;
     for limit in tfvars::limits(plan, fleet) {
         eprintln!("warning: {}: {limit}", out.display());
     }

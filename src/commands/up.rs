@@ -101,13 +101,23 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Done> {
                     fleet.run_id, crate::cloud::provision::LABEL_HEARTBEAT, fleet.hub.name
                 );
             }
-            let inventory = serde_json::to_string_pretty(&fleet.inventory())?;
             match &args.inventory {
-                Some(path) => std::fs::write(path, inventory + "\n")
-                    .with_context(|| format!("--inventory {}", path.display()))?,
-                // Under --json the inventory is in the document.
+                // The file carries the hubs' router credentials for later runs
+                // (`fleet: {kind: grid, inventory: FILE}`): readable by its owner only.
+                Some(path) => {
+                    let inventory =
+                        serde_json::to_string_pretty(&fleet.inventory_with_credentials())?;
+                    crate::grid::auth::write_private(path, (inventory + "\n").as_bytes())
+                        .with_context(|| format!("--inventory {}", path.display()))?
+                }
+                // Under --json the inventory (without the password) is in the document.
                 None if args.json => {}
-                None => println!("{inventory}"),
+                None => {
+                    println!("{}", serde_json::to_string_pretty(&fleet.inventory())?);
+                    eprintln!(
+                        "the hub's password is not printed; to run against this fleet later, write the inventory to a file with --inventory FILE (mode 0600, with the password) and name that file in `fleet: {{kind: grid, inventory: FILE}}`"
+                    );
+                }
             }
             if let Some(c) = &fleet.canary {
                 eprintln!("{}", c.verdict);

@@ -94,11 +94,13 @@ impl CanaryProbe for EngineCanary {
     async fn measure(
         &self,
         hub_url: &str,
+        credentials: &crate::model::secret::GridCredentials,
         node_type: &str,
         viewers: u32,
     ) -> anyhow::Result<CanaryCost> {
-        let grid = GridFleetPlan::with_url(hub_url)
+        let mut grid = GridFleetPlan::with_url(hub_url)
             .map_err(|m| anyhow::anyhow!("the canary's hub {hub_url}: {m}"))?;
+        grid.credentials = Some(credentials.clone());
         let (node_cores, idle_cores) = idle_load(&grid).await?;
         let plan = canary_plan(&self.plan, grid, viewers, self.timing);
         tracing::info!(

@@ -555,6 +555,7 @@ mod tests {
     fn slot(rates: bool, latency: bool) -> ViewerSlot {
         ViewerSlot {
             webdriver_url: "http://127.0.0.1:1/".into(),
+            grid_auth: None,
             chrome_binary: None,
             extra_args: Vec::new(),
             node: "local".into(),

@@ -22,6 +22,7 @@
 //! of its nodes' slots in use (round-robin when the hubs are alike).
 
 use super::{Fleet, LoadEndpoint, StartPolicy, TargetPlacement};
+use crate::grid::auth::GridCredentials;
 use crate::grid::local_state::{self as localstate, LocalGridState};
 use crate::grid::placement::PlacementCache;
 use crate::grid::{grid_status, GridStatus, NodeSlots};
@@ -111,13 +112,54 @@ pub async fn sweep(
     }
 }
 
+/// The router credentials an inventory written by `viewerfleet up --inventory FILE` holds
+/// (`grid_credentials`: `username`, `password`); `None` for inventories without them
+/// (Terraform's, lists of URLs). Such a file must not be readable by others.
+pub fn inventory_credentials(path: &Path) -> anyhow::Result<Option<GridCredentials>> {
+    use anyhow::Context as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the inventory {}", path.display()))?;
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Ok(None);
+    };
+    let creds = &value["grid_credentials"];
+    if creds.is_null() {
+        return Ok(None);
+    }
+    let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        anyhow::bail!(
+            "the inventory {} holds the hub's password but others may read it (mode {mode:o}); run `chmod 600 {}`",
+            path.display(),
+            path.display()
+        );
+    }
+    let field = |name: &str| {
+        creds[name]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    match GridCredentials::from_values(field("username"), field("password")) {
+        Ok(Some(c)) => Ok(Some(c)),
+        _ => anyhow::bail!(
+            "the inventory {}: grid_credentials must hold a username and a password (as `viewerfleet up --inventory` writes them)",
+            path.display()
+        ),
+    }
+}
+
 /// A Grid fleet for one run.
 pub struct GridFleet {
     hubs: Vec<String>,
     plan: GridFleetPlan,
     /// The local Grid behind the hub, when it was made by `grid up --local`.
     local: Option<LocalGridState>,
+    /// Sends the routers' credentials, when the hubs ask for them.
     client: reqwest::Client,
+    /// The hubs' router credentials (every WebDriver request and BiDi handshake sends them).
+    credentials: Option<GridCredentials>,
     /// Live sessions: id → hub.
     sessions: Mutex<HashMap<String, String>>,
     /// Marks this run's sessions (see `sweep`).
@@ -154,6 +196,9 @@ fn least_loaded(load: &[usize], capacity: &[usize]) -> usize {
 
 impl GridFleet {
     /// Resolves the hubs and checks each answers `/status` with at least one node.
+    /// Credentials for the hubs' routers: the plan's (a Grid this tool made), those of the
+    /// local Grid behind the first hub, else `VIEWERFLEET_GRID_USER` /
+    /// `VIEWERFLEET_GRID_PASSWORD`, else none.
     pub async fn start(plan: &GridFleetPlan) -> anyhow::Result<Self> {
         let hubs = match &plan.hubs {
             GridHubs::Url(url) => vec![url.clone()],
@@ -162,12 +207,29 @@ impl GridFleet {
                 crate::model::scenario::fleet::grid::read_inventory(path).map_err(bad_input)?
             }
         };
-        let client = reqwest::Client::new();
+        let local = hubs
+            .first()
+            .and_then(|h| localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), h));
+        let from_inventory = match &plan.hubs {
+            GridHubs::Inventory(path) => inventory_credentials(path).map_err(bad_input)?,
+            _ => None,
+        };
+        let credentials = match plan.credentials.clone().or(from_inventory) {
+            Some(c) => Some(c),
+            None => match local.as_ref().and_then(|l| l.secrets.as_ref()) {
+                Some(secrets) => Some(secrets.controller.clone()),
+                None => GridCredentials::from_env().map_err(bad_input)?,
+            },
+        };
+        let client = crate::grid::auth::http_client(credentials.as_ref());
         let mut nodes = Vec::new();
         let mut load_endpoints = Vec::new();
         let mut capacity = Vec::new();
         for hub in &hubs {
             let status = grid_status(&client, hub).await.map_err(|e| {
+                if let Some(refused) = e.downcast_ref::<crate::grid::Unauthorized>() {
+                    return bad_input(anyhow::anyhow!("{refused}"));
+                }
                 unavailable(anyhow::anyhow!(
                     "the Grid at {hub} does not answer /status: {e:#}; {}",
                     crate::sys::tls::hint(&e)
@@ -183,9 +245,6 @@ impl GridFleet {
             load_endpoints.extend(status.load_endpoints());
             capacity.push(status.nodes.iter().map(|n| n.max_sessions as usize).sum());
         }
-        let local = hubs
-            .first()
-            .and_then(|h| localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), h));
         let tag = format!("vf{}-{:08x}", std::process::id(), rand::random::<u32>());
         journal_write(&hubs, &tag);
         Ok(Self {
@@ -198,6 +257,7 @@ impl GridFleet {
             plan: plan.clone(),
             local,
             client,
+            credentials,
             sessions: Mutex::new(HashMap::new()),
             nodes,
             load_endpoints,
@@ -300,6 +360,7 @@ impl Fleet for GridFleet {
         extra_args.push(tag_arg(&self.tag));
         Ok(ViewerSlot {
             webdriver_url: hub,
+            grid_auth: self.credentials.clone().map(std::sync::Arc::new),
             // The node's stereotype names its browser (a slot wrapper on viewerfleet nodes).
             chrome_binary: None,
             extra_args,
@@ -609,7 +670,6 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(journal_dir()) else {
         return lines;
     };
-    let client = reqwest::Client::new();
     for entry in entries.flatten() {
         let path = entry.path();
         let Some(pid) = path
@@ -627,6 +687,12 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
             let Some((hub, tag)) = line.split_once(' ') else {
                 continue;
             };
+            // A local Grid's own credentials, else the environment's (the journal holds none).
+            let credentials =
+                localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), hub)
+                    .and_then(|l| l.controller_credentials())
+                    .or_else(|| GridCredentials::from_env().ok().flatten());
+            let client = crate::grid::auth::http_client(credentials.as_ref());
             if dry_run {
                 if let Ok(status) = grid_status(&client, hub).await {
                     for id in status.sessions_tagged(tag) {
@@ -680,6 +746,35 @@ fn local_internet(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_inventory_with_credentials_is_read_only_when_others_cannot_read_it() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inv.json");
+        std::fs::write(&path, r#"{"hub_url": "http://1.2.3.4:4444/"}"#).unwrap();
+        assert!(inventory_credentials(&path).unwrap().is_none());
+        std::fs::write(
+            &path,
+            r#"{"hub_url": "http://1.2.3.4:4444/", "grid_credentials": {"username": "viewerfleet", "password": "pw"}}"#,
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = inventory_credentials(&path).unwrap_err().to_string();
+        assert!(err.contains("chmod 600") && !err.contains("pw\""), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let creds = inventory_credentials(&path).unwrap().unwrap();
+        assert_eq!(
+            (creds.username.as_str(), creds.password.expose()),
+            ("viewerfleet", "pw")
+        );
+        std::fs::write(
+            &path,
+            r#"{"grid_credentials": {"username": "viewerfleet"}}"#,
+        )
+        .unwrap();
+        assert!(inventory_credentials(&path).is_err());
+    }
 
     /// Two hubs, one with 4 nodes' slots (600) and one with 3 (450): sessions go where the
     /// share in use is lowest, so neither overflows before the other is full.

@@ -37,6 +37,7 @@ fn grid_plan(cloud: &CloudFleet) -> anyhow::Result<GridFleetPlan> {
     let mut plan = GridFleetPlan::with_urls(&cloud.hub_urls)
         .map_err(|m| anyhow::anyhow!("the hub URLs of run {}: {m}", cloud.run_id))?;
     plan.max_parallel_starts = cloud.max_parallel_starts.max(1) as usize;
+    plan.credentials = Some(cloud.credentials.clone());
     Ok(plan)
 }
 

@@ -68,6 +68,7 @@ impl Fleet for LocalFleet {
     async fn open_viewer(&self, _viewer: &ViewerPlan) -> anyhow::Result<ViewerSlot> {
         Ok(ViewerSlot {
             webdriver_url: self.driver.url(),
+            grid_auth: None,
             chrome_binary: Some(self.chromium.clone()),
             extra_args: vec!["--remote-debugging-pipe".into()],
             node: "local".into(),

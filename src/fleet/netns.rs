@@ -322,6 +322,7 @@ impl Fleet for NetnsFleet {
         tracing::debug!("netns slot {}", info.describe());
         Ok(ViewerSlot {
             webdriver_url: self.chromedriver.url(),
+            grid_auth: None,
             chrome_binary: Some(wrapper.to_string_lossy().into_owned()),
             extra_args: self.browser_args(&info)?,
             node: info.name.clone(),

@@ -28,6 +28,7 @@
 //! script — is built into the binary and written into the Grid's own folder, so an
 //! installed `viewerfleet` runs a local Grid from anywhere.
 
+use super::auth::{write_private, GridSecrets};
 use super::load::NODE_LOAD_SCRIPT;
 use super::local_state::{self, LocalGridState, NodeState};
 use super::selenium::{JarError, JarLookup, JarOrigin};
@@ -423,6 +424,7 @@ fn new_state(opts: &LocalGridOptions) -> anyhow::Result<(LocalGridState, GridPor
         name_prefix: format!("vfg{tag:04x}-"),
         target_port: opts.target_port,
         dir,
+        secrets: Some(GridSecrets::generate()),
         ..Default::default()
     };
     let bus = vec![
@@ -431,6 +433,10 @@ fn new_state(opts: &LocalGridOptions) -> anyhow::Result<(LocalGridState, GridPor
         "--subscribe-events".to_string(),
         format!("tcp://127.0.0.1:{subscribe}"),
     ];
+    let st = LocalGridState {
+        event_bus: vec![bus[1].clone(), bus[3].clone()],
+        ..st
+    };
     Ok((st, GridPorts { hub, bus }))
 }
 
@@ -446,15 +452,20 @@ async fn bring_up(
     st: &mut LocalGridState,
     cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let hub_toml = match &files.hub_toml {
-        Some(path) => path.clone(),
-        None => {
-            let path = st.dir.join("hub.toml");
-            std::fs::write(&path, HUB_TOML)
-                .with_context(|| format!("writing {}", path.display()))?;
-            path
+    // The hub's configuration with the Grid's secrets, readable by root only.
+    let template = match &files.hub_toml {
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
         }
+        None => HUB_TOML.to_string(),
     };
+    let hub_toml = st.dir.join("hub.toml");
+    let text = match &st.secrets {
+        Some(secrets) => secrets.hub_toml(&template),
+        None => template,
+    };
+    write_private(&hub_toml, text.as_bytes())
+        .with_context(|| format!("writing {}", hub_toml.display()))?;
     let hub = start_hub(files, &hub_toml, ports, &st.dir)?;
     st.hub_pgid = Some(hub);
     local_state::save(&opts.state_file, st)?;
@@ -645,8 +656,13 @@ async fn start_node(
         &report,
         &st.nodes[i].load_url,
     )?;
+    let toml = match &st.secrets {
+        Some(secrets) => secrets.node_toml(&toml),
+        None => toml,
+    };
     let rendered = node_dir.join("node.toml");
-    std::fs::write(&rendered, toml)?;
+    write_private(&rendered, toml.as_bytes())
+        .with_context(|| format!("writing {}", rendered.display()))?;
     let node_port = free_port()?;
     let args: Vec<String> = [
         "node",
@@ -871,7 +887,7 @@ async fn wait_ready(
     limit: Duration,
     cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let client = reqwest::Client::new();
+    let client = super::auth::http_client(st.controller_credentials().as_ref());
     let deadline = Instant::now() + limit;
     let mut last;
     loop {

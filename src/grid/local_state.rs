@@ -34,6 +34,15 @@ pub struct LocalGridState {
     pub nodes: Vec<NodeState>,
     /// Folder with rendered configs, wrappers, logs.
     pub dir: PathBuf,
+    /// The Grid's registration secret and the controller's router credentials; none for
+    /// Grids of earlier versions. Never part of the state's JSON (which commands may print):
+    /// kept beside it in the Grid's folder, `secrets.json`, mode 0600 ([`save`], [`load`]).
+    #[serde(skip)]
+    pub secrets: Option<crate::grid::auth::GridSecrets>,
+    /// The hub's event bus, `tcp://127.0.0.1:<publish>` and `…:<subscribe>`, which nodes
+    /// join (with the registration secret).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_bus: Vec<String>,
 }
 
 /// One node of a local Grid.
@@ -63,6 +72,11 @@ pub struct NodeState {
 }
 
 impl LocalGridState {
+    /// The credentials the controller sends to this Grid's hub, if it asks for some.
+    pub fn controller_credentials(&self) -> Option<crate::grid::auth::GridCredentials> {
+        self.secrets.as_ref().map(|s| s.controller.clone())
+    }
+
     /// The origin browsers treat as secure: the target's plain-HTTP address.
     pub fn target_origin(&self) -> String {
         format!("http://[{}]:{}", self.target_address, self.target_port)
@@ -83,22 +97,43 @@ impl LocalGridState {
     }
 }
 
-/// Writes the state atomically (temp file + rename).
+/// The file beside a state that holds its Grid's secrets.
+pub const SECRETS_FILE: &str = "secrets.json";
+
+/// Writes the state atomically (temp file + rename), and its secrets (if any) into the
+/// Grid's folder, mode 0600.
 pub fn save(path: &Path, state: &LocalGridState) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
+    if let Some(secrets) = &state.secrets {
+        if !state.dir.as_os_str().is_empty() {
+            crate::grid::auth::write_private(
+                &state.dir.join(SECRETS_FILE),
+                &serde_json::to_vec(secrets)?,
+            )?;
+        }
+    }
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
+    // Readable by its owner only: it names every process and namespace of the Grid.
+    crate::grid::auth::write_private(&tmp, &serde_json::to_vec_pretty(state)?)?;
     std::fs::rename(tmp, path)
 }
 
-/// Reads a state file; `Ok(None)` when there is none.
+/// Reads a state file and its Grid's secrets (when they can be read); `Ok(None)` when there
+/// is none.
 pub fn load(path: &Path) -> std::io::Result<Option<LocalGridState>> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+        Ok(bytes) => {
+            let mut state: LocalGridState = serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+            if !state.dir.as_os_str().is_empty() {
+                state.secrets = std::fs::read(state.dir.join(SECRETS_FILE))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok());
+            }
+            Ok(Some(state))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
@@ -157,6 +192,33 @@ mod tests {
         let path = dir.path().join("local.json");
         save(&path, &state).unwrap();
         assert_eq!(load(&path).unwrap(), Some(state.clone()));
+        // The secrets live beside the state, 0600, never in its JSON.
+        let with = LocalGridState {
+            dir: dir.path().join("grid-1"),
+            secrets: Some(crate::grid::auth::GridSecrets::generate()),
+            ..state.clone()
+        };
+        std::fs::create_dir_all(&with.dir).unwrap();
+        let other = dir.path().join("other.json");
+        save(&other, &with).unwrap();
+        let json = std::fs::read_to_string(&other).unwrap();
+        let secrets = with.secrets.as_ref().unwrap();
+        assert!(
+            !json.contains(secrets.controller.password.expose()),
+            "{json}"
+        );
+        assert!(!serde_json::to_string(&with)
+            .unwrap()
+            .contains(secrets.registration_secret.expose()));
+        assert_eq!(load(&other).unwrap(), Some(with.clone()));
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            for f in [other.clone(), with.dir.join(SECRETS_FILE)] {
+                let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+                assert_eq!(mode, 0o600, "{}", f.display());
+            }
+        }
+        std::fs::remove_file(&other).unwrap();
         assert_eq!(state.node_of_namespace("vfg12ab-201").unwrap().number, 2);
         assert!(state.node_of_namespace("vfg12ab-203").is_none());
         assert_eq!(state.target_origin(), "http://[fd00::2]:8080");

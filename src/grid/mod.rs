@@ -4,6 +4,7 @@
 //! nodes' load endpoints (`load`), and which Selenium server every Grid of viewerfleet runs
 //! (`selenium`).
 
+pub mod auth;
 pub mod load;
 pub mod local;
 pub mod local_state;
@@ -227,15 +228,33 @@ impl GridStatus {
     }
 }
 
-/// `GET <hub>/status` of any Selenium Grid 4.
+/// A hub answered 401: its router asks for a user name and password that were not sent or
+/// not accepted.
+#[derive(Debug, thiserror::Error)]
+#[error("the Grid at {hub} asks for a user name and password ({why}); set {user} and {password} to the hub's router credentials (README, \"What protects a cloud run\")", user = auth::USER_ENV, password = auth::PASSWORD_ENV)]
+pub struct Unauthorized {
+    pub hub: String,
+    pub why: &'static str,
+}
+
+/// `GET <hub>/status` of any Selenium Grid 4. `client` carries the hub's credentials, if
+/// it asks for some (`auth::http_client`).
 pub async fn grid_status(client: &reqwest::Client, hub_url: &str) -> anyhow::Result<GridStatus> {
     let url = format!("{}/status", hub_url.trim_end_matches('/'));
-    let body: serde_json::Value = client
+    let resp = client
         .get(&url)
         .timeout(Duration::from_secs(10))
         .send()
         .await
-        .with_context(|| format!("GET {url}"))?
+        .with_context(|| format!("GET {url}"))?;
+    if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+        return Err(Unauthorized {
+            hub: hub_url.to_string(),
+            why: "none were sent or they were refused",
+        }
+        .into());
+    }
+    let body: serde_json::Value = resp
         .json()
         .await
         .with_context(|| format!("GET {url}: not JSON"))?;

@@ -15,3 +15,4 @@ pub mod kinds;
 pub mod net;
 pub mod rawdata;
 pub mod scenario;
+pub mod secret;

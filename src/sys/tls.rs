@@ -11,7 +11,8 @@
 use anyhow::Context;
 use std::sync::{Arc, Mutex};
 
-type Connector = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
+pub type Connector =
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
 
 /// The roots' environment when the configuration was built, and the configuration.
 type Cached = (

@@ -47,9 +47,11 @@ pub struct Bidi {
 }
 
 impl Bidi {
-    /// Connects within `limit`; events go to `on_event`.
+    /// Connects within `limit`, sending `auth` (a Grid's router credentials) as the
+    /// handshake's `Authorization` header; events go to `on_event`.
     pub async fn connect(
         url: &str,
+        auth: Option<&crate::grid::auth::GridCredentials>,
         limit: Duration,
         on_event: EventHandler,
     ) -> Result<Self, BidiError> {
@@ -60,8 +62,16 @@ impl Bidi {
         // `wss://` with the system's roots (or SSL_CERT_FILE's), `ws://` as plain TCP.
         let tls = crate::sys::tls::client_config().map_err(|e| connect_err(format!("{e:#}")))?;
         let connector = tokio_tungstenite::Connector::Rustls(tls);
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
+                .map_err(|e| connect_err(e.to_string()))?;
+        if let Some(auth) = auth {
+            request
+                .headers_mut()
+                .insert(http::header::AUTHORIZATION, auth.header());
+        }
         let handshake =
-            tokio_tungstenite::connect_async_tls_with_config(url, None, false, Some(connector));
+            tokio_tungstenite::connect_async_tls_with_config(request, None, false, Some(connector));
         let (socket, _) = tokio::time::timeout(limit, handshake)
             .await
             .map_err(|_| connect_err(format!("no handshake within {limit:?}")))?

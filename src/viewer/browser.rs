@@ -129,7 +129,7 @@ impl SharedBrowser {
                  Grid 4 that does (Grid 4.20 does), or viewers.per_browser: 1",
                 slot.webdriver_url
             ))),
-            Some(ws) => Self::connect(&ws, &slot.webdriver_url).await,
+            Some(ws) => Self::connect(&ws, slot).await,
         };
         let (bidi, crashes) = match connected {
             Ok(parts) => parts,
@@ -165,13 +165,18 @@ impl SharedBrowser {
         }
     }
 
-    async fn connect(ws: &str, endpoint: &str) -> Result<(Bidi, Arc<CrashWatch>), ViewerError> {
-        let url = bidi::socket_url(ws, endpoint).map_err(ViewerError::Session)?;
+    async fn connect(ws: &str, slot: &ViewerSlot) -> Result<(Bidi, Arc<CrashWatch>), ViewerError> {
+        let url = bidi::socket_url(ws, &slot.webdriver_url).map_err(ViewerError::Session)?;
         let crashes = Arc::new(CrashWatch::new());
         let watch = crashes.clone();
-        let bidi = Bidi::connect(&url, CONNECT_TIMEOUT, Box::new(move |e| watch.record(e)))
-            .await
-            .map_err(|e| ViewerError::Session(e.to_string()))?;
+        let bidi = Bidi::connect(
+            &url,
+            slot.grid_auth.as_deref(),
+            CONNECT_TIMEOUT,
+            Box::new(move |e| watch.record(e)),
+        )
+        .await
+        .map_err(|e| ViewerError::Session(e.to_string()))?;
         bidi.send(
             "session.subscribe",
             json!({ "events": ["goog:cdp.Inspector.targetCrashed"] }),

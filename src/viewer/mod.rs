@@ -61,6 +61,10 @@ fn new_profile() -> Result<tempfile::TempDir, ViewerError> {
 pub struct ViewerSlot {
     /// WebDriver endpoint (chromedriver or Grid hub), ending in `/`.
     pub webdriver_url: String,
+    /// The credentials the endpoint's router asks for (a Grid with basic authentication),
+    /// sent as an `Authorization` header with every WebDriver request and the BiDi
+    /// handshake; `None`: the endpoint asks for none.
+    pub grid_auth: Option<std::sync::Arc<crate::grid::auth::GridCredentials>>,
     /// Chromium binary for `goog:chromeOptions.binary` (a wrapper that enters a namespace
     /// for `netns`), or `None` to leave it to the node.
     pub chrome_binary: Option<String>,
@@ -618,16 +622,30 @@ async fn connect(
     caps: serde_json::Map<String, serde_json::Value>,
 ) -> Result<fantoccini::Client, ViewerError> {
     // `http://` and `https://` endpoints alike (a Grid behind a TLS proxy).
-    let connector =
-        crate::sys::tls::https_connector().map_err(|e| ViewerError::Session(format!("{e:#}")))?;
-    let mut builder = ClientBuilder::new(connector);
-    builder.capabilities(caps);
-    tokio::time::timeout(timeouts.session, builder.connect(&slot.webdriver_url))
+    let session_err = |e: anyhow::Error| ViewerError::Session(format!("{e:#}"));
+    let connect = async {
+        match &slot.grid_auth {
+            Some(credentials) => {
+                let connector =
+                    crate::grid::auth::AuthConnector::new(credentials).map_err(session_err)?;
+                let mut builder = ClientBuilder::new(connector);
+                builder.capabilities(caps);
+                Ok(builder.connect(&slot.webdriver_url).await)
+            }
+            None => {
+                let connector = crate::sys::tls::https_connector().map_err(session_err)?;
+                let mut builder = ClientBuilder::new(connector);
+                builder.capabilities(caps);
+                Ok(builder.connect(&slot.webdriver_url).await)
+            }
+        }
+    };
+    tokio::time::timeout(timeouts.session, connect)
         .await
         .map_err(|_| ViewerError::Timeout {
             what: "session creation",
             after: timeouts.session,
-        })?
+        })??
         .map_err(|e| ViewerError::Session(e.to_string()))
 }
 
@@ -638,6 +656,7 @@ mod tests {
     fn slot() -> ViewerSlot {
         ViewerSlot {
             webdriver_url: "http://127.0.0.1:1/".into(),
+            grid_auth: None,
             chrome_binary: Some("/usr/lib/chromium/chromium".into()),
             extra_args: vec!["--remote-debugging-pipe".into()],
             node: "local".into(),

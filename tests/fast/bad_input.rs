@@ -611,3 +611,54 @@ fn readme_exit_codes_are_the_programs() {
         );
     }
 }
+
+/// A hub that asks for a password and got none, or credentials given by halves: bad input
+/// (exit 2) naming the variables to set, before any session is asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grid_that_asks_for_a_password_is_bad_input_naming_the_variables() {
+    use axum::{http::StatusCode, routing::any, Router};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hub = Router::new().fallback(any(|| async { StatusCode::UNAUTHORIZED }));
+    let server = tokio::spawn(async move { axum::serve(listener, hub).await });
+    let grid = format!("\nfleet: {{kind: grid, url: 'http://{addr}/'}}\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.yaml");
+    std::fs::write(
+        &path,
+        format!("name: auth\ntarget: {{kind: refsite, video: vod}}\nviewers: {{count: 2, ramp: 2s}}\nduration: 20s\nsampling_interval: 2s\nmeasure_at: 18s\nsteady_window: 6s\n{grid}"),
+    )
+    .unwrap();
+    for (k, (env, says)) in [
+        (vec![], "VIEWERFLEET_GRID_PASSWORD"),
+        (
+            vec![("VIEWERFLEET_GRID_USER", "me")],
+            "VIEWERFLEET_GRID_USER is set but VIEWERFLEET_GRID_PASSWORD is not",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = path.clone();
+        let out_dir = dir.path().join(format!("out-{k}"));
+        let out = tokio::task::spawn_blocking(move || {
+            let mut cmd = viewerfleet();
+            cmd.args(["--quiet", "run", "--no-report"])
+                .arg(&path)
+                .arg("--out")
+                .arg(&out_dir)
+                .env_remove("VIEWERFLEET_GRID_USER")
+                .env_remove("VIEWERFLEET_GRID_PASSWORD");
+            for (k, v) in &env {
+                cmd.env(k, v);
+            }
+            cmd.output().unwrap()
+        })
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    server.abort();
+}

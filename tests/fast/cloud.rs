@@ -186,8 +186,52 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
             .iter()
             .any(|(p, _)| p == "/usr/local/lib/viewerfleet/slot-chromium.sh"));
         assert!(!ud.contains(TOKEN));
+        // The registration secret, in node.env (0600) only; never the router's password.
+        assert!(!ud.contains(fleet.credentials.password.expose()));
+        let env = files
+            .iter()
+            .find(|(p, _)| p == "/etc/viewerfleet/node.env")
+            .unwrap();
+        let secret_line = env
+            .1
+            .lines()
+            .find(|l| l.starts_with("GRID_REGISTRATION_SECRET="))
+            .expect("the node gets the registration secret");
+        let secret = secret_line.split_once('=').unwrap().1;
+        assert_eq!(secret.len(), 64);
+        assert_eq!(
+            ud.matches(secret).count(),
+            1,
+            "the secret appears in node.env only"
+        );
+        let parsed: Value = yaml_serde::from_str(ud).unwrap();
+        let env_file = parsed["write_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == "/etc/viewerfleet/node.env")
+            .unwrap();
+        assert_eq!(env_file["permissions"], "0600");
     }
-    assert!(hub["user_data"].as_str().unwrap().contains("ROLE=hub"));
+    let hub_ud = hub["user_data"].as_str().unwrap();
+    assert!(hub_ud.contains("ROLE=hub"));
+    // The hub gets the registration secret and the controller's credentials, in node.env.
+    let hub_env = cloudinit::delivered_files(hub_ud)
+        .unwrap()
+        .into_iter()
+        .find(|(p, _)| p == "/etc/viewerfleet/node.env")
+        .unwrap()
+        .1;
+    assert!(hub_env.contains(&format!(
+        "GRID_USERNAME={}\nGRID_PASSWORD={}\n",
+        fleet.credentials.username,
+        fleet.credentials.password.expose()
+    )));
+    assert_eq!(
+        hub_ud.matches(fleet.credentials.password.expose()).count(),
+        1
+    );
+    assert!(!format!("{fleet:?}").contains(fleet.credentials.password.expose()));
 
     // Firewalls: controller → hub 4444 and 22 only; hub → nodes 5555 only; nodes → hub bus.
     let firewalls = posts(&fake, "/v1/firewalls");
@@ -209,7 +253,11 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
         .unwrap();
     assert_eq!(
         rule(&node_fw["rules"], "5555")["source_ips"],
-        json!([fleet.hub.ipv6_net.clone().unwrap()])
+        json!([
+            format!("{hub_v6}/128"),
+            format!("{}/32", fleet.hub.ipv4.clone().unwrap())
+        ]),
+        "the hub's host addresses, not its /64"
     );
     assert_eq!(
         rule(&node_fw["rules"], "22")["source_ips"],
@@ -227,10 +275,11 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
         .find(|r| r.path.ends_with("/actions/set_rules"))
         .unwrap();
     let bus = rule(&set.body["rules"], "4442-4443");
+    // The nodes' host addresses (…::1/128), not their /64s, which hold their viewer slots.
     let mut nets: Vec<String> = fleet
         .nodes
         .iter()
-        .map(|n| n.ipv6_net.clone().unwrap())
+        .map(|n| format!("{}/128", n.ipv6_host().unwrap()))
         .collect();
     let mut got: Vec<String> = bus["source_ips"]
         .as_array()
@@ -241,8 +290,15 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
     nets.sort();
     got.sort();
     assert_eq!(got, nets, "only the nodes reach the event bus");
+    assert!(got.iter().all(|s| s.ends_with("/128")), "{got:?}");
+    assert_eq!(
+        rule(&set.body["rules"], "4444")["source_ips"],
+        json!(["198.51.100.7/32"]),
+        "the controller's rule stays first for 4444"
+    );
 
     // The engine's view is the Grid fleet on the hub: slots point at it, capacity is kept.
+    let credentials = fleet.credentials.clone();
     let fleet = HcloudFleet::on(fleet).await.unwrap();
     let viewers = plan.viewer_plans();
     let slot = fleet.open_viewer(&viewers[9]).await.unwrap();
@@ -265,10 +321,16 @@ async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdow
         .contains("holds 12 viewers"));
     let desc = fleet.description(&plan);
     assert_eq!(desc.kind, viewerfleet::model::kinds::FleetKind::Hcloud);
-    // What the measurements may claim is what the Grid's nodes report, as for any Grid.
-    let grid = GridFleet::start(&GridFleetPlan::with_url(&fake.hub_url()).unwrap())
-        .await
-        .unwrap();
+    // What the measurements may claim is what the Grid's nodes report, as for any Grid. The
+    // hub asks for the run's password: without it, the Grid fleet is refused.
+    let mut grid_plan = GridFleetPlan::with_url(&fake.hub_url()).unwrap();
+    let refused = GridFleet::start(&grid_plan).await.err().unwrap();
+    assert!(
+        format!("{refused:#}").contains("asks for a user name and password"),
+        "{refused:#}"
+    );
+    grid_plan.credentials = Some(credentials);
+    let grid = GridFleet::start(&grid_plan).await.unwrap();
     let grid_desc = grid.description(&plan);
     grid.shutdown().await.unwrap();
     assert_eq!(
@@ -469,6 +531,7 @@ fn request(key: &std::path::Path, run_id: &str) -> provision::ProvisionRequest {
         shaping: Default::default(),
         viewer_slots_script: None,
         parallel_creates: 2,
+        secrets: viewerfleet::grid::auth::GridSecrets::generate(),
     }
 }
 
@@ -1359,7 +1422,12 @@ async fn with_a_minute_of_budget_left_up_and_teardown_pace_themselves_instead_of
 fn cloud_init_user_data_validates_with_cloud_init_schema() {
     let dir = tempfile::tempdir().unwrap();
     let roles = [
-        ("hub", cloudinit::Role::Hub),
+        (
+            "hub",
+            cloudinit::Role::Hub {
+                secrets: viewerfleet::grid::auth::GridSecrets::generate(),
+            },
+        ),
         (
             "node",
             cloudinit::Role::Node {
@@ -1371,6 +1439,7 @@ fn cloud_init_user_data_validates_with_cloud_init_schema() {
                     delay_ms: Some(500),
                 },
                 controller_ips: vec!["198.51.100.7/32".into()],
+                registration_secret: viewerfleet::grid::auth::Secret::new("0123abcd"),
             },
         ),
     ];
@@ -1518,8 +1587,11 @@ mod terraform {
         };
         let node_rules = rules(resource(&main, "hcloud_firewall", "nodes"));
         assert!(
-            node_rules.contains(&("\"5555\"".into(), "[hcloud_server.hub.ipv6_network]".into())),
-            "{node_rules:?}"
+            node_rules.contains(&(
+                "\"5555\"".into(),
+                "[\"${hcloud_server.hub.ipv6_address}/128\"]".into()
+            )),
+            "the hub's host address, not its /64: {node_rules:?}"
         );
         assert!(node_rules.contains(&("\"22\"".into(), "var.controller_ips".into())));
         assert!(
@@ -1537,13 +1609,43 @@ mod terraform {
             "{hub_rules:?}"
         );
         assert!(
-            hub_rules.contains(&(
-                "\"4442-4444\"".into(),
-                "hcloud_server.node[*].ipv6_network".into()
-            )),
-            "{hub_rules:?}"
+            hub_rules
+                .iter()
+                .all(|(_, sources)| sources == "var.controller_ips"),
+            "the hub's own firewall admits the controller only: {hub_rules:?}"
         );
-        resource(&main, "hcloud_firewall_attachment", "hub");
+        // The hub is created behind it, before any node exists.
+        assert_eq!(attr(&hub.body, "firewall_ids"), "[hcloud_firewall.hub.id]");
+        let node_rules_at_hub = rules(resource(&main, "hcloud_firewall", "hub_nodes"));
+        assert_eq!(
+            node_rules_at_hub,
+            vec![(
+                "\"4442-4444\"".into(),
+                "[for n in hcloud_server.node : \"${n.ipv6_address}/128\"]".into()
+            )],
+            "the nodes' host addresses, not their /64s"
+        );
+        let attachment = resource(&main, "hcloud_firewall_attachment", "hub_nodes");
+        assert_eq!(
+            attr(&attachment.body, "firewall_id"),
+            "hcloud_firewall.hub_nodes.id"
+        );
+        // The Grid's secrets: sensitive variables, in node.env (0600) only, the password
+        // on the hub only.
+        let text = main.to_string();
+        assert!(text.contains("\"GRID_PASSWORD=${var.grid_password}\""));
+        assert_eq!(text.matches("var.grid_password").count(), 1, "hub only");
+        assert_eq!(
+            text.matches("var.registration_secret").count(),
+            2,
+            "hub and nodes"
+        );
+        assert!(!text.contains("permissions = \"0644\"\n      content     = \"${join"));
+        assert_eq!(
+            text.matches("/etc/viewerfleet/node.env").count(),
+            text.matches("permissions = \"0600\"").count(),
+            "node.env files are 0600"
+        );
         resource(&main, "hcloud_ssh_key", "run");
 
         let locals = blocks(&main, "locals");
@@ -1602,9 +1704,31 @@ mod terraform {
             "controller_ips",
             "ssh_public_key",
             "viewer_slots_script",
+            "registration_secret",
+            "grid_username",
+            "grid_password",
+            "webdriver_open_to_the_internet",
         ] {
             assert!(names.iter().any(|n| n == v), "variables.tf lacks {v}");
         }
+        for secret in ["registration_secret", "grid_password"] {
+            let block = blocks(&vars, "variable")
+                .into_iter()
+                .find(|b| labels(b)[0] == secret)
+                .unwrap();
+            assert_eq!(attr(&block.body, "sensitive"), "true", "{secret}");
+        }
+        let controller = blocks(&vars, "variable")
+            .into_iter()
+            .find(|b| labels(b)[0] == "controller_ips")
+            .unwrap()
+            .body
+            .to_string();
+        assert!(
+            controller.contains("var.webdriver_open_to_the_internet")
+                && controller.contains("? 16 : 8"),
+            "too-wide controller_ips are refused as `up` refuses them: {controller}"
+        );
         assert!(
             !names.iter().any(|n| n.contains("token")),
             "the token never goes through a variable"

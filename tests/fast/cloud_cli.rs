@@ -284,6 +284,21 @@ async fn up_writes_an_inventory_hands_over_to_the_ttl_and_down_deletes_the_run()
     assert_eq!(inv["hub_url"], fake.hub_url());
     assert_eq!(inv["nodes"].as_array().unwrap().len(), 3);
     assert_eq!(inv["capacity"], 12);
+    // The inventory carries the hub's router credentials for later runs: mode 0600, and the
+    // password nowhere in the output.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&inventory).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let password = inv["grid_credentials"]["password"].as_str().unwrap();
+    assert_eq!(password.len(), 64);
+    assert_eq!(inv["grid_credentials"]["username"], "viewerfleet");
+    assert!(!stderr.contains(password) && !text(&out.stdout).contains(password));
+    let read = viewerfleet::fleet::grid::inventory_credentials(&inventory)
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.password.expose(), password);
     let run = inv["run"].as_str().unwrap().to_string();
     assert!(
         stderr.contains(&format!("viewerfleet down {run}")),
@@ -409,6 +424,37 @@ async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server()
     .unwrap();
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    // The hub asks for the run's router password (its node.env names it, as a real hub's
+    // grid.toml would): every request of the controller carried it, and the password and
+    // the registration secret are nowhere in the output or the run folder.
+    let hub_env = fake
+        .state
+        .recorded()
+        .into_iter()
+        .find(|r| r.path == "/v1/servers" && r.body["labels"]["viewerfleet-role"] == "hub")
+        .map(|r| r.body["user_data"].as_str().unwrap().to_string())
+        .unwrap();
+    let secret_of = |name: &str| {
+        hub_env
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} in the hub's node.env"))
+            .to_string()
+    };
+    let secrets = [
+        secret_of("GRID_PASSWORD"),
+        secret_of("GRID_REGISTRATION_SECRET"),
+    ];
+    assert_eq!(fake.state.counts().hub_refused, 0, "{stderr}");
+    for secret in &secrets {
+        assert_eq!(secret.len(), 64);
+        assert!(!stderr.contains(secret.as_str()) && !text(&out.stdout).contains(secret.as_str()));
+        assert_eq!(
+            crate::support::files_containing(&out_dir, secret),
+            Vec::<String>::new(),
+            "a secret in the run folder"
+        );
+    }
 
     let events: Vec<serde_json::Value> =
         std::fs::read_to_string(out_dir.join("raw/viewer_events.jsonl"))
@@ -1622,6 +1668,23 @@ async fn plan_tfvars_writes_the_chosen_sizes_as_the_terraform_modules_variables(
         "{written}"
     );
     assert_eq!(value("controller_ips"), "[\"203.0.113.7/32\"]");
+    // The run's Grid secrets, new random ones, in a file only its owner reads; never printed.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&tfvars).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    for secret in ["registration_secret", "grid_password"] {
+        let v = value(secret);
+        let v = v.trim_matches('"');
+        assert!(
+            v.len() == 64 && v.chars().all(|c| c.is_ascii_hexdigit()),
+            "{secret}"
+        );
+        assert!(!text(&out.stdout).contains(v) && !text(&out.stderr).contains(v));
+    }
+    assert_ne!(value("registration_secret"), value("grid_password"));
+    assert_eq!(value("grid_username"), "\"viewerfleet\"");
     assert!(
         value("ssh_public_key").starts_with("\"ssh-ed25519 AAAA"),
         "{written}"

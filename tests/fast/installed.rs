@@ -300,9 +300,11 @@ fn make_install_under_sudo_builds_as_the_user_and_copies_as_root() {
     let dry_run = |vars: &[&str]| {
         let out = Command::new("make")
             .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["-n", "install"])
+            .args(["-n", "--no-print-directory", "install"])
             .args(vars)
+            // Run from `make test`, make would announce the directory it enters.
             .env_remove("MAKEFLAGS")
+            .env_remove("MAKELEVEL")
             .output()
             .expect("make runs");
         assert!(

@@ -113,6 +113,7 @@ async fn grid_vs_direct_chromedriver() {
     .await;
     let direct_slot = ViewerSlot {
         webdriver_url: url,
+        grid_auth: None,
         chrome_binary: Some("/usr/lib/chromium/chromium".into()),
         extra_args: vec!["--remote-debugging-pipe".into()],
         node: "local".into(),
@@ -129,6 +130,7 @@ async fn grid_vs_direct_chromedriver() {
     let st = grid.state.clone();
     let grid_slot = ViewerSlot {
         webdriver_url: st.hub_url.clone(),
+        grid_auth: st.controller_credentials().map(std::sync::Arc::new),
         chrome_binary: None,
         extra_args: vec!["--remote-debugging-pipe".into()],
         node: "grid".into(),

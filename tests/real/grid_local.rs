@@ -25,10 +25,12 @@ async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_release
     let grid = GridGuard::up("spread", 2, 3, true).await;
     let st = grid.state.clone();
     if grid_support::config_dir().is_none() {
-        // The configuration built into viewerfleet, written into the Grid's own folder.
+        // The configuration built into viewerfleet, written into the Grid's own folder with
+        // the Grid's secrets added.
+        let secrets = st.secrets.as_ref().expect("a local Grid has secrets");
         assert_eq!(
             std::fs::read_to_string(st.dir.join("hub.toml")).unwrap(),
-            viewerfleet::grid::local::HUB_TOML
+            secrets.hub_toml(viewerfleet::grid::local::HUB_TOML)
         );
         let node = std::fs::read_to_string(st.dir.join("node-1/node.toml")).unwrap();
         assert!(node.contains("\"viewerfleet:slots\""), "{node}");

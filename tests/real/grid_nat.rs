@@ -39,12 +39,15 @@ async fn a_local_grid_puts_its_viewer_slots_behind_home_routers() {
     assert_eq!(internet.stun.len(), 2, "{internet:?}");
     assert_eq!(internet.also_listen[0].ip().to_string(), st.target_ipv4);
     assert_eq!(internet.viewer_host, None);
-    let status: serde_json::Value = reqwest::get(format!("{}status", st.hub_url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status: serde_json::Value =
+        viewerfleet::grid::auth::http_client(st.controller_credentials().as_ref())
+            .get(format!("{}status", st.hub_url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     assert!(
         status.to_string().contains("\\\"nat\\\": \\\"home\\\"")
             || status.to_string().contains("\"nat\":\"home\""),

@@ -186,9 +186,12 @@ fleet: {{kind: grid, url: '{}', retry_backoff: 1s}}
         );
     }
     // No session outlives the run.
-    let status = viewerfleet::grid::grid_status(&reqwest::Client::new(), &st.hub_url)
-        .await
-        .unwrap();
+    let status = viewerfleet::grid::grid_status(
+        &viewerfleet::grid::auth::http_client(st.controller_credentials().as_ref()),
+        &st.hub_url,
+    )
+    .await
+    .unwrap();
     for node in status.nodes.iter().filter(|n| n.availability == "UP") {
         assert!(
             node.slots.iter().all(|s| s.session.is_none()),

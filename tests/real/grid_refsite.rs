@@ -42,8 +42,8 @@ fleet: {{kind: grid, url: '{}'}}
     let stop = tokio_util::sync::CancellationToken::new();
     let watcher = tokio::spawn({
         let (seen, stop, hub) = (seen.clone(), stop.clone(), st.hub_url.clone());
+        let client = viewerfleet::grid::auth::http_client(st.controller_credentials().as_ref());
         async move {
-            let client = reqwest::Client::new();
             while !stop.is_cancelled() {
                 if let Ok(status) = viewerfleet::grid::grid_status(&client, &hub).await {
                     let mut seen = seen.lock().unwrap();
@@ -115,9 +115,12 @@ fleet: {{kind: grid, url: '{}'}}
     );
 
     // Nothing of the run is left on the Grid.
-    let status = viewerfleet::grid::grid_status(&reqwest::Client::new(), &st.hub_url)
-        .await
-        .unwrap();
+    let status = viewerfleet::grid::grid_status(
+        &viewerfleet::grid::auth::http_client(st.controller_credentials().as_ref()),
+        &st.hub_url,
+    )
+    .await
+    .unwrap();
     assert!(status.sessions_by_node().iter().all(|(_, s)| s.is_empty()));
     grid.down_and_check().await;
 }

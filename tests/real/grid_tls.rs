@@ -18,8 +18,15 @@ fn run_with(
     scenario: &std::path::Path,
     out: &std::path::Path,
     ca: Option<&std::path::Path>,
+    credentials: Option<viewerfleet::grid::auth::GridCredentials>,
 ) -> std::process::Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_viewerfleet"));
+    // The proxy's URL is not the local Grid's: the run takes the hub's credentials from
+    // the environment, as for any Grid the user names.
+    if let Some(c) = credentials {
+        cmd.env(viewerfleet::grid::auth::USER_ENV, &c.username)
+            .env(viewerfleet::grid::auth::PASSWORD_ENV, c.password.expose());
+    }
     cmd.args(["--quiet", "run"])
         .arg(scenario)
         .arg("--out")
@@ -68,7 +75,8 @@ fleet: {{kind: grid, url: '{}'}}
     // Not trusted: refused before any session, saying how to trust the CA.
     let refused = tokio::task::spawn_blocking({
         let (scenario, out) = (scenario.clone(), dir.path().join("untrusted"));
-        move || run_with(&scenario, &out, None)
+        let credentials = st.controller_credentials();
+        move || run_with(&scenario, &out, None, credentials)
     })
     .await
     .unwrap();
@@ -88,7 +96,8 @@ fleet: {{kind: grid, url: '{}'}}
     let out = dir.path().join("run");
     let output = tokio::task::spawn_blocking({
         let (scenario, out, ca) = (scenario.clone(), out.clone(), proxy.ca_pem().to_path_buf());
-        move || run_with(&scenario, &out, Some(&ca))
+        let credentials = st.controller_credentials();
+        move || run_with(&scenario, &out, Some(&ca), credentials)
     })
     .await
     .unwrap();
@@ -117,9 +126,12 @@ fleet: {{kind: grid, url: '{}'}}
     );
 
     // Nothing of the run is left on the Grid.
-    let status = viewerfleet::grid::grid_status(&reqwest::Client::new(), &st.hub_url)
-        .await
-        .unwrap();
+    let status = viewerfleet::grid::grid_status(
+        &viewerfleet::grid::auth::http_client(st.controller_credentials().as_ref()),
+        &st.hub_url,
+    )
+    .await
+    .unwrap();
     assert!(status.sessions_by_node().iter().all(|(_, s)| s.is_empty()));
     drop(proxy);
     grid.down_and_check().await;

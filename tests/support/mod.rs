@@ -10,3 +10,20 @@ pub mod internet;
 pub mod process;
 pub mod raw_run;
 pub mod schema;
+
+/// Every file under `dir` (recursively) whose bytes contain `needle`: where a secret must
+/// not be.
+pub fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_containing(&path, needle));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            if String::from_utf8_lossy(&bytes).contains(needle) {
+                out.push(path.display().to_string());
+            }
+        }
+    }
+    out
+}

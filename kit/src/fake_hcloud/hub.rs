@@ -17,6 +17,10 @@
 //! - `/hub/session/{id}/…`: handed to that endpoint while the session's node exists; after
 //!   the node's server was deleted, `invalid session id` (the node is lost);
 //! - `GET /hub/se/grid/newsessionqueue/queue`: an empty queue.
+//!
+//! Like a real hub whose `node.env` names `GRID_USERNAME` and `GRID_PASSWORD` (the router's
+//! basic authentication), every request must carry them (`router_auth`), else 401; the
+//! refusals are counted (`Counts::hub_refused`).
 
 use super::{FakeState, Inner, Stored};
 use axum::body::{Body, Bytes};
@@ -64,6 +68,58 @@ pub(super) fn routes() -> Router<FakeState> {
             ),
         )
         .route("/hubs/{hub}/se/grid/newsessionqueue/queue", get(queue))
+}
+
+/// The router's basic authentication: the hub servers a request reaches (`/hub/`: any,
+/// `/hubs/<name>/`: that one) that name credentials in their `node.env` admit only requests
+/// with one of them; hubs without credentials admit everyone.
+pub(super) async fn router_auth(
+    State(state): State<FakeState>,
+    req: Request<Body>,
+    next: axum::middleware::Next,
+) -> Response {
+    use base64::Engine as _;
+    let path = req.uri().path().to_string();
+    let name = path
+        .strip_prefix("/hubs/")
+        .and_then(|rest| rest.split('/').next())
+        .map(str::to_string);
+    let wanted: Vec<String> = {
+        let inner = state.lock();
+        inner
+            .servers
+            .values()
+            .filter(|s| s.json["labels"]["viewerfleet-role"] == "hub" && s.delete_action.is_none())
+            .filter(|s| name.as_ref().is_none_or(|n| s.json["name"] == n.as_str()))
+            .filter_map(|s| {
+                let user = env_value(&s.user_data, "GRID_USERNAME")?;
+                let password = env_value(&s.user_data, "GRID_PASSWORD")?;
+                Some(format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+                ))
+            })
+            .collect()
+    };
+    let sent = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    if wanted.is_empty() || wanted.contains(&sent) {
+        return next.run(req).await;
+    }
+    state.lock().counts.hub_refused += 1;
+    (
+        StatusCode::UNAUTHORIZED,
+        [(
+            axum::http::header::WWW_AUTHENTICATE,
+            "Basic realm=\"selenium-server\"",
+        )],
+        "",
+    )
+        .into_response()
 }
 
 /// `[<the /64>::1]` of a server: its address as `HUB_ADDR` names it.

@@ -69,6 +69,9 @@ pub struct GridFleetPlan {
     pub session_retries: u32,
     pub retry_backoff: Duration,
     pub recreate_lost: bool,
+    /// The hubs' router credentials, when the Grid was made by this tool (a cloud run);
+    /// `None`: a local Grid's own, else `VIEWERFLEET_GRID_USER`/`_PASSWORD`, else none.
+    pub credentials: Option<crate::model::secret::GridCredentials>,
 }
 
 impl GridFleetPlan {
@@ -131,6 +134,7 @@ impl GridFleetSpec {
             session_retries: self.session_retries.unwrap_or(DEFAULT_RETRIES),
             retry_backoff,
             recreate_lost: self.recreate_lost.unwrap_or(true),
+            credentials: None,
         })
     }
 }
