@@ -586,6 +586,11 @@ pub struct ValidateArgs {
     /// Scenario files to check.
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
+    /// Also ask the Grid of each scenario on a Grid fleet: its hubs answer `/status` (with
+    /// the credentials the run would send, over the TLS it would use) and have nodes; exit
+    /// 69 when one does not, 2 when it asks for a password not given.
+    #[arg(long)]
+    pub check_grid: bool,
     /// Print a JSON summary on stdout (schema: schemas/validate-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]

@@ -51,7 +51,25 @@ impl TlsProxy {
         upstream: SocketAddr,
         ca_dir: &Path,
     ) -> anyhow::Result<Self> {
-        let (ca_pem, config) = certificates()?;
+        Self::start_with(listen, upstream, ca_dir, certificates()?).await
+    }
+
+    /// As [`TlsProxy::start`], but the server's certificate is self-signed (a CA of its own,
+    /// as `openssl req -x509` makes it), and `ca_dir/ca.pem` holds that very certificate.
+    pub async fn start_self_signed(
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        ca_dir: &Path,
+    ) -> anyhow::Result<Self> {
+        Self::start_with(listen, upstream, ca_dir, self_signed()?).await
+    }
+
+    async fn start_with(
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        ca_dir: &Path,
+        (ca_pem, config): (String, rustls::ServerConfig),
+    ) -> anyhow::Result<Self> {
         let ca_pem_path = ca_dir.join("ca.pem");
         std::fs::write(&ca_pem_path, ca_pem)
             .with_context(|| format!("writing {}", ca_pem_path.display()))?;
@@ -115,6 +133,31 @@ fn certificates() -> anyhow::Result<(String, rustls::ServerConfig)> {
         .with_no_client_auth()
         .with_single_cert(chain, private)?;
     Ok((ca.pem(), config))
+}
+
+/// One self-signed certificate for `localhost`, `127.0.0.1` and `::1`, marked a CA as
+/// `openssl req -x509` marks it, and a server configuration presenting it alone.
+fn self_signed() -> anyhow::Result<(String, rustls::ServerConfig)> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ])?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key)?;
+    let private = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())
+        .map_err(|e| anyhow::anyhow!("the server key: {e}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], private)?;
+    Ok((cert.pem(), config))
 }
 
 async fn accept_loop(

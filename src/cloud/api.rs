@@ -74,7 +74,7 @@ impl HcloudApi {
     /// As [`HcloudApi::new`], its requests naming `agent` in their `User-Agent` (the reaper
     /// says it is one).
     pub fn with_agent(endpoint: &str, token: &ApiToken, agent: &str) -> HcloudApi {
-        let client = reqwest::Client::builder()
+        let client = crate::sys::tls::http_client_builder()
             .timeout(Duration::from_secs(60))
             .user_agent(format!("{agent}/{}", env!("CARGO_PKG_VERSION")))
             .build()

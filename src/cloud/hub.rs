@@ -103,7 +103,7 @@ pub async fn wait_for_nodes(
 ) -> Result<BTreeSet<String>, CloudError> {
     let mut headers = http::HeaderMap::new();
     headers.insert(http::header::AUTHORIZATION, credentials.header());
-    let client = reqwest::Client::builder()
+    let client = crate::sys::tls::http_client_builder()
         .timeout(Duration::from_secs(10))
         .default_headers(headers)
         .build()

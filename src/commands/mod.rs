@@ -104,7 +104,7 @@ pub async fn dispatch(command: Command, quiet: bool) -> anyhow::Result<Exit> {
         Command::Plan(args) => plan::run(args).await,
         Command::Up(args) => up::run(args).await,
         Command::Down(args) => down::run(args).await,
-        Command::Validate(args) => validate::run(args),
+        Command::Validate(args) => validate::run(args).await,
         Command::Grid(args) => grid::run(args).await,
         Command::Ladder(args) => ladder::run(args, quiet).await,
         Command::Calibrate(args) => calibrate::run(args).await,

@@ -194,57 +194,94 @@ fn least_loaded(load: &[usize], capacity: &[usize]) -> usize {
         .unwrap_or(0)
 }
 
+/// What a Grid fleet learns from its hubs before any session: who they are, the credentials
+/// they take, and their nodes (each hub's `/status`). `validate --check-grid` asks the same.
+pub struct Reached {
+    pub hubs: Vec<String>,
+    local: Option<localstate::LocalGridState>,
+    credentials: Option<GridCredentials>,
+    client: reqwest::Client,
+    pub nodes: Vec<(String, Option<NodeSlots>)>,
+    load_endpoints: Vec<LoadEndpoint>,
+    /// Slots per hub, in the order of `hubs`.
+    pub capacity: Vec<usize>,
+}
+
+/// Resolves the hubs and their credentials and asks each hub's `/status`; an error is bad
+/// input (a hub that asks for a password not given) or the Grid's (down, no node, an
+/// untrusted certificate), marked so.
+pub async fn reach(plan: &GridFleetPlan) -> anyhow::Result<Reached> {
+    let hubs = match &plan.hubs {
+        GridHubs::Url(url) => vec![url.clone()],
+        GridHubs::Urls(urls) => urls.clone(),
+        GridHubs::Inventory(path) => {
+            crate::model::scenario::fleet::grid::read_inventory(path).map_err(bad_input)?
+        }
+    };
+    let local = hubs
+        .first()
+        .and_then(|h| localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), h));
+    let from_inventory = match &plan.hubs {
+        GridHubs::Inventory(path) => inventory_credentials(path).map_err(bad_input)?,
+        _ => None,
+    };
+    let credentials = match plan.credentials.clone().or(from_inventory) {
+        Some(c) => Some(c),
+        None => match local.as_ref().and_then(|l| l.secrets.as_ref()) {
+            Some(secrets) => Some(secrets.controller.clone()),
+            None => GridCredentials::from_env().map_err(bad_input)?,
+        },
+    };
+    let client = crate::grid::auth::http_client(credentials.as_ref());
+    let mut nodes = Vec::new();
+    let mut load_endpoints = Vec::new();
+    let mut capacity = Vec::new();
+    for hub in &hubs {
+        let status = grid_status(&client, hub).await.map_err(|e| {
+            if let Some(refused) = e.downcast_ref::<crate::grid::Unauthorized>() {
+                return bad_input(anyhow::anyhow!("{refused}"));
+            }
+            unavailable(anyhow::anyhow!(
+                "the Grid at {hub} does not answer /status: {e:#}; {}",
+                crate::sys::tls::hint(&e)
+                    .unwrap_or("is the hub up (e.g. `viewerfleet grid up --local`)?")
+            ))
+        })?;
+        if status.nodes.is_empty() {
+            return Err(unavailable(anyhow::anyhow!(
+                "the Grid at {hub} has no node registered; start nodes first (they register with the hub's event bus)"
+            )));
+        }
+        nodes.extend(status.slots_by_node());
+        load_endpoints.extend(status.load_endpoints());
+        capacity.push(status.nodes.iter().map(|n| n.max_sessions as usize).sum());
+    }
+    Ok(Reached {
+        hubs,
+        local,
+        credentials,
+        client,
+        nodes,
+        load_endpoints,
+        capacity,
+    })
+}
+
 impl GridFleet {
     /// Resolves the hubs and checks each answers `/status` with at least one node.
     /// Credentials for the hubs' routers: the plan's (a Grid this tool made), those of the
     /// local Grid behind the first hub, else `VIEWERFLEET_GRID_USER` /
     /// `VIEWERFLEET_GRID_PASSWORD`, else none.
     pub async fn start(plan: &GridFleetPlan) -> anyhow::Result<Self> {
-        let hubs = match &plan.hubs {
-            GridHubs::Url(url) => vec![url.clone()],
-            GridHubs::Urls(urls) => urls.clone(),
-            GridHubs::Inventory(path) => {
-                crate::model::scenario::fleet::grid::read_inventory(path).map_err(bad_input)?
-            }
-        };
-        let local = hubs
-            .first()
-            .and_then(|h| localstate::find_by_hub(Path::new(localstate::DEFAULT_STATE_DIR), h));
-        let from_inventory = match &plan.hubs {
-            GridHubs::Inventory(path) => inventory_credentials(path).map_err(bad_input)?,
-            _ => None,
-        };
-        let credentials = match plan.credentials.clone().or(from_inventory) {
-            Some(c) => Some(c),
-            None => match local.as_ref().and_then(|l| l.secrets.as_ref()) {
-                Some(secrets) => Some(secrets.controller.clone()),
-                None => GridCredentials::from_env().map_err(bad_input)?,
-            },
-        };
-        let client = crate::grid::auth::http_client(credentials.as_ref());
-        let mut nodes = Vec::new();
-        let mut load_endpoints = Vec::new();
-        let mut capacity = Vec::new();
-        for hub in &hubs {
-            let status = grid_status(&client, hub).await.map_err(|e| {
-                if let Some(refused) = e.downcast_ref::<crate::grid::Unauthorized>() {
-                    return bad_input(anyhow::anyhow!("{refused}"));
-                }
-                unavailable(anyhow::anyhow!(
-                    "the Grid at {hub} does not answer /status: {e:#}; {}",
-                    crate::sys::tls::hint(&e)
-                        .unwrap_or("is the hub up (e.g. `viewerfleet grid up --local`)?")
-                ))
-            })?;
-            if status.nodes.is_empty() {
-                return Err(unavailable(anyhow::anyhow!(
-                    "the Grid at {hub} has no node registered; start nodes first (they register with the hub's event bus)"
-                )));
-            }
-            nodes.extend(status.slots_by_node());
-            load_endpoints.extend(status.load_endpoints());
-            capacity.push(status.nodes.iter().map(|n| n.max_sessions as usize).sum());
-        }
+        let Reached {
+            hubs,
+            local,
+            credentials,
+            client,
+            nodes,
+            load_endpoints,
+            capacity,
+        } = reach(plan).await?;
         let tag = format!("vf{}-{:08x}", std::process::id(), rand::random::<u32>());
         journal_write(&hubs, &tag);
         Ok(Self {

@@ -12,7 +12,7 @@
 //! The controller sends the password as an `Authorization: Basic` header on every request:
 //! WebDriver commands (through [`AuthConnector`], since the WebDriver client has no header
 //! setting of its own and would copy credentials written into the URL into the new-session
-//! body), the BiDi WebSocket handshake and the `/status` probes ([`GridCredentials::http_client`]).
+//! body), the BiDi WebSocket handshake and the `/status` probes ([`http_client`]).
 //! A Grid the user names (`fleet: {kind: grid, url: …}`) takes its credentials from
 //! [`USER_ENV`] and [`PASSWORD_ENV`].
 
@@ -27,7 +27,13 @@ pub const CONTROLLER_USER: &str = "viewerfleet";
 
 /// The HTTP client for a Grid with `credentials` (a plain one without).
 pub fn http_client(credentials: Option<&GridCredentials>) -> reqwest::Client {
-    credentials.map_or_else(reqwest::Client::new, GridCredentials::http_client)
+    let mut builder = crate::sys::tls::http_client_builder();
+    if let Some(credentials) = credentials {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::AUTHORIZATION, credentials.header());
+        builder = builder.default_headers(headers);
+    }
+    builder.build().unwrap_or_default()
 }
 
 /// Everything secret about one Grid viewerfleet makes: the nodes' registration secret and

@@ -80,11 +80,11 @@ impl LoadReading {
 
 /// A client for load endpoints: every request bounded by `timeout`.
 pub fn client(timeout: Duration) -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::sys::tls::http_client_builder()
         .timeout(timeout)
         .connect_timeout(timeout)
         .build()
-        .expect("a reqwest client without TLS options always builds")
+        .unwrap_or_default()
 }
 
 /// `GET url` and parse it; the error says what went wrong in a line.

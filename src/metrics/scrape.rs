@@ -27,10 +27,10 @@ pub struct Scraper {
 impl Scraper {
     /// A scraper over plain HTTP.
     pub fn http(url: String, timeout: Duration) -> Self {
-        let client = reqwest::Client::builder()
+        let client = crate::sys::tls::http_client_builder()
             .timeout(timeout)
             .build()
-            .expect("a reqwest client without TLS options always builds");
+            .unwrap_or_default();
         let fetch: FetchFn = Arc::new(move |url: String, _timeout| {
             let client = client.clone();
             Box::pin(async move {

@@ -111,15 +111,4 @@ impl GridCredentials {
         value.set_sensitive(true);
         value
     }
-
-    /// An HTTP client that sends these credentials with every request (`/status`, session
-    /// deletion, the queue).
-    pub fn http_client(&self) -> reqwest::Client {
-        let mut headers = http::HeaderMap::new();
-        headers.insert(http::header::AUTHORIZATION, self.header());
-        reqwest::Client::builder()
-            .default_headers(headers)
-            .build()
-            .unwrap_or_default()
-    }
 }

@@ -5,10 +5,20 @@
 //! system's store (`/etc/ssl/certs` on Debian), or, when `SSL_CERT_FILE` (a PEM file) or
 //! `SSL_CERT_DIR` is set, only what they name. A Grid behind a proxy with a private CA is
 //! trusted with `SSL_CERT_FILE=ca.pem` (README, "A Grid behind TLS"). The same configuration serves
-//! the WebDriver client (fantoccini), the BiDi socket (tokio-tungstenite) and, through
-//! reqwest's native-roots feature, the Grid's `/status`.
+//! every client of the tool: the WebDriver client (fantoccini), the BiDi socket
+//! (tokio-tungstenite) and every HTTP client ([`http_client_builder`]: the Grid's `/status`,
+//! the target's checks, the exporter's scrapes, the nodes' load endpoints, the Hetzner API) —
+//! one trust store, never reqwest's bundled web roots beside it.
+//!
+//! A self-signed server certificate (a hub behind `openssl req -x509`) is trusted when
+//! `SSL_CERT_FILE` names that very certificate: it is pinned, byte for byte, since WebPKI
+//! refuses a certificate that is its own CA as a server's.
 
 use anyhow::Context;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::DigitallySignedStruct;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 pub type Connector =
@@ -56,14 +66,128 @@ pub fn client_config() -> anyhow::Result<Arc<rustls::ClientConfig>> {
         );
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // Certificates named by SSL_CERT_FILE are also pinned: a self-signed one is accepted
+    // when the server presents exactly it.
+    let pinned = match &file {
+        Some(path) => pinned_certificates(Path::new(path)),
+        None => Vec::new(),
+    };
+    let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .context("the certificate verifier")?;
+    let verifier = Arc::new(PinnedOrWebPki {
+        webpki,
+        pinned,
+        provider: provider.clone(),
+    });
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("TLS protocol versions")?
-        .with_root_certificates(roots)
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     let config = Arc::new(config);
     *cached = Some((file, dir, config.clone()));
     Ok(config)
+}
+
+/// The certificates of a PEM file (none when it cannot be read: the roots' loader says so).
+fn pinned_certificates(path: &Path) -> Vec<CertificateDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_file_iter(path)
+        .map(|certs| certs.filter_map(Result::ok).collect())
+        .unwrap_or_default()
+}
+
+/// WebPKI's verdict, except that a server presenting exactly a certificate the user named
+/// in `SSL_CERT_FILE` is trusted (a self-signed certificate, pinned). Signatures on the
+/// handshake are checked either way.
+#[derive(Debug)]
+struct PinnedOrWebPki {
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    pinned: Vec<CertificateDer<'static>>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ServerCertVerifier for PinnedOrWebPki {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self.webpki.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Ok(verified) => Ok(verified),
+            Err(_)
+                if self
+                    .pinned
+                    .iter()
+                    .any(|p| p.as_ref() == end_entity.as_ref()) =>
+            {
+                Ok(ServerCertVerified::assertion())
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// An HTTP client builder with [`client_config`]'s trust (and nothing else): every HTTP
+/// client of the tool starts here. Without any root it still builds; its `https://`
+/// requests then fail with an error [`hint`] explains.
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    let builder = reqwest::Client::builder();
+    match client_config() {
+        Ok(config) => builder.use_preconfigured_tls((*config).clone()),
+        Err(err) => {
+            tracing::warn!("TLS: {err:#}");
+            builder
+        }
+    }
 }
 
 /// An HTTP connector that speaks `https://` with [`client_config`] and `http://` as

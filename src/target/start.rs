@@ -127,7 +127,7 @@ pub async fn check_before_fleet(plan: &Plan) -> anyhow::Result<()> {
 }
 
 async fn get(url: &str) -> anyhow::Result<reqwest::StatusCode> {
-    let client = reqwest::Client::builder()
+    let client = crate::sys::tls::http_client_builder()
         .timeout(Duration::from_secs(15))
         .build()?;
     Ok(client.get(url).send().await?.status())

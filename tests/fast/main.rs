@@ -31,3 +31,4 @@ mod refsite_http;
 mod report_fixtures;
 mod swarm_sweep;
 mod thresholds_cli;
+mod tls;

@@ -59,11 +59,10 @@ async fn a_grid_refuses_nodes_without_the_secret_and_clients_without_the_passwor
 
     // Without the password, or with a wrong one: 401, for /status and for a new session.
     let plain = reqwest::Client::new();
-    let wrong = GridCredentials {
+    let wrong = viewerfleet::grid::auth::http_client(Some(&GridCredentials {
         username: secrets.controller.username.clone(),
         password: Secret::new("not-the-password"),
-    }
-    .http_client();
+    }));
     for (who, client) in [("no password", &plain), ("a wrong password", &wrong)] {
         let status = client
             .get(format!("{}status", st.hub_url))
