@@ -4,7 +4,7 @@
 //! and the slots' gateway both go unanswered on that port, while ICMP (ping of the gateway)
 //! passes; with the guard's table removed the same request is answered, so the drop is the
 //! guard's; `down` removes the table. Needs root (without it the test says SKIP and passes),
-//! iproute2, nftables and python3. Everything is named `vfh<pid>-*` and released on every
+//! iproute2, nftables and python3. Everything is named `vfh<pid, 4 hex digits>-*` and released on every
 //! path: the steps run in one shell inside the node (slot namespaces made there live in its
 //! mount namespace), which takes the slots down and stops the service on exit, and the node's
 //! namespace is deleted on drop.
@@ -83,7 +83,8 @@ fn slots_on_a_forwarding_node_reach_none_of_its_own_services() {
         eprintln!("SKIP: needs root (network namespaces, nftables)");
         return;
     }
-    let tag = format!("vfh{}", std::process::id());
+    // viewer-slots.sh takes name prefixes of at most 8 characters: 4 hex digits of the pid.
+    let tag = format!("vfh{:x}", std::process::id() % 0x10000);
     let node = NodeNs(format!("{tag}-node"));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
