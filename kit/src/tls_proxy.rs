@@ -125,14 +125,21 @@ fn certificates() -> anyhow::Result<(String, rustls::ServerConfig)> {
         .push(DnType::CommonName, "localhost");
     let cert = params.signed_by(&key, &ca, &ca_key)?;
     let chain = vec![cert.der().clone(), ca.der().clone()];
+    Ok((ca.pem(), server_config(chain, &key)?))
+}
+
+/// A server configuration presenting `chain`, signed for with `key`.
+fn server_config(
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: &rcgen::KeyPair,
+) -> anyhow::Result<rustls::ServerConfig> {
     let private = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())
         .map_err(|e| anyhow::anyhow!("the server key: {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
+    Ok(rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
-        .with_single_cert(chain, private)?;
-    Ok((ca.pem(), config))
+        .with_single_cert(chain, private)?)
 }
 
 /// One self-signed certificate for `localhost`, `127.0.0.1` and `::1`, marked a CA as
@@ -150,14 +157,7 @@ fn self_signed() -> anyhow::Result<(String, rustls::ServerConfig)> {
         .push(DnType::CommonName, "localhost");
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let cert = params.self_signed(&key)?;
-    let private = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())
-        .map_err(|e| anyhow::anyhow!("the server key: {e}"))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.der().clone()], private)?;
-    Ok((cert.pem(), config))
+    Ok((cert.pem(), server_config(vec![cert.der().clone()], &key)?))
 }
 
 async fn accept_loop(
