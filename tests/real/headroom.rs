@@ -10,7 +10,7 @@ use viewerfleet::model::rawdata::{self, RunEvent, RunEventKind};
 /// A live refsite scenario on the local fleet with a governed ramp of at most `max`.
 fn auto_scenario(dir: &Path, max: u32, cpu_below: f64) -> std::path::PathBuf {
     let text = format!(
-        "name: headroom-auto\ntarget:\n  kind: refsite\n  video: live\n  latency: normal\n  metrics_interval: 2s\nviewers:\n  count: auto\n  auto:\n    max: {max}\n    cpu_below: {cpu_below}\n  per_browser: 4\n  ramp: 60s\n  network:\n    download_kbps: 2000\n    upload_kbps: 300\n    latency_ms: 500\n    apply: http-only\nduration: 75s\nsampling_interval: 2s\nsteady_window: 10s\nfleet:\n  kind: local\n"
+        "name: headroom-auto\ntarget:\n  kind: refsite\n  video: live\n  latency: normal\n  metrics_interval: 2s\nviewers:\n  count: auto\n  auto:\n    max: {max}\n    cpu_below: {cpu_below}\n  per_browser: 4\n  ramp: 110s\n  network:\n    download_kbps: 2000\n    upload_kbps: 300\n    latency_ms: 500\n    apply: http-only\nduration: 120s\nsampling_interval: 2s\nsteady_window: 10s\nfleet:\n  kind: local\n"
     );
     let path = dir.join("auto.yaml");
     std::fs::write(&path, text).unwrap();
@@ -21,9 +21,11 @@ fn auto_scenario(dir: &Path, max: u32, cpu_below: f64) -> std::path::PathBuf {
 fn the_governed_ramp_stops_adding_viewers_when_the_host_nears_its_limit() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let scenario = auto_scenario(dir.path(), 16, 0.7);
-    // Half the host taken before the first viewer: a step of four viewers brings it to, or
-    // close to, the 70% limit, so the ramp stops long before its 16.
+    let scenario = auto_scenario(dir.path(), 16, 0.6);
+    // Half the host taken before the first viewer, a limit ten points above: a step of four
+    // viewers (one browser) costs more than five points even on an idle host, so the ramp
+    // stops after one or two steps, long before its 16. Its 110 s leave room for two steps
+    // of browsers that start slowly on a loaded CI machine (a step measured 35 s there).
     let hog = CpuHog::start(0.5);
     let result = Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
         .args(["--quiet", "run"])
@@ -70,7 +72,7 @@ fn the_governed_ramp_stops_adding_viewers_when_the_host_nears_its_limit() {
         (4..=8).contains(&released),
         "{busy:?} → {released}: {reason}"
     );
-    assert!(reason.contains("70% limit"), "{reason}");
+    assert!(reason.contains("60% limit"), "{reason}");
     // Each step was measured before the next was released: a step per measurement.
     assert_eq!(steps.len() as u32, 1 + released / 4, "{busy:?}");
     // The run asked for what it released, and says where it settled.
