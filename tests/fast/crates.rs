@@ -1,0 +1,128 @@
+//! The workspace's crate graph is its layering: each crate's workspace dependencies are
+//! exactly those ARCHITECTURE.md's crate table names, and the report crate builds without
+//! an async runtime, a WebDriver client or the cloud API (a report is rebuilt from a run
+//! folder on any machine).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+/// What `cargo <args>` prints, in the workspace, offline (the build has every package).
+fn cargo(args: &[&str]) -> String {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(args)
+        .args(["--offline", "--locked"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `cargo metadata` of the workspace's own packages.
+fn metadata() -> serde_json::Value {
+    serde_json::from_str(&cargo(&["metadata", "--format-version", "1", "--no-deps"])).unwrap()
+}
+
+/// Short name (`model` for `viewerfleet-model`, `viewerfleet` for the binary).
+fn short(name: &str) -> String {
+    name.strip_prefix("viewerfleet-")
+        .unwrap_or(name)
+        .to_string()
+}
+
+/// ARCHITECTURE.md's crate table: crate → its workspace dependencies.
+fn documented() -> BTreeMap<String, BTreeSet<String>> {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .unwrap();
+    let mut table = BTreeMap::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let Some(name) = cells
+            .get(1)
+            .and_then(|c| c.strip_prefix("`viewerfleet"))
+            .and_then(|c| c.strip_suffix('`'))
+        else {
+            continue;
+        };
+        let name = short(&format!("viewerfleet{name}"));
+        let deps: BTreeSet<String> = cells[3]
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty() && *d != "—")
+            .map(String::from)
+            .collect();
+        table.insert(name, deps);
+    }
+    table
+}
+
+#[test]
+fn each_crate_depends_on_the_crates_architecture_md_names_and_no_other() {
+    let meta = metadata();
+    let members: BTreeSet<&str> = meta["workspace_members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    let mut actual = BTreeMap::new();
+    for package in meta["packages"].as_array().unwrap() {
+        let name = package["name"].as_str().unwrap();
+        if !members.contains(package["id"].as_str().unwrap()) || name == "viewerfleet-kit" {
+            continue;
+        }
+        let deps: BTreeSet<String> = package["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().unwrap())
+            .filter(|d| d.starts_with("viewerfleet-"))
+            .map(short)
+            .collect();
+        actual.insert(short(name), deps);
+    }
+    assert_eq!(
+        actual,
+        documented(),
+        "the workspace (left) and ARCHITECTURE.md's crate table (right) disagree"
+    );
+}
+
+#[test]
+fn the_report_crate_builds_without_a_runtime_a_webdriver_client_or_the_cloud_api() {
+    // Every package the report's normal (non-dev, non-build) dependencies pull in, on this
+    // platform.
+    let tree = cargo(&[
+        "tree",
+        "-p",
+        "viewerfleet-report",
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+        "--format",
+        "{p}",
+    ]);
+    let names: BTreeSet<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(
+        names.contains("viewerfleet-model") && names.contains("serde"),
+        "{names:?}"
+    );
+    for heavy in ["tokio", "fantoccini", "hcloud", "reqwest", "hyper", "axum"] {
+        assert!(
+            !names.contains(heavy),
+            "the report crate pulls in {heavy}: {names:?}"
+        );
+    }
+}
