@@ -17,7 +17,7 @@ mod routes;
 mod serve;
 mod stats;
 mod tracker;
-pub mod web;
+pub(crate) mod web;
 
 use viewerfleet_model as model;
 use viewerfleet_stun as stun;

@@ -17,7 +17,7 @@ pub const LAG_TOLERANCE_S: f64 = 10.0;
 
 /// Series names (also `timeseries.csv` columns): viewers asked for, with a session, and
 /// playing a first frame, cumulative.
-pub mod names {
+pub(crate) mod names {
     pub const ASKED: &str = "arrivals_asked";
     pub const SESSIONS: &str = "arrivals_sessions";
     pub const FIRST_FRAMES: &str = "arrivals_first_frames";

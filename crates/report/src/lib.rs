@@ -10,13 +10,13 @@
 //! swarm size (`suite --swarm-sizes`).
 
 mod analysis;
-pub mod arrival;
-pub mod churn;
+pub(crate) mod arrival;
+pub(crate) mod churn;
 pub mod compare;
 pub mod connectivity;
 pub mod cost;
 mod csv;
-pub mod headroom;
+pub(crate) mod headroom;
 pub mod honesty;
 mod html;
 mod json;
@@ -39,7 +39,7 @@ mod traffic;
 
 use viewerfleet_model as model;
 
-pub use compare::Comparison;
+pub(crate) use compare::Comparison;
 pub use load::{LoadError, RunData};
 pub use summary::{
     Headroom, HeadroomVerdict, ReportSummary, RunReport, SourceTable, ViewerHeadroom,

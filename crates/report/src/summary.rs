@@ -701,7 +701,7 @@ impl RunReport {
 }
 
 /// Series names (also the CSV columns).
-pub mod names {
+pub(crate) mod names {
     pub const EXPORTER_HTTP: &str = "exporter_http_mbps";
     pub const EXPORTER_P2P: &str = "exporter_p2p_mbps";
     pub const EXPORTER_UP: &str = "exporter_p2p_up_mbps";

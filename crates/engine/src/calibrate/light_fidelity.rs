@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use super::fidelity::{Verdict, P2P_SHARE_TOLERANCE_POINTS};
+pub(crate) use super::fidelity::{Verdict, P2P_SHARE_TOLERANCE_POINTS};
 
 /// The file `fidelity` writes into `--out` and `swarm.fidelity` names.
 pub const FIDELITY_JSON: &str = "fidelity.json";

@@ -18,7 +18,7 @@
 //! size, all real viewers against real viewers plus light peers, through the engine.
 
 mod budget;
-pub mod fidelity;
+pub(crate) mod fidelity;
 pub mod from_run;
 pub mod light_fidelity;
 mod measure;

@@ -13,7 +13,7 @@ pub mod hcloud;
 pub mod local;
 pub mod netns;
 
-pub use crate::grid::load::LoadEndpoint;
+pub(crate) use crate::grid::load::LoadEndpoint;
 use crate::model::kinds::Throttling;
 use crate::model::rawdata::{FleetDescription, Packing};
 use crate::model::scenario::fleet::FleetPlan;

@@ -325,8 +325,8 @@ mod tests {
 
     /// Just enough TOML reading for the tests: `[table]` headers and `key = value` lines.
     mod toml_probe {
-        pub struct Doc(Vec<(String, String, String)>);
-        pub fn parse(text: &str) -> Doc {
+        pub(crate) struct Doc(Vec<(String, String, String)>);
+        pub(crate) fn parse(text: &str) -> Doc {
             let mut table = String::new();
             let mut out = Vec::new();
             let mut seen = std::collections::HashSet::new();
@@ -350,7 +350,7 @@ mod tests {
             Doc(out)
         }
         impl Doc {
-            pub fn get(&self, table: &str, key: &str) -> Option<&str> {
+            pub(crate) fn get(&self, table: &str, key: &str) -> Option<&str> {
                 self.0
                     .iter()
                     .find(|(t, k, _)| t == table && k == key)

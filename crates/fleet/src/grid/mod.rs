@@ -8,7 +8,7 @@ pub mod auth;
 pub mod load;
 pub mod local;
 pub mod local_state;
-pub mod placement;
+pub(crate) mod placement;
 pub mod selenium;
 
 use anyhow::Context;

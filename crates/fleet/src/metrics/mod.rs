@@ -4,5 +4,5 @@
 
 pub mod controller;
 pub mod prom_text;
-pub mod relay;
+pub(crate) mod relay;
 pub mod scrape;

@@ -14,9 +14,9 @@
 
 pub mod gc;
 mod inns;
-pub mod preflight;
+pub(crate) mod preflight;
 pub mod slots;
-pub mod wrapper;
+pub(crate) mod wrapper;
 
 pub use inns::{bind_tcp_in_netns, http_get_in_netns, run_in_netns};
 pub use preflight::{check_host, HostEnv, SystemHostEnv};

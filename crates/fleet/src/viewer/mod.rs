@@ -6,7 +6,7 @@
 //! has none), and `close` deletes the session (or the tab) and the profile on every path.
 
 mod bidi;
-pub mod browser;
+pub(crate) mod browser;
 mod commands;
 pub mod gc;
 pub mod light_host;

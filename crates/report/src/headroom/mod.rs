@@ -104,12 +104,12 @@ mod pages;
 mod tests;
 mod words;
 
-pub use machines::host_machine;
+pub(crate) use machines::host_machine;
 use machines::{merge, node_machines};
-pub use pages::{judge_light_page, judge_page, page_starved};
+pub use pages::judge_light_page;
 use pages::{lag_intervals, page_late_series, page_window};
 pub(super) use pages::{meter_intervals, LagInterval};
-pub use words::{headline, reasons_count, rules};
+pub(crate) use words::{headline, reasons_count, rules};
 use words::{steal_warnings, verdict};
 
 /// Judges every machine and every viewer, and computes the figures with headroom.
