@@ -7,7 +7,7 @@ use crate::ladder::knee::KneeRules;
 use crate::ladder::project::ServerSpec;
 use crate::ladder::{analyze, markdown, step_from_run, write};
 use crate::model::exit::Exit;
-use crate::model::scenario::{self, Overrides};
+use crate::model::scenario::{self, Overrides, ViewersOverride};
 use anyhow::Context;
 
 pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Done> {
@@ -22,9 +22,10 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Done> {
     }
     // Validate the scenario at every step before running any of them; each step runs
     // the plan validated here.
+    let hold = super::optional_duration("--hold", args.hold.as_deref())?;
     let overrides = |viewers: u32| Overrides {
-        viewers: Some(viewers),
-        duration: args.hold.clone(),
+        viewers: ViewersOverride::Fixed(viewers),
+        duration: hold,
         ..Default::default()
     };
     let mut plans = Vec::with_capacity(steps.len());

@@ -204,6 +204,29 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
     Exit::Internal
 }
 
+/// An optional duration flag (see `parse_duration`).
+fn optional_duration(flag: &str, text: Option<&str>) -> anyhow::Result<Option<Duration>> {
+    text.map(|t| parse_duration(flag, t)).transpose()
+}
+
+/// `--viewers` and `--max-viewers` as one `ViewersOverride`: a maximum bounds a governed
+/// ramp, so it goes with `--viewers auto` or a file's `count: auto`, never `--viewers N`.
+fn viewers_override(
+    viewers: Option<crate::cli::ViewerCountArg>,
+    max: Option<u32>,
+) -> anyhow::Result<crate::model::scenario::ViewersOverride> {
+    use crate::cli::ViewerCountArg;
+    use crate::model::scenario::ViewersOverride;
+    match viewers {
+        None => Ok(ViewersOverride::AsWritten { max }),
+        Some(ViewerCountArg::Auto) => Ok(ViewersOverride::Auto { max }),
+        Some(ViewerCountArg::Count(n)) if max.is_none() => Ok(ViewersOverride::Fixed(n)),
+        Some(ViewerCountArg::Count(n)) => Err(exit::bad_input(anyhow::anyhow!(
+            "--max-viewers bounds a governed ramp: use it with --viewers auto or a file's `count: auto`, not with --viewers {n}"
+        ))),
+    }
+}
+
 /// A duration flag, or an error that names the flag and shows the form.
 fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
     humantime::parse_duration(text).map_err(|e| {

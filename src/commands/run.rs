@@ -10,11 +10,9 @@ use std::path::PathBuf;
 
 pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let overrides = Overrides {
-        viewers: args.viewers.and_then(|v| v.count()),
-        auto_viewers: args.viewers.is_some_and(|v| v.is_auto()),
-        auto_max: args.max_viewers,
+        viewers: super::viewers_override(args.viewers, args.max_viewers)?,
         canary: args.canary,
-        duration: args.duration.clone(),
+        duration: super::optional_duration("--duration", args.duration.as_deref())?,
         fleet: args.fleet,
         apply: args.apply,
         per_browser: args.per_browser,

@@ -8,11 +8,9 @@ use crate::suite::{run_suite, SuitePlan};
 
 pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let overrides = Overrides {
-        viewers: args.viewers.and_then(|v| v.count()),
-        auto_viewers: args.viewers.is_some_and(|v| v.is_auto()),
-        auto_max: args.max_viewers,
+        viewers: super::viewers_override(args.viewers, args.max_viewers)?,
         canary: false,
-        duration: args.duration.clone(),
+        duration: super::optional_duration("--duration", args.duration.as_deref())?,
         fleet: args.fleet,
         apply: None,
         per_browser: args.per_browser,

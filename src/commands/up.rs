@@ -7,7 +7,7 @@ use crate::cloud::up::{check_up, CloudFleet, UpOptions};
 use crate::cloud::{hub, CloudError};
 use crate::model::exit::bad_input;
 use crate::model::exit::Exit;
-use crate::model::scenario::{self, Overrides};
+use crate::model::scenario::{self, Overrides, ViewersOverride};
 use crate::sys::shutdown::Shutdown;
 use crate::target::start;
 use anyhow::Context;
@@ -37,7 +37,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Done> {
     let plan = scenario::load(
         &args.scenario,
         &Overrides {
-            viewers: args.viewers,
+            viewers: args
+                .viewers
+                .map_or_else(Default::default, ViewersOverride::Fixed),
             canary: args.canary,
             ..Default::default()
         },

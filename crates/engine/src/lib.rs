@@ -153,8 +153,8 @@ mod tests {
     #[test]
     fn a_scenarios_rerun_command_names_its_file_a_new_folder_and_the_overrides() {
         let overrides = Overrides {
-            viewers: Some(8),
-            duration: Some("90s".into()),
+            viewers: crate::model::scenario::ViewersOverride::Fixed(8),
+            duration: Some(std::time::Duration::from_secs(90)),
             ..Default::default()
         };
         let source = RunSource::scenario(Path::new("scenarios/a.yaml"), &overrides);
@@ -169,7 +169,7 @@ mod tests {
                 "--viewers",
                 "8",
                 "--duration",
-                "90s"
+                "1m30s"
             ]
         );
         let words = vec!["viewerfleet".to_string(), "calibrate".to_string()];

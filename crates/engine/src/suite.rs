@@ -612,7 +612,7 @@ fn bounded_by(run: &SuiteRun, first_fit: Option<u32>) -> SuiteRun {
     if let (Some(n), Some(_)) = (first_fit, run.plan.auto) {
         if n < run.plan.viewers {
             run.plan.viewers = n;
-            run.overrides.auto_max = Some(n);
+            run.overrides.viewers = run.overrides.viewers.at_most(n);
             run.plan.yaml.push_str(&format!(
                 "# Bounded by the suite: at most {n} viewers, where its first governed ramp settled\n"
             ));
@@ -650,7 +650,7 @@ fn sized(run: &SuiteRun, viewers: u32) -> SuiteRun {
         auto.known_to_fit = true;
         let n = viewers.min(run.plan.viewers);
         run.plan.viewers = n;
-        run.overrides.auto_max = Some(n);
+        run.overrides.viewers = run.overrides.viewers.at_most(n);
         run.plan.yaml.push_str(&format!(
             "# Sized by the suite: {n} viewers, as an earlier governed ramp of this run measured\n"
         ));
@@ -715,6 +715,7 @@ fn compare_in_suite_order(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::scenario::ViewersOverride;
     use std::sync::Mutex;
 
     const SCENARIO: &str = "\
@@ -854,7 +855,7 @@ fleet:
         async fn run(&self, run: &SuiteRun) -> anyhow::Result<RunOutcome> {
             self.seen.lock().unwrap().push((
                 run.plan.viewers,
-                run.overrides.auto_max,
+                run.overrides.viewers.max(),
                 run.plan.auto.is_some_and(|a| a.known_to_fit),
             ));
             copy_dir(&fixture("run-steady"), &run.dir);
@@ -877,8 +878,7 @@ fleet:
         let dir = tempfile::tempdir().unwrap();
         let files = scenarios(dir.path(), &["a", "b", "c"]);
         let auto = Overrides {
-            auto_viewers: true,
-            auto_max: Some(32),
+            viewers: ViewersOverride::Auto { max: Some(32) },
             ..Overrides::default()
         };
         let plan = SuitePlan::new(&files, &[], 1, &dir.path().join("out"), auto).unwrap();
@@ -904,8 +904,7 @@ fleet:
         let files = scenarios(dir.path(), &["a", "b"]);
         let size_file = dir.path().join("state/swarm-size.json");
         let auto = Overrides {
-            auto_viewers: true,
-            auto_max: Some(32),
+            viewers: ViewersOverride::Auto { max: Some(32) },
             ..Overrides::default()
         };
         let suite_with = |out: &str, repeat: u32, settles: Vec<u32>, overrides: Overrides| {
@@ -1014,8 +1013,7 @@ fleet:
         let dir = tempfile::tempdir().unwrap();
         let files = scenarios(dir.path(), &["a"]);
         let auto = Overrides {
-            auto_viewers: true,
-            auto_max: Some(32),
+            viewers: ViewersOverride::Auto { max: Some(32) },
             ..Overrides::default()
         };
         let kept = |cool: bool, out: &str| {
@@ -1385,7 +1383,7 @@ fleet:
         );
         // `--viewers` sets the viewers the swarm keeps.
         let one = Overrides {
-            viewers: Some(1),
+            viewers: ViewersOverride::Fixed(1),
             ..Overrides::default()
         };
         let plan = sweep(dir.path(), &["a"], &[], "1,4", one).unwrap();
@@ -1417,7 +1415,7 @@ fleet:
         );
         assert!(bad_input(&err));
         let auto = Overrides {
-            auto_viewers: true,
+            viewers: ViewersOverride::Auto { max: None },
             ..Overrides::default()
         };
         let err = sweep(dir.path(), &["a"], &[], "4", auto).unwrap_err();

@@ -154,10 +154,8 @@ impl FidelityPlan {
             )));
         }
         let arm_overrides = |viewers: u32, light: u32| Overrides {
-            viewers: Some(viewers),
+            viewers: crate::model::scenario::ViewersOverride::Fixed(viewers),
             light_peers: Some(light),
-            auto_viewers: false,
-            auto_max: None,
             ..options.overrides.clone()
         };
         let overrides_a = arm_overrides(swarm, 0);

@@ -206,7 +206,7 @@ fn cases(options: &CalibrateOptions) -> anyhow::Result<Vec<Case>> {
         anyhow::bail!("--window must be at least 2s (it holds samples taken every second or two)");
     }
     let overrides = Overrides {
-        viewers: Some(options.viewers),
+        viewers: crate::model::scenario::ViewersOverride::Fixed(options.viewers),
         ..Default::default()
     };
     if let Some(path) = &options.scenario {

@@ -87,7 +87,7 @@ pub fn expand(
     sizes: &SweepSizes,
 ) -> anyhow::Result<Vec<Sized>> {
     if plan.auto.is_some() {
-        let (given, fix) = if overrides.auto_viewers {
+        let (given, fix) = if overrides.viewers.is_auto() {
             ("--viewers auto", "give --viewers N instead")
         } else {
             (

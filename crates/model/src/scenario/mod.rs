@@ -32,6 +32,7 @@ pub use thresholds::{Threshold, ThresholdText};
 use crate::kinds::{FleetKind, Throttling};
 use fleet::FleetSpec;
 use std::path::Path;
+use std::time::Duration;
 
 /// A scenario that cannot be run, with where and why.
 #[derive(Debug, thiserror::Error)]
@@ -44,16 +45,60 @@ pub struct ScenarioError {
     pub message: String,
 }
 
+/// How many viewers the command line asks for instead of the file's `viewers.count`:
+/// `--viewers N`, `--viewers auto` or neither, each with what `--max-viewers` may add. A
+/// fixed count has no maximum, so `--viewers N --max-viewers M` cannot be written here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewersOverride {
+    /// The file's count; `max` (`--max-viewers`) bounds its governed ramp when the file
+    /// writes `count: auto`, and is an error when it writes a number.
+    AsWritten { max: Option<u32> },
+    /// `--viewers N`: exactly N, never a governed ramp.
+    Fixed(u32),
+    /// `--viewers auto`: a headroom-governed ramp, at most `max` (`--max-viewers`), else
+    /// `viewers.auto.max`, else the file's count (if a number).
+    Auto { max: Option<u32> },
+}
+
+impl Default for ViewersOverride {
+    fn default() -> Self {
+        ViewersOverride::AsWritten { max: None }
+    }
+}
+
+impl ViewersOverride {
+    /// `--max-viewers`, if given.
+    pub fn max(self) -> Option<u32> {
+        match self {
+            ViewersOverride::AsWritten { max } | ViewersOverride::Auto { max } => max,
+            ViewersOverride::Fixed(_) => None,
+        }
+    }
+
+    /// The same, a governed ramp bounded to at most `n` viewers (`--max-viewers n`); a
+    /// fixed count stays as it is.
+    pub fn at_most(self, n: u32) -> Self {
+        match self {
+            ViewersOverride::AsWritten { .. } => ViewersOverride::AsWritten { max: Some(n) },
+            ViewersOverride::Auto { .. } => ViewersOverride::Auto { max: Some(n) },
+            fixed @ ViewersOverride::Fixed(_) => fixed,
+        }
+    }
+
+    /// `--viewers auto` was given.
+    pub fn is_auto(self) -> bool {
+        matches!(self, ViewersOverride::Auto { .. })
+    }
+}
+
 /// Overrides given on the command line; they become part of the plan.
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
-    pub viewers: Option<u32>,
-    /// `--viewers auto`: a headroom-governed ramp, the file's count (if a number) its
-    /// maximum.
-    pub auto_viewers: bool,
-    /// `--max-viewers N`: with `auto`, at most N viewers instead of `viewers.auto.max`.
-    pub auto_max: Option<u32>,
-    pub duration: Option<String>,
+    /// `--viewers` and `--max-viewers`.
+    pub viewers: ViewersOverride,
+    /// `--duration` (or a ladder's `--hold`): the run's length; the file's timeline is
+    /// stretched to it.
+    pub duration: Option<Duration>,
     /// Run on this fleet instead (`local` or `netns`, with their defaults).
     pub fleet: Option<FleetKind>,
     /// Apply every network profile this way instead.
@@ -68,20 +113,28 @@ pub struct Overrides {
     pub light_runtime: Option<crate::kinds::LightRuntime>,
 }
 
+/// A duration as a command-line flag's value: humantime's words without their spaces
+/// (`1m30s`), which `humantime::parse_duration` reads back to the same duration.
+pub fn duration_flag(d: Duration) -> String {
+    humantime::format_duration(d).to_string().replace(' ', "")
+}
+
 impl Overrides {
     /// The overrides as command-line flags, for the manifest's re-run command.
     pub fn flags(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.auto_viewers {
-            out.extend(["--viewers".to_string(), "auto".to_string()]);
-        } else if let Some(v) = self.viewers {
-            out.extend(["--viewers".to_string(), v.to_string()]);
+        match self.viewers {
+            ViewersOverride::AsWritten { .. } => {}
+            ViewersOverride::Fixed(n) => out.extend(["--viewers".to_string(), n.to_string()]),
+            ViewersOverride::Auto { .. } => {
+                out.extend(["--viewers".to_string(), "auto".to_string()])
+            }
         }
-        if let Some(n) = self.auto_max {
+        if let Some(n) = self.viewers.max() {
             out.extend(["--max-viewers".to_string(), n.to_string()]);
         }
-        if let Some(d) = &self.duration {
-            out.extend(["--duration".to_string(), d.clone()]);
+        if let Some(d) = self.duration {
+            out.extend(["--duration".to_string(), duration_flag(d)]);
         }
         if let Some(f) = self.fleet {
             out.extend(["--fleet".to_string(), f.to_string()]);

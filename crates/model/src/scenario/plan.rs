@@ -400,11 +400,7 @@ pub(super) fn build(
             "# Overridden on the command line: swarm.light_peers = {n}\n"
         ));
     }
-    if overrides.viewers.is_some()
-        || overrides.duration.is_some()
-        || overrides.auto_viewers
-        || overrides.auto_max.is_some()
-    {
+    if overrides.viewers != super::ViewersOverride::default() || overrides.duration.is_some() {
         let count = match auto {
             Some(_) => format!("auto (at most {viewers})"),
             None => viewers.to_string(),
@@ -596,15 +592,17 @@ fn viewer_count(
     spec: &super::spec::ViewersSpec,
     overrides: &Overrides,
 ) -> Result<(u32, Option<AutoRamp>), ScenarioError> {
-    let auto = overrides.viewers.is_none()
-        && (overrides.auto_viewers || spec.count == ViewerCountSpec::Auto);
-    if !auto {
-        let count = match (overrides.viewers, spec.count) {
-            (Some(n), _) | (None, ViewerCountSpec::Count(n)) => n,
-            (None, ViewerCountSpec::Auto) => unreachable!("auto handled above"),
-        };
+    use super::ViewersOverride;
+    let fixed = match (overrides.viewers, spec.count) {
+        (ViewersOverride::Fixed(n), _) => Some(n),
+        (ViewersOverride::AsWritten { .. }, ViewerCountSpec::Count(n)) => Some(n),
+        (ViewersOverride::Auto { .. }, _)
+        | (ViewersOverride::AsWritten { .. }, ViewerCountSpec::Auto) => None,
+    };
+    let auto_max = overrides.viewers.max();
+    if let Some(count) = fixed {
         let count = checked_count(check, "viewers.count", count)?;
-        if overrides.auto_max.is_some() {
+        if auto_max.is_some() {
             return Err(check.err(
                 "--max-viewers",
                 "bounds a governed ramp: use it with `count: auto` or `--viewers auto`".into(),
@@ -623,7 +621,7 @@ fn viewer_count(
         max: None,
         cpu_below: None,
     });
-    let max = match (overrides.auto_max, limits.max, spec.count) {
+    let max = match (auto_max, limits.max, spec.count) {
         (Some(max), _, _) => checked_count(check, "--max-viewers", max)?,
         (None, Some(max), _) => checked_count(check, "viewers.auto.max", max)?,
         (None, None, ViewerCountSpec::Count(n)) => checked_count(check, "viewers.count", n)?,
@@ -759,15 +757,7 @@ impl<'a> Clock<'a> {
         overrides: &Overrides,
     ) -> Result<Self, ScenarioError> {
         let written_duration = check.duration("duration", &spec.duration)?;
-        let duration = match &overrides.duration {
-            Some(value) => humantime::parse_duration(value).map_err(|e| ScenarioError {
-                file: "--duration".into(),
-                line: None,
-                field: "duration".into(),
-                message: format!("`{value}` is not a duration ({e}); write e.g. `90s` or `5m`"),
-            })?,
-            None => written_duration,
-        };
+        let duration = overrides.duration.unwrap_or(written_duration);
         if duration < Duration::from_secs(5) {
             return Err(check.err("duration", "must be at least 5s".into()));
         }

@@ -42,8 +42,8 @@ fn good_scenario_becomes_a_plan() {
 #[test]
 fn overrides_become_part_of_the_plan() {
     let over = Overrides {
-        viewers: Some(3),
-        duration: Some("20s".into()),
+        viewers: ViewersOverride::Fixed(3),
+        duration: Some(std::time::Duration::from_secs(20)),
         ..Default::default()
     };
     let plan = parse(GOOD, "s.yaml", &over).unwrap();
@@ -237,7 +237,7 @@ fn durations_are_bounded_before_they_reach_arithmetic() {
         .replace("duration: 3m", "duration: 1ns")
         .replace("  ramp: 30s", "  ramp: 6d");
     let over = Overrides {
-        duration: Some("7d".into()),
+        duration: Some(std::time::Duration::from_secs(7 * 86400)),
         ..Default::default()
     };
     let err = parse(&text, "s.yaml", &over).expect_err("out of range");
@@ -273,14 +273,14 @@ fn count_auto_is_a_governed_ramp_with_a_maximum_and_a_limit() {
     assert_eq!((plan.viewers, plan.auto.unwrap().cpu_below), (24, 0.6));
     // `--viewers auto` over a count: the count is the maximum; `--viewers N` over auto: N.
     let auto = Overrides {
-        auto_viewers: true,
+        viewers: ViewersOverride::Auto { max: None },
         ..Default::default()
     };
     let plan = parse(GOOD, "s.yaml", &auto).unwrap();
     assert_eq!((plan.viewers, plan.auto.is_some()), (8, true));
     assert!(plan.yaml.contains("viewers.count = auto (at most 8)"));
     let fixed = Overrides {
-        viewers: Some(5),
+        viewers: ViewersOverride::Fixed(5),
         ..Default::default()
     };
     let plan = parse(&text, "s.yaml", &fixed).unwrap();
@@ -307,8 +307,7 @@ fn count_auto_refuses_what_it_cannot_do() {
 #[test]
 fn max_viewers_bounds_a_governed_ramp_only() {
     let bounded = Overrides {
-        auto_viewers: true,
-        auto_max: Some(5),
+        viewers: ViewersOverride::Auto { max: Some(5) },
         ..Default::default()
     };
     let plan = parse(GOOD, "s.yaml", &bounded).unwrap();
@@ -321,7 +320,7 @@ fn max_viewers_bounds_a_governed_ramp_only() {
         GOOD,
         "s.yaml",
         &Overrides {
-            auto_max: Some(5),
+            viewers: ViewersOverride::AsWritten { max: Some(5) },
             ..Default::default()
         },
     )
