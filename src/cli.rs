@@ -5,6 +5,14 @@ use crate::model::kinds::{FleetKind, Throttling, VideoKind};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// A duration flag's value, in the syntax scenario files write durations in (humantime's:
+/// `90s`, `5m`, `1h 30m`). On a bad value clap names the flag, adds this message and exits
+/// with 2 (bad input).
+fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{e}; write e.g. 90s, 5m or 1h 30m"))
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -79,22 +87,22 @@ pub struct ReaperArgs {
     /// The controller's `pid:start time` (from /proc/<pid>/stat).
     #[arg(long)]
     pub controller: Option<String>,
-    #[arg(long, default_value = "10m")]
-    pub stale_after: String,
-    #[arg(long, default_value = "5s")]
-    pub poll: String,
-    #[arg(long, default_value = "60s")]
-    pub settle: String,
-    #[arg(long, default_value = "5m")]
-    pub keep_poll: String,
-    #[arg(long, default_value = "2m")]
-    pub beat: String,
-    #[arg(long, default_value = "1s")]
-    pub backoff: String,
-    #[arg(long, default_value = "60s")]
-    pub max_backoff: String,
-    #[arg(long, default_value = "24h")]
-    pub give_up: String,
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    pub stale_after: Duration,
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub poll: Duration,
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    pub settle: Duration,
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    pub keep_poll: Duration,
+    #[arg(long, default_value = "2m", value_parser = duration)]
+    pub beat: Duration,
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    pub backoff: Duration,
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    pub max_backoff: Duration,
+    #[arg(long, default_value = "24h", value_parser = duration)]
+    pub give_up: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -125,11 +133,11 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
     /// Time after every viewer's first frame before measuring.
-    #[arg(long, default_value = "15s")]
-    pub warmup: String,
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub warmup: Duration,
     /// Measurement window (long enough that one live segment is under 5% of it).
-    #[arg(long, default_value = "60s")]
-    pub window: String,
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    pub window: Duration,
     /// Output folder for calibration.json, calibration.md and one run folder per
     /// measurement (`runs/<video>-<profile>-r<round>/`); it must not hold an earlier
     /// calibration's runs.
@@ -168,8 +176,8 @@ pub struct FidelityArgs {
     #[arg(long)]
     pub fleet: Option<FleetKind>,
     /// Override the scenario's duration in both arms (e.g. 5m).
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = duration)]
+    pub duration: Option<Duration>,
     /// Print fidelity.json's document on stdout, in the `--json` envelope (schema:
     /// schemas/fidelity-summary.v1.json); the table then goes to stderr.
     #[arg(long)]
@@ -274,8 +282,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub max_viewers: Option<u32>,
     /// Override the scenario's duration (e.g. 90s, 5m).
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = duration)]
+    pub duration: Option<Duration>,
     /// Run on this fleet instead of the scenario's: `local` or `netns` (as root).
     #[arg(long)]
     pub fleet: Option<FleetKind>,
@@ -332,14 +340,14 @@ pub struct RefsiteArgs {
     #[arg(long, env = "VIEWERFLEET_WEB")]
     pub web: Option<PathBuf>,
     /// Interval between the players' playback-metrics POSTs (PeerTube's default: 15s).
-    #[arg(long, default_value = "15s")]
-    pub metrics_interval: String,
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub metrics_interval: Duration,
     /// Which videos to serve: vod, live or both (live runs an ffmpeg encoder all the time).
     #[arg(long, value_delimiter = ',', default_value = "vod,live")]
     pub videos: Vec<String>,
     /// Length of the generated VOD video (e.g. 2m).
-    #[arg(long, default_value = "2m")]
-    pub vod_length: String,
+    #[arg(long, default_value = "2m", value_parser = duration)]
+    pub vod_length: Duration,
     /// Serve the same site on this address too (repeatable), e.g. its IPv4 beside its IPv6.
     #[arg(long = "also-listen", value_name = "ADDR")]
     pub also_listen: Vec<SocketAddr>,
@@ -352,11 +360,11 @@ pub struct RefsiteArgs {
     pub stun_servers: Vec<String>,
     /// A request's header must arrive within this time; also how long a keep-alive
     /// connection may sit idle between requests.
-    #[arg(long, default_value = "30s", value_name = "DURATION")]
-    pub header_timeout: String,
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
+    pub header_timeout: Duration,
     /// A connection that moves no byte either way for this long is closed.
-    #[arg(long, default_value = "60s", value_name = "DURATION")]
-    pub idle_timeout: String,
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = duration)]
+    pub idle_timeout: Duration,
     /// Connections open at once; further clients wait until one closes.
     #[arg(long, default_value_t = 4096, value_name = "N")]
     pub max_connections: usize,
@@ -437,8 +445,8 @@ pub struct SuiteArgs {
     #[arg(long)]
     pub max_viewers: Option<u32>,
     /// Override every scenario's duration.
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = duration)]
+    pub duration: Option<Duration>,
     /// Keep each run's swarm size in this JSON file between suites: a run found there goes
     /// to its size (`count: auto`; stopped short only by a host 10 points past its limit);
     /// a run not found measures its own and is added. `make demo` keeps
@@ -501,12 +509,12 @@ pub struct GcArgs {
     pub dry_run: bool,
     /// Cloud runs: also remove those created more than this long ago (e.g. 2h), even before
     /// their TTL.
-    #[arg(long)]
-    pub older_than: Option<String>,
+    #[arg(long, value_parser = duration)]
+    pub older_than: Option<Duration>,
     /// Cloud runs: remove those whose controller's heartbeat is older than this (the
     /// controller died) [default: 10m].
-    #[arg(long)]
-    pub heartbeat_grace: Option<String>,
+    #[arg(long, value_parser = duration)]
+    pub heartbeat_grace: Option<Duration>,
     /// Print a JSON summary on stdout (schema: schemas/gc-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]
@@ -605,8 +613,8 @@ pub struct LadderArgs {
     #[arg(long, value_delimiter = ',', required = true)]
     pub steps: Vec<u32>,
     /// Duration of each step (scales the scenario's timeline) [default: the scenario's].
-    #[arg(long)]
-    pub hold: Option<String>,
+    #[arg(long, value_parser = duration)]
+    pub hold: Option<Duration>,
     /// Output folder: one `step-<viewers>` run folder per step plus the capacity report.
     #[arg(long)]
     pub out: PathBuf,

@@ -11,8 +11,8 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<super::Done> {
         videos: args.video.clone(),
         viewers: args.viewers,
         repeat: args.repeat,
-        warmup: super::parse_duration("--warmup", &args.warmup)?,
-        window: super::parse_duration("--window", &args.window)?,
+        warmup: args.warmup,
+        window: args.window,
         out: args.out.clone(),
         profiles: calibrate::resolve_profiles(&args.profiles, &args.profile)
             .map_err(|message| crate::model::exit::bad_input(anyhow::anyhow!(message)))?,

@@ -30,7 +30,7 @@ pub async fn run(args: FidelityArgs, quiet: bool) -> anyhow::Result<super::Done>
         repeat: args.repeat,
         out: args.out.clone(),
         overrides: Overrides {
-            duration: super::optional_duration("--duration", args.duration.as_deref())?,
+            duration: args.duration,
             fleet: args.fleet,
             apply: args.apply,
             ..Overrides::default()

@@ -9,7 +9,6 @@ use crate::cloud::gc::{self, GcOptions, Verdict};
 use crate::cloud::CloudError;
 use crate::model::exit::Exit;
 use crate::sys::shutdown::Shutdown;
-use std::time::Duration;
 
 pub async fn run(args: GcArgs) -> anyhow::Result<Done> {
     let shutdown = Shutdown::new();
@@ -58,26 +57,12 @@ pub async fn run(args: GcArgs) -> anyhow::Result<Done> {
     })
 }
 
-fn duration(flag: &str, value: &Option<String>) -> anyhow::Result<Option<Duration>> {
-    value
-        .as_deref()
-        .map(|v| {
-            humantime::parse_duration(v).map_err(|e| {
-                crate::model::exit::bad_input(anyhow::anyhow!(
-                    "{flag} `{v}`: {e}; write e.g. 2h or 30m"
-                ))
-            })
-        })
-        .transpose()
-}
-
 /// The cloud part: deletes, resource by resource, what expired, outlived `--older-than` or
 /// lost its controller's heartbeat. Returns its part of `--json`'s figures.
 async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<serde_json::Value> {
     let opts = GcOptions {
-        older_than: duration("--older-than", &args.older_than)?,
-        heartbeat_grace: duration("--heartbeat-grace", &args.heartbeat_grace)?
-            .unwrap_or(gc::DEFAULT_HEARTBEAT_GRACE),
+        older_than: args.older_than,
+        heartbeat_grace: args.heartbeat_grace.unwrap_or(gc::DEFAULT_HEARTBEAT_GRACE),
         dry_run: args.dry_run,
     };
     let api = match HcloudApi::from_env(std::env::var("HCLOUD_TOKEN_FILE").ok().as_deref()) {

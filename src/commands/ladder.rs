@@ -22,10 +22,9 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Done> {
     }
     // Validate the scenario at every step before running any of them; each step runs
     // the plan validated here.
-    let hold = super::optional_duration("--hold", args.hold.as_deref())?;
     let overrides = |viewers: u32| Overrides {
         viewers: ViewersOverride::Fixed(viewers),
-        duration: hold,
+        duration: args.hold,
         ..Default::default()
     };
     let mut plans = Vec::with_capacity(steps.len());
@@ -126,8 +125,8 @@ fn rerun_line(args: &LadderArgs) -> String {
         steps.join(","),
         args.out.display()
     );
-    if let Some(hold) = &args.hold {
-        line.push_str(&format!(" --hold {hold}"));
+    if let Some(hold) = args.hold {
+        line.push_str(&format!(" --hold {}", scenario::duration_flag(hold)));
     }
     line
 }

@@ -46,7 +46,6 @@ mod validate;
 
 use crate::cli::Command;
 use crate::model::exit::{self, Exit};
-use std::time::Duration;
 
 /// What a command ended with: its exit, and under `--json` its figures.
 pub struct Done {
@@ -204,11 +203,6 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
     Exit::Internal
 }
 
-/// An optional duration flag (see `parse_duration`).
-fn optional_duration(flag: &str, text: Option<&str>) -> anyhow::Result<Option<Duration>> {
-    text.map(|t| parse_duration(flag, t)).transpose()
-}
-
 /// `--viewers` and `--max-viewers` as one `ViewersOverride`: a maximum bounds a governed
 /// ramp, so it goes with `--viewers auto` or a file's `count: auto`, never `--viewers N`.
 fn viewers_override(
@@ -225,13 +219,4 @@ fn viewers_override(
             "--max-viewers bounds a governed ramp: use it with --viewers auto or a file's `count: auto`, not with --viewers {n}"
         ))),
     }
-}
-
-/// A duration flag, or an error that names the flag and shows the form.
-fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
-    humantime::parse_duration(text).map_err(|e| {
-        exit::bad_input(anyhow::anyhow!(
-            "{flag} {text:?}: {e}; write e.g. 30s or 1m"
-        ))
-    })
 }

@@ -10,23 +10,22 @@ use crate::cloud::token::ApiToken;
 use crate::model::exit::{bad_input, Exit};
 use tokio::io::AsyncBufReadExt;
 
-fn timings(args: &ReaperArgs) -> anyhow::Result<Timings> {
-    let d = |flag: &str, text: &str| super::parse_duration(flag, text);
-    Ok(Timings {
-        stale_after: d("--stale-after", &args.stale_after)?,
-        poll: d("--poll", &args.poll)?,
-        settle: d("--settle", &args.settle)?,
-        keep_poll: d("--keep-poll", &args.keep_poll)?,
-        beat: d("--beat", &args.beat)?,
-        backoff: d("--backoff", &args.backoff)?,
-        max_backoff: d("--max-backoff", &args.max_backoff)?,
-        give_up: d("--give-up", &args.give_up)?,
-    })
+fn timings(args: &ReaperArgs) -> Timings {
+    Timings {
+        stale_after: args.stale_after,
+        poll: args.poll,
+        settle: args.settle,
+        keep_poll: args.keep_poll,
+        beat: args.beat,
+        backoff: args.backoff,
+        max_backoff: args.max_backoff,
+        give_up: args.give_up,
+    }
 }
 
 pub async fn run(args: ReaperArgs) -> anyhow::Result<Exit> {
     provision::check_run_id(&args.run)?;
-    let t = timings(&args)?;
+    let t = timings(&args);
     let controller =
         match &args.controller {
             Some(text) => Some(ProcessId::parse(text).ok_or_else(|| {

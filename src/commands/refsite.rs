@@ -4,8 +4,7 @@ use super::Done;
 use crate::cli::RefsiteArgs;
 use crate::model::exit::Exit;
 use crate::refsite::{
-    default_media_dir, media, parse_duration, start, RefsiteConfig, RefsiteError, ServeLimits,
-    WebFiles,
+    default_media_dir, media, start, RefsiteConfig, RefsiteError, ServeLimits, WebFiles,
 };
 use anyhow::Context;
 use std::time::Duration;
@@ -21,8 +20,14 @@ pub fn config_from_args(args: &RefsiteArgs) -> Result<RefsiteConfig, RefsiteErro
             .map_or_else(WebFiles::built_in, WebFiles::Dir),
     );
     config.listen = args.listen;
-    config.metrics_interval = parse_duration("metrics-interval", &args.metrics_interval)?;
-    config.vod_length = parse_duration("vod-length", &args.vod_length)?;
+    config.metrics_interval = args.metrics_interval;
+    if config.metrics_interval.is_zero() {
+        return Err(RefsiteError::Range {
+            flag: "metrics-interval",
+            reason: "must be more than 0".into(),
+        });
+    }
+    config.vod_length = args.vod_length;
     if config.vod_length < Duration::from_secs(u64::from(media::SEGMENT_SECONDS) * 3) {
         return Err(RefsiteError::Range {
             flag: "vod-length",
@@ -47,8 +52,8 @@ pub fn config_from_args(args: &RefsiteArgs) -> Result<RefsiteConfig, RefsiteErro
         }
     };
     config.limits = ServeLimits {
-        header_timeout: parse_duration("header-timeout", &args.header_timeout)?,
-        idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
+        header_timeout: args.header_timeout,
+        idle_timeout: args.idle_timeout,
         max_connections: args.max_connections,
     };
     if config.limits.header_timeout.is_zero() || config.limits.idle_timeout.is_zero() {

@@ -12,7 +12,7 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let overrides = Overrides {
         viewers: super::viewers_override(args.viewers, args.max_viewers)?,
         canary: args.canary,
-        duration: super::optional_duration("--duration", args.duration.as_deref())?,
+        duration: args.duration,
         fleet: args.fleet,
         apply: args.apply,
         per_browser: args.per_browser,

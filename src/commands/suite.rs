@@ -10,7 +10,7 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let overrides = Overrides {
         viewers: super::viewers_override(args.viewers, args.max_viewers)?,
         canary: false,
-        duration: super::optional_duration("--duration", args.duration.as_deref())?,
+        duration: args.duration,
         fleet: args.fleet,
         apply: None,
         per_browser: args.per_browser,

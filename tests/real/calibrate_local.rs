@@ -113,7 +113,9 @@ fn unknown_profiles_are_refused_before_any_browser_starts() {
         .arg(dir.path())
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("--window \"soon\""));
+        .stderr(predicates::str::contains(
+            "invalid value 'soon' for '--window",
+        ));
 }
 
 #[test]

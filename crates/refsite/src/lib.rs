@@ -113,12 +113,6 @@ pub enum RefsiteError {
     VideoKind(String),
     #[error("--videos: choose at least one of vod, live")]
     NoVideo,
-    #[error("--{flag}: `{value}` is not a duration ({reason}); write e.g. 5s, 2m")]
-    Duration {
-        flag: &'static str,
-        value: String,
-        reason: String,
-    },
     #[error("--{flag}: {reason}")]
     Range { flag: &'static str, reason: String },
     #[error("front-end files missing: {0} not found; run `make web-deps` (cd web && npm ci --ignore-scripts) or point --web / VIEWERFLEET_WEB at the web/ folder")]
@@ -440,21 +434,6 @@ fn remove_stale_live_dirs(media_dir: &Path) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
-}
-
-pub fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, RefsiteError> {
-    let d = humantime::parse_duration(value).map_err(|e| RefsiteError::Duration {
-        flag,
-        value: value.to_string(),
-        reason: e.to_string(),
-    })?;
-    if d.is_zero() {
-        return Err(RefsiteError::Range {
-            flag,
-            reason: "must be more than 0".into(),
-        });
-    }
-    Ok(d)
 }
 
 /// Default media cache: `$XDG_CACHE_HOME/viewerfleet/media` or `~/.cache/viewerfleet/media`.
