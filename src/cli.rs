@@ -1,5 +1,9 @@
 //! Command-line types only (clap). They are turned into validated configuration by the
 //! module that owns each command; no core module imports clap types beyond its `cli_*` entry.
+//! Flags several commands share are groups flattened into each (`ScaleArgs`, `SwarmArgs`,
+//! `PaidArgs`); a command whose help words one differently says so with `mut_arg`, which
+//! keeps the flag's place in `--help`. `commands::overrides` turns the groups into the
+//! scenario's `Overrides`.
 
 use crate::model::kinds::{FleetKind, Throttling, VideoKind};
 use clap::{Args, Parser, Subcommand};
@@ -182,9 +186,8 @@ pub struct FidelityArgs {
     /// schemas/fidelity-summary.v1.json); the table then goes to stderr.
     #[arg(long)]
     pub json: bool,
-    /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
-    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
-    pub yes: bool,
+    #[command(flatten)]
+    pub paid: PaidArgs,
 }
 
 #[derive(Debug, Args)]
@@ -274,35 +277,16 @@ pub struct RunArgs {
     /// Output folder for raw data and reports [default: runs/<scenario>-<timestamp>].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Override the scenario's viewer count: a number, or `auto` (browsers arrive while this
-    /// machine's CPU stays below `viewers.auto.cpu_below`, at most the file's count).
-    #[arg(long)]
-    pub viewers: Option<ViewerCountArg>,
-    /// With `auto`: at most this many viewers (instead of `viewers.auto.max`).
-    #[arg(long)]
-    pub max_viewers: Option<u32>,
-    /// Override the scenario's duration (e.g. 90s, 5m).
-    #[arg(long, value_parser = duration)]
-    pub duration: Option<Duration>,
+    #[command(flatten)]
+    pub scale: ScaleArgs,
     /// Run on this fleet instead of the scenario's: `local` or `netns` (as root).
     #[arg(long)]
     pub fleet: Option<FleetKind>,
     /// Apply the network profile this way: `http-only`, `tc` or `cdp-all`.
     #[arg(long)]
     pub apply: Option<Throttling>,
-    /// Viewers per browser instead of the scenario's `viewers.per_browser` (1 to 16; they
-    /// share the browser's address and link, see README "Several viewers per browser").
-    #[arg(long)]
-    pub per_browser: Option<u32>,
-    /// Light peers instead of the scenario's `swarm.light_peers` (0 turns them off; see
-    /// README "Light peers").
-    #[arg(long, value_name = "N")]
-    pub light_peers: Option<u32>,
-    /// What runs the light peers instead of the scenario's `swarm.runtime`: `node` (a
-    /// Node.js process per page, on the local and netns fleets), `browser` (a Chromium page
-    /// each, every fleet) or `auto`.
-    #[arg(long, value_name = "RUNTIME")]
-    pub light_runtime: Option<crate::model::kinds::LightRuntime>,
+    #[command(flatten)]
+    pub swarm: SwarmArgs,
     /// Do not build the report at the end of the run.
     #[arg(long)]
     pub no_report: bool,
@@ -318,9 +302,8 @@ pub struct RunArgs {
     /// fleet from it (as `fleet.canary: true`).
     #[arg(long)]
     pub canary: bool,
-    /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
-    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
-    pub yes: bool,
+    #[command(flatten)]
+    pub paid: PaidArgs,
     /// Print a JSON summary on stdout (schema: schemas/run-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]
@@ -420,7 +403,13 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
+/// The shared groups (`ScaleArgs`) with the words of a command that runs several scenarios.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("viewers", |a| a.help("Override every scenario's viewer count: a number, or `auto` (each run as many as this machine carries, at most its file's count and at most the first run's)")),
+    mut_arg("max_viewers", |a| a.help("With `auto`: at most this many viewers in every run (instead of `viewers.auto.max`)")),
+    mut_arg("duration", |a| a.help("Override every scenario's duration")),
+)]
 pub struct SuiteArgs {
     /// Scenario files, run in this order.
     #[arg(required = true)]
@@ -437,16 +426,8 @@ pub struct SuiteArgs {
     /// more than the others: the comparison shows the mean of its K runs with a 95% CI.
     #[arg(long, value_name = "NAME=K")]
     pub repeat_run: Vec<crate::suite::RunRepeat>,
-    /// Override every scenario's viewer count: a number, or `auto` (each run as many as this
-    /// machine carries, at most its file's count and at most the first run's).
-    #[arg(long)]
-    pub viewers: Option<ViewerCountArg>,
-    /// With `auto`: at most this many viewers in every run (instead of `viewers.auto.max`).
-    #[arg(long)]
-    pub max_viewers: Option<u32>,
-    /// Override every scenario's duration.
-    #[arg(long, value_parser = duration)]
-    pub duration: Option<Duration>,
+    #[command(flatten)]
+    pub scale: ScaleArgs,
     /// Keep each run's swarm size in this JSON file between suites: a run found there goes
     /// to its size (`count: auto`; stopped short only by a host 10 points past its limit);
     /// a run not found measures its own and is added. `make demo` keeps
@@ -460,19 +441,8 @@ pub struct SuiteArgs {
     /// `<scenario>@<mode>` and compared side by side.
     #[arg(long, value_delimiter = ',')]
     pub apply: Vec<Throttling>,
-    /// Viewers per browser instead of the scenario's `viewers.per_browser` (1 to 16; they
-    /// share the browser's address and link, see README "Several viewers per browser").
-    #[arg(long)]
-    pub per_browser: Option<u32>,
-    /// Light peers instead of the scenario's `swarm.light_peers` (0 turns them off; see
-    /// README "Light peers").
-    #[arg(long, value_name = "N")]
-    pub light_peers: Option<u32>,
-    /// What runs the light peers instead of the scenario's `swarm.runtime`: `node` (a
-    /// Node.js process per page, on the local and netns fleets), `browser` (a Chromium page
-    /// each, every fleet) or `auto`.
-    #[arg(long, value_name = "RUNTIME")]
-    pub light_runtime: Option<crate::model::kinds::LightRuntime>,
+    #[command(flatten)]
+    pub swarm: SwarmArgs,
     /// Run every scenario (and every --apply mode) once per swarm size N, e.g. 4,16,64,256
     /// (positive whole numbers, sorted, repeats dropped): each run keeps the scenario's real
     /// viewers (`viewers.count` or --viewers: a number, not `auto`) and adds N − viewers
@@ -491,9 +461,8 @@ pub struct SuiteArgs {
     /// human-readable text then goes to stderr.
     #[arg(long)]
     pub json: bool,
-    /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
-    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
-    pub yes: bool,
+    #[command(flatten)]
+    pub paid: PaidArgs,
 }
 
 #[derive(Debug, Args)]
@@ -553,7 +522,9 @@ pub struct PlanArgs {
     pub tfvars: Option<PathBuf>,
 }
 
+/// `--yes` (`PaidArgs`) in the words of a command that is only about cloud servers.
 #[derive(Debug, Args)]
+#[command(mut_arg("yes", |a| a.help("Create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES]")))]
 pub struct UpArgs {
     /// Scenario file with `fleet: kind: hcloud`.
     pub scenario: PathBuf,
@@ -570,9 +541,8 @@ pub struct UpArgs {
     /// `fleet.canary: true`).
     #[arg(long)]
     pub canary: bool,
-    /// Create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
-    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
-    pub yes: bool,
+    #[command(flatten)]
+    pub paid: PaidArgs,
     /// Print a JSON summary on stdout, the inventory included (schema:
     /// schemas/up-summary.v1.json); the human-readable text then goes to stderr.
     #[arg(long)]
@@ -639,13 +609,54 @@ pub struct LadderArgs {
     /// Projection: share of each resource to use, the rest being headroom.
     #[arg(long, default_value_t = 0.6)]
     pub usable_share: f64,
-    /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
-    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
-    pub yes: bool,
+    #[command(flatten)]
+    pub paid: PaidArgs,
     /// Print a JSON summary on stdout (schema: schemas/ladder-summary.v1.json); the
     /// human-readable text then goes to stderr.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How many viewers and for how long, instead of what the scenario writes (`run`, `suite`;
+/// `commands::overrides` turns them into the scenario's `Overrides`).
+#[derive(Debug, Clone, Args)]
+pub struct ScaleArgs {
+    /// Override the scenario's viewer count: a number, or `auto` (browsers arrive while this
+    /// machine's CPU stays below `viewers.auto.cpu_below`, at most the file's count).
+    #[arg(long)]
+    pub viewers: Option<ViewerCountArg>,
+    /// With `auto`: at most this many viewers (instead of `viewers.auto.max`).
+    #[arg(long)]
+    pub max_viewers: Option<u32>,
+    /// Override the scenario's duration (e.g. 90s, 5m).
+    #[arg(long, value_parser = duration)]
+    pub duration: Option<Duration>,
+}
+
+/// What the fleet's browsers carry, instead of what the scenario writes (`run`, `suite`).
+#[derive(Debug, Clone, Args)]
+pub struct SwarmArgs {
+    /// Viewers per browser instead of the scenario's `viewers.per_browser` (1 to 16; they
+    /// share the browser's address and link, see README "Several viewers per browser").
+    #[arg(long)]
+    pub per_browser: Option<u32>,
+    /// Light peers instead of the scenario's `swarm.light_peers` (0 turns them off; see
+    /// README "Light peers").
+    #[arg(long, value_name = "N")]
+    pub light_peers: Option<u32>,
+    /// What runs the light peers instead of the scenario's `swarm.runtime`: `node` (a
+    /// Node.js process per page, on the local and netns fleets), `browser` (a Chromium page
+    /// each, every fleet) or `auto`.
+    #[arg(long, value_name = "RUNTIME")]
+    pub light_runtime: Option<crate::model::kinds::LightRuntime>,
+}
+
+/// `--yes` of the commands that may buy cloud servers.
+#[derive(Debug, Clone, Args)]
+pub struct PaidArgs {
+    /// Cloud fleets: create the servers without asking (scripts, CI) [env: VIEWERFLEET_YES].
+    #[arg(long, env = "VIEWERFLEET_YES", value_parser = clap::builder::FalseyValueParser::new())]
+    pub yes: bool,
 }
 
 /// `--viewers N` or `--viewers auto`.
@@ -653,19 +664,6 @@ pub struct LadderArgs {
 pub enum ViewerCountArg {
     Count(u32),
     Auto,
-}
-
-impl ViewerCountArg {
-    pub fn count(self) -> Option<u32> {
-        match self {
-            ViewerCountArg::Count(n) => Some(n),
-            ViewerCountArg::Auto => None,
-        }
-    }
-
-    pub fn is_auto(self) -> bool {
-        self == ViewerCountArg::Auto
-    }
 }
 
 impl std::str::FromStr for ViewerCountArg {

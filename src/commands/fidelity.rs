@@ -36,7 +36,7 @@ pub async fn run(args: FidelityArgs, quiet: bool) -> anyhow::Result<super::Done>
             ..Overrides::default()
         },
     })?;
-    let (shutdown, runner) = super::engine_runner(quiet, args.yes)?;
+    let (shutdown, runner) = super::engine_runner(quiet, args.paid.yes)?;
     let mut err = std::io::stderr();
     let result = light_fidelity::run(&plan, &runner, &shutdown, &mut err).await?;
     println!();

@@ -11,7 +11,7 @@ use crate::model::scenario::{self, Overrides, ViewersOverride};
 use anyhow::Context;
 
 pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Done> {
-    let confirm_paid = super::confirm_paid(args.yes);
+    let confirm_paid = super::confirm_paid(args.paid.yes);
     let mut steps = args.steps.clone();
     steps.sort_unstable();
     steps.dedup();

@@ -35,6 +35,7 @@ mod grid;
 pub mod json;
 mod ladder;
 pub mod output;
+mod overrides;
 mod plan;
 mod reaper;
 mod refsite;
@@ -201,22 +202,4 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
         }
     }
     Exit::Internal
-}
-
-/// `--viewers` and `--max-viewers` as one `ViewersOverride`: a maximum bounds a governed
-/// ramp, so it goes with `--viewers auto` or a file's `count: auto`, never `--viewers N`.
-fn viewers_override(
-    viewers: Option<crate::cli::ViewerCountArg>,
-    max: Option<u32>,
-) -> anyhow::Result<crate::model::scenario::ViewersOverride> {
-    use crate::cli::ViewerCountArg;
-    use crate::model::scenario::ViewersOverride;
-    match viewers {
-        None => Ok(ViewersOverride::AsWritten { max }),
-        Some(ViewerCountArg::Auto) => Ok(ViewersOverride::Auto { max }),
-        Some(ViewerCountArg::Count(n)) if max.is_none() => Ok(ViewersOverride::Fixed(n)),
-        Some(ViewerCountArg::Count(n)) => Err(exit::bad_input(anyhow::anyhow!(
-            "--max-viewers bounds a governed ramp: use it with --viewers auto or a file's `count: auto`, not with --viewers {n}"
-        ))),
-    }
 }

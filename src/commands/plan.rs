@@ -6,7 +6,7 @@ use crate::cloud::{pricing, sizing, CloudError};
 use crate::model::exit::bad_input;
 use crate::model::exit::Exit;
 use crate::model::scenario::fleet::{FleetPlan, HcloudFleetSpec};
-use crate::model::scenario::{self, Overrides, Plan, ViewersOverride};
+use crate::model::scenario::{self, Overrides, Plan};
 use crate::sys::shutdown::Shutdown;
 use anyhow::Context;
 
@@ -43,9 +43,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<super::Done> {
 /// mix with light peers offered).
 async fn plan_all(args: PlanArgs) -> anyhow::Result<(Vec<serde_json::Value>, Vec<String>)> {
     let overrides = Overrides {
-        viewers: args
-            .viewers
-            .map_or_else(Default::default, ViewersOverride::Fixed),
+        viewers: args.viewers.into(),
         per_browser: args.per_browser,
         ..Default::default()
     };

@@ -10,14 +10,10 @@ use std::path::PathBuf;
 
 pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let overrides = Overrides {
-        viewers: super::viewers_override(args.viewers, args.max_viewers)?,
-        canary: args.canary,
-        duration: args.duration,
         fleet: args.fleet,
         apply: args.apply,
-        per_browser: args.per_browser,
-        light_peers: args.light_peers,
-        light_runtime: args.light_runtime,
+        canary: args.canary,
+        ..args.scale.overrides(&args.swarm)?
     };
     // Validate before anything else, so a bad file costs nothing; the engine runs this plan.
     let plan = scenario::load(&args.scenario, &overrides)?;
@@ -40,7 +36,7 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
         &out,
         shutdown,
         RunOptions {
-            confirm_paid: super::confirm_paid(args.yes),
+            confirm_paid: super::confirm_paid(args.paid.yes),
             progress: !quiet,
             metrics_listen: args.metrics_listen,
             write_report: !args.no_report,

@@ -7,15 +7,10 @@ use crate::report::comparison_text;
 use crate::suite::{run_suite, SuitePlan};
 
 pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
+    // `--apply` is a list here: the suite runs each mode (`SuitePlan::sweep`).
     let overrides = Overrides {
-        viewers: super::viewers_override(args.viewers, args.max_viewers)?,
-        canary: false,
-        duration: args.duration,
         fleet: args.fleet,
-        apply: None,
-        per_browser: args.per_browser,
-        light_peers: args.light_peers,
-        light_runtime: args.light_runtime,
+        ..args.scale.overrides(&args.swarm)?
     };
     let plan = SuitePlan::sweep(
         &args.scenarios,
@@ -38,7 +33,7 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
             figures: None,
         });
     }
-    let (shutdown, runner) = super::engine_runner(quiet, args.yes)?;
+    let (shutdown, runner) = super::engine_runner(quiet, args.paid.yes)?;
     let mut err = std::io::stderr();
     let result = run_suite(&plan, &runner, &shutdown, &mut err).await?;
     println!();

@@ -7,7 +7,7 @@ use crate::cloud::up::{check_up, CloudFleet, UpOptions};
 use crate::cloud::{hub, CloudError};
 use crate::model::exit::bad_input;
 use crate::model::exit::Exit;
-use crate::model::scenario::{self, Overrides, ViewersOverride};
+use crate::model::scenario::{self, Overrides};
 use crate::sys::shutdown::Shutdown;
 use crate::target::start;
 use anyhow::Context;
@@ -37,9 +37,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Done> {
     let plan = scenario::load(
         &args.scenario,
         &Overrides {
-            viewers: args
-                .viewers
-                .map_or_else(Default::default, ViewersOverride::Fixed),
+            viewers: args.viewers.into(),
             canary: args.canary,
             ..Default::default()
         },
@@ -82,7 +80,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Done> {
             .map(|_| std::time::Duration::from_millis(500)),
         hub_url,
         canary,
-        confirm: super::confirm_paid(args.yes),
+        confirm: super::confirm_paid(args.paid.yes),
     };
     // A target that does not answer costs no server.
     tokio::select! {

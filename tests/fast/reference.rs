@@ -101,13 +101,17 @@ fn arg_notes(arg: &Arg) -> String {
     cell(&notes.join("; "))
 }
 
+/// The arguments `--help` lists, in its order: positionals, then options (an argument a command changes with
+/// `mut_arg` moves to the end of `get_arguments` but keeps its place in `--help`).
 fn visible_args(command: &Command) -> Vec<&Arg> {
-    command
+    let mut args: Vec<&Arg> = command
         .get_arguments()
         .filter(|a| !a.is_hide_set())
         .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
         .filter(|a| !a.is_global_set())
-        .collect()
+        .collect();
+    args.sort_by_key(|a| (!a.is_positional(), a.get_display_order()));
+    args
 }
 
 fn render_command(out: &mut String, command: &mut Command, path: &str, depth: usize) {

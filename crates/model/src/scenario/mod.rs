@@ -66,6 +66,13 @@ impl Default for ViewersOverride {
     }
 }
 
+/// A plain `--viewers N` (`up`, `plan`): N, or the file's count without the flag.
+impl From<Option<u32>> for ViewersOverride {
+    fn from(viewers: Option<u32>) -> Self {
+        viewers.map_or_else(Self::default, ViewersOverride::Fixed)
+    }
+}
+
 impl ViewersOverride {
     /// `--max-viewers`, if given.
     pub fn max(self) -> Option<u32> {
