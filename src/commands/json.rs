@@ -12,8 +12,8 @@
 //! `schemas/<command>-summary.v1.json`, open to added fields, and checked against real
 //! outputs by the tests with every field named. The figures are mapped here field by field
 //! rather than serialized from internal types, so a change inside the program does not
-//! change the document: `SCHEMA_VERSION` does, and only when a field changes meaning or goes
-//! away (new fields may be added within a version).
+//! change the document: `JSON_ENVELOPE_VERSION` does, and only when a field changes meaning
+//! or goes away (new fields may be added within a version).
 
 use crate::engine::RunOutcome;
 use crate::model::exit::Exit;
@@ -24,8 +24,10 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// Version of every `--json` document's layout (`schemas/*.v1.json`).
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the `--json` envelope and the documents in it (`schemas/*.v1.json`, the
+/// `schema_version` field of every `--json` document); `report.json` has its own
+/// (`report::summary::SCHEMA_VERSION`).
+pub const JSON_ENVELOPE_VERSION: u32 = 1;
 
 /// The envelope, in this order on the wire: what every document starts with.
 #[derive(Serialize)]
@@ -55,7 +57,7 @@ pub fn document(
     }
     // Straight to text: through a `Value` the envelope's order would be lost.
     serde_json::to_string_pretty(&Envelope {
-        schema_version: SCHEMA_VERSION,
+        schema_version: JSON_ENVELOPE_VERSION,
         tool_version: env!("CARGO_PKG_VERSION"),
         command,
         exit_code: exit.code(),
