@@ -130,11 +130,11 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<(Vec<serde_json::Value>, Vec
             .map(|(_, a)| a.clone())
             .context("no API client")?;
         let catalogue = pricing::fetch(client, &spec.location).await?;
-        let pace = sizing::Pace {
-            ramp: plan.ramp,
-            sampling: plan.sampling_interval,
-        };
-        // The whole swarm: real viewers and the scenario's light peers.
+        let pace = sizing::Pace::of(&plan);
+        // The whole swarm, real viewers and the scenario's light peers, sized as if every
+        // member were a real viewer: the all-real row the mix below is compared with. Not
+        // `cloud::up::size`, on purpose: that sizes the fleet `up` makes for the plan's real
+        // viewers (and logs its choice), while this row prices the swarm as all real.
         let swarm = plan.viewers + plan.light.as_ref().map_or(0, |l| l.peers);
         let fleet = sizing::plan(
             &spec,

@@ -1,12 +1,14 @@
 //! Capacity ladders: a scenario run at increasing viewer counts, each step a normal run
 //! folder (`DIR/step-<viewers>`); knee detection with stated rules; per-viewer costs
 //! fitted on the healthy steps; a projection for a user-given server; a capacity report
-//! (`capacity.md`, `capacity.html`, `capacity.json`) in `DIR`.
+//! (`capacity.md`, `capacity.html`, `capacity.json`) in `DIR`. `run` is the loop over the
+//! steps.
 
 mod fit;
 pub mod knee;
 pub mod project;
 mod render;
+mod run;
 mod step;
 
 use knee::{judge, KneeRules, StepResult};
@@ -14,6 +16,7 @@ use project::{fit_costs, project, ServerSpec};
 use std::path::Path;
 
 pub use render::{markdown, CapacityReport};
+pub use run::{run, LadderOptions, LadderOutcome};
 pub use step::step_from_run;
 
 /// Judges the steps, finds the knee, fits costs on the healthy steps, projects.

@@ -169,6 +169,16 @@ pub struct Pace {
     pub sampling: Duration,
 }
 
+impl Pace {
+    /// The pace of a scenario's plan: its ramp and sampling interval.
+    pub fn of(plan: &crate::model::scenario::Plan) -> Pace {
+        Pace {
+            ramp: plan.ramp,
+            sampling: plan.sampling_interval,
+        }
+    }
+}
+
 /// The hubs for the run: of `fleet.hub_type` when set, else the cheapest that hold it.
 fn plan_hubs(
     spec: &HcloudFleetSpec,

@@ -190,10 +190,7 @@ pub async fn size(
         plan.viewers,
         plan.per_browser,
         plan.duration,
-        sizing::Pace {
-            ramp: plan.ramp,
-            sampling: plan.sampling_interval,
-        },
+        sizing::Pace::of(plan),
         &catalogue,
     )?;
     if let Some(cheapest) = &sized.cheapest_over_limit {
