@@ -528,7 +528,7 @@ fn request(key: &std::path::Path, run_id: &str) -> provision::ProvisionRequest {
         expires_at: now() + 3600,
         ssh_public_key: std::fs::read_to_string(key).unwrap(),
         controller_ips: vec!["198.51.100.7/32".into()],
-        shaping: Default::default(),
+        slot_link: Default::default(),
         viewer_slots_script: None,
         parallel_creates: 2,
         secrets: viewerfleet::grid::auth::GridSecrets::generate(),
@@ -1433,10 +1433,10 @@ fn cloud_init_user_data_validates_with_cloud_init_schema() {
             cloudinit::Role::Node {
                 hub_addr: "[2001:db8::1]".into(),
                 max_sessions: 16,
-                shaping: cloudinit::SlotShaping {
-                    down_kbit: Some(2000),
-                    up_kbit: Some(300),
-                    delay_ms: Some(500),
+                slot_link: scenario::LinkProfile {
+                    download_kbps: Some(2000),
+                    upload_kbps: Some(300),
+                    latency_ms: Some(500),
                 },
                 controller_ips: vec!["198.51.100.7/32".into()],
                 registration_secret: viewerfleet::grid::auth::Secret::new("0123abcd"),

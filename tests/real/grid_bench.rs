@@ -12,7 +12,7 @@ use crate::support::grid as grid_support;
 
 use grid_support::*;
 use std::time::{Duration, Instant};
-use viewerfleet::viewer::{SlotShaping, ViewerSlot};
+use viewerfleet::viewer::{TcCoverage, ViewerSlot};
 use viewerfleet::viewer::{Viewer, ViewerTimeouts};
 
 const N: usize = 4;
@@ -120,7 +120,7 @@ async fn grid_vs_direct_chromedriver() {
         address: None,
         public_addresses: Vec::new(),
         nat: None,
-        shaping: SlotShaping::NONE,
+        tc: TcCoverage::NONE,
         viewers: 1,
     };
     let direct = measure(&direct_slot, &[driver_pid]).await;
@@ -137,7 +137,7 @@ async fn grid_vs_direct_chromedriver() {
         address: None,
         public_addresses: Vec::new(),
         nat: None,
-        shaping: SlotShaping::NONE,
+        tc: TcCoverage::NONE,
         viewers: 1,
     };
     // Warm the JVMs once (the first session through a fresh Grid pays class loading).

@@ -17,7 +17,7 @@ use viewerfleet::fleet::local::LocalFleet;
 use viewerfleet::fleet::Fleet;
 use viewerfleet::model::kinds::{Throttling, VideoKind};
 use viewerfleet::model::scenario::fleet::LocalFleetPlan;
-use viewerfleet::model::scenario::{BrowserPlan, NetworkProfile, ViewerPlan};
+use viewerfleet::model::scenario::{BrowserPlan, LinkProfile, NetworkProfile, ViewerPlan};
 use viewerfleet::refsite::{self, RefsiteConfig};
 use viewerfleet::target::peertube::PeerTubeTarget;
 use viewerfleet::target::{PlayerStats, Target};
@@ -67,9 +67,11 @@ async fn time_fetch(viewer: &Viewer, url: Option<&str>) -> (f64, u64) {
 
 fn profile(latency_ms: Option<u32>, download_kbps: Option<u32>) -> NetworkProfile {
     NetworkProfile {
-        download_kbps,
-        upload_kbps: None,
-        latency_ms,
+        link: LinkProfile {
+            download_kbps,
+            upload_kbps: None,
+            latency_ms,
+        },
         apply: Some(Throttling::HttpOnly),
     }
 }

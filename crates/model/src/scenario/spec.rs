@@ -163,21 +163,90 @@ impl<'de> Deserialize<'de> for ViewerCountSpec {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct NetworkProfile {
-    #[serde(default)]
+/// The rates and latency of one link: a viewer's, a browser's shared by its viewers
+/// ([`super::packing::shared_link`]), a viewer slot's as tc shapes it (the netns slots, a
+/// cloud node's slots), and what a run's manifest records of `viewers.network`. `None`:
+/// not limited. The one type for a link's figures; there is no loss figure (the slots add
+/// none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct LinkProfile {
     pub download_kbps: Option<u32>,
-    #[serde(default)]
     pub upload_kbps: Option<u32>,
-    #[serde(default)]
+    /// Round trip; the slots add half of it each way (netem).
     pub latency_ms: Option<u32>,
+}
+
+impl LinkProfile {
+    /// A link that limits nothing.
+    pub const UNLIMITED: LinkProfile = LinkProfile {
+        download_kbps: None,
+        upload_kbps: None,
+        latency_ms: None,
+    };
+
+    /// Limits nothing: no rate either way, no latency.
+    pub fn is_unlimited(&self) -> bool {
+        *self == Self::UNLIMITED
+    }
+
+    /// Limits a rate (either way), not only latency.
+    pub fn limits_rate(&self) -> bool {
+        self.download_kbps.is_some() || self.upload_kbps.is_some()
+    }
+}
+
+/// `viewers.network` (and `alt_network.profile`, a link written out in `viewers.networks`):
+/// a link and how the scenario wants it applied. Written as one flat map
+/// (`{download_kbps, upload_kbps, latency_ms, apply}`).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(from = "WrittenProfile", into = "WrittenProfile")]
+pub struct NetworkProfile {
+    pub link: LinkProfile,
     /// How the profile is applied: `http-only` (the PeerTube 2023 conditions: HTTP
     /// throttled, P2P free), `tc` (HTTP and P2P on each viewer's own link; needs a fleet with
     /// per-viewer interfaces) or `cdp-all` (Chromium's whole-browser emulation, WebRTC
     /// included) [default: `tc` on the netns fleet, `http-only` elsewhere].
-    #[serde(default)]
     pub apply: Option<Throttling>,
+}
+
+/// How a [`NetworkProfile`] is written: the link's fields and `apply` side by side. Not
+/// `#[serde(flatten)]`, which would read the link's fields from a buffered copy and lose
+/// the line and field path of a wrong value in the scenario's error message.
+#[derive(Deserialize, Serialize)]
+#[serde(rename = "NetworkProfile", deny_unknown_fields)]
+struct WrittenProfile {
+    #[serde(default)]
+    download_kbps: Option<u32>,
+    #[serde(default)]
+    upload_kbps: Option<u32>,
+    #[serde(default)]
+    latency_ms: Option<u32>,
+    #[serde(default)]
+    apply: Option<Throttling>,
+}
+
+impl From<WrittenProfile> for NetworkProfile {
+    fn from(w: WrittenProfile) -> Self {
+        NetworkProfile {
+            link: LinkProfile {
+                download_kbps: w.download_kbps,
+                upload_kbps: w.upload_kbps,
+                latency_ms: w.latency_ms,
+            },
+            apply: w.apply,
+        }
+    }
+}
+
+impl From<NetworkProfile> for WrittenProfile {
+    fn from(p: NetworkProfile) -> Self {
+        WrittenProfile {
+            download_kbps: p.link.download_kbps,
+            upload_kbps: p.link.upload_kbps,
+            latency_ms: p.link.latency_ms,
+            apply: p.apply,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
