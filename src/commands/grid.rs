@@ -6,6 +6,7 @@ use crate::grid::local::{
     default_state_file, down, find_jar, slot_address, up, GridConfig, LocalGridOptions, NodeCpus,
 };
 use crate::model::exit::Exit;
+use crate::model::kinds::NatKind;
 use crate::model::scenario::LinkProfile;
 use tokio_util::sync::CancellationToken;
 
@@ -88,10 +89,10 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Done> {
                 st.target_namespace,
                 st.target_origin()
             );
-            if !st.nat.is_empty() && st.nat != "none" {
+            if let Some(nat) = st.nat.filter(|n| *n != NatKind::None) {
                 println!(
-                    "every viewer slot is behind a {} NAT; the target is also at {} on the emulated internet and runs a STUN server",
-                    st.nat, st.target_ipv4
+                    "every viewer slot is behind a {nat} NAT; the target is also at {} on the emulated internet and runs a STUN server",
+                    st.target_ipv4
                 );
             }
             println!("use it with `fleet: {{kind: grid, url: {}}}`; stop it with `viewerfleet grid down`", st.hub_url);

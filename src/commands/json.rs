@@ -675,7 +675,7 @@ pub fn grid_up(st: &crate::grid::local_state::LocalGridState, state_file: &Path)
         }).collect::<Vec<_>>(),
         "target_namespace": st.target_namespace,
         "target_origin": st.target_origin(),
-        "nat": if st.nat.is_empty() { "none" } else { st.nat.as_str() },
+        "nat": st.nat.unwrap_or_default().as_str(),
         "target_ipv4": (!st.target_ipv4.is_empty()).then_some(st.target_ipv4.as_str()),
     })
 }
@@ -825,7 +825,7 @@ mod tests {
             target_namespace: "vfg6884-0".into(),
             target_address: "fd76:6700:6884::2".into(),
             target_ipv4: "100.64.0.2".into(),
-            nat: "home".into(),
+            nat: Some(crate::model::kinds::NatKind::Home),
             target_port: 8080,
             nodes: vec![node(1, None), node(2, Some(0.5))],
             ..LocalGridState::default()

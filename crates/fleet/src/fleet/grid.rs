@@ -755,7 +755,7 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
 fn local_internet(
     local: &crate::grid::local_state::LocalGridState,
 ) -> Option<crate::target::TargetInternet> {
-    if local.nat.is_empty() || local.nat == "none" {
+    if local.nat.unwrap_or_default() == crate::model::kinds::NatKind::None {
         return None;
     }
     let port = local.target_port;

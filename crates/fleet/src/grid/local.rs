@@ -569,7 +569,7 @@ async fn make_slots(
     st.target_namespace = target.name.clone();
     st.target_address = target.address.map(|a| a.to_string()).unwrap_or_default();
     st.target_ipv4 = target.ipv4.map(|a| a.to_string()).unwrap_or_default();
-    st.nat = opts.nat.to_string();
+    st.nat = Some(opts.nat);
     local_state::save(&opts.state_file, st)?;
     let mut reports = Vec::new();
     for n in 1..=opts.nodes {
