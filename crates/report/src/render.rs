@@ -254,7 +254,7 @@ pub fn failures_table(s: &ReportSummary) -> Table {
         t.row(vec![
             f.viewer.to_string(),
             f.t.map_or_else(|| "–".into(), |t| format!("{t:.0}")),
-            f.kind.clone(),
+            f.kind.to_string(),
             f.reason.clone(),
         ]);
     }
