@@ -166,7 +166,7 @@ impl<'a> Headline<'a> {
                 viewers_in_steady: h.viewers.in_steady,
             }),
             thresholds: &s.thresholds,
-            flags: crate::report::render::flags(s),
+            flags: crate::report::sections::flags(s),
         }
     }
 }

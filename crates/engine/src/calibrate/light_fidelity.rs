@@ -35,9 +35,10 @@
 use crate::model::kinds::Throttling;
 use crate::model::scenario::light::{FIDELITY_DOCUMENT, FIDELITY_SCHEMA_VERSION};
 use crate::model::scenario::{self, Overrides, Plan, ScenarioError};
+use crate::report::format::{bytes, NONE};
 use crate::report::light::{spread, Spread};
-use crate::report::render::{bytes, Table, NONE};
 use crate::report::stats::percentile;
+use crate::report::text_table::Table;
 use crate::report::{HeadroomVerdict, RunReport};
 use crate::suite::{ScenarioRunner, SuiteRun};
 use crate::sys::shutdown::Shutdown;
