@@ -2,6 +2,7 @@
 //! live encoder (ffmpeg) is killed and reaped on SIGTERM and dies with refsite on SIGKILL;
 //! a VOD-only site runs no encoder.
 
+use crate::support::poll;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -83,14 +84,6 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).expect("signal sent");
 }
@@ -138,7 +131,7 @@ fn sigkill_takes_the_encoder_down_too() {
     assert_eq!(encoders.len(), 1);
     signal(site.child.id(), nix::sys::signal::Signal::SIGKILL);
     // The orphan is reparented and reaped by init or a subreaper; it must disappear.
-    wait_until(
+    poll::until(
         "ffmpeg to die with refsite",
         Duration::from_secs(10),
         || !alive(encoders[0]) || !is_ffmpeg(encoders[0]),
@@ -223,13 +216,13 @@ fn live_encoder_is_restarted_when_it_dies() {
         .find(|p| is_ffmpeg(*p))
         .expect("encoder running");
     signal(encoder, nix::sys::signal::Signal::SIGKILL);
-    wait_until("a new encoder", Duration::from_secs(15), || {
+    poll::until("a new encoder", Duration::from_secs(15), || {
         children(site.child.id())
             .into_iter()
             .any(|p| p != encoder && is_ffmpeg(p))
     });
     // The restarted encoder keeps the playlist moving forward.
-    wait_until(
+    poll::until(
         "the live playlist to advance",
         Duration::from_secs(30),
         || media_sequence(&http_get(&base, &path)).is_some_and(|s| s > first),

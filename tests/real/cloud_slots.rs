@@ -33,6 +33,7 @@
 //! processes started inside the node and its slots, its mount namespace, the three
 //! namespaces, the state folder and the owner record that keeps `gc --local` away.
 
+use crate::support::poll;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -624,14 +625,6 @@ fn kbit(bytes: usize, seconds: f64) -> f64 {
     bytes as f64 * 8.0 / seconds / 1000.0
 }
 
-fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
     if !can_run() {
@@ -692,7 +685,7 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let mut text = String::new();
-    wait_until("the load endpoint answers", Duration::from_secs(15), || {
+    poll::until("the load endpoint answers", Duration::from_secs(15), || {
         text = fetch(&emu.ns("remote"));
         text.contains("viewerfleet_node_cpus ")
     });
@@ -782,7 +775,7 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
     let t0 = Instant::now();
     let children: Vec<_> = (1..=3).map(browser).collect();
     // While they run, every slot is taken: a fourth browser waits 1 s, then gives up.
-    wait_until("3 browsers in 3 slots", Duration::from_secs(30), || {
+    poll::until("3 browsers in 3 slots", Duration::from_secs(30), || {
         let out = emu.on_node(&[
             "sh",
             "-c",
@@ -821,7 +814,7 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
         );
     }
     // No process is left in a slot once the browsers are gone.
-    wait_until(
+    poll::until(
         "slots empty after the browsers",
         Duration::from_secs(15),
         || {

@@ -7,6 +7,7 @@ pub mod fixtures;
 pub mod grid;
 pub mod hog;
 pub mod internet;
+pub mod poll;
 pub mod process;
 pub mod raw_run;
 pub mod schema;
