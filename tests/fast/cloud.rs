@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use viewerfleet::cloud::api::HcloudApi;
-use viewerfleet::cloud::gc::{self, GcOptions, Verdict};
+use viewerfleet::cloud::gc::{self, Disposal, GcOptions};
 use viewerfleet::cloud::token::ApiToken;
 use viewerfleet::cloud::up::{CloudFleet, UpOptions};
 use viewerfleet::cloud::{cloudinit, guard, pricing, provision, sizing, CloudError};
@@ -783,17 +783,15 @@ async fn gc_deletes_expired_resources_one_by_one_and_nothing_else() {
         crashed.summary(),
         "2 server(s), 1 firewall(s), 1 SSH key(s)"
     );
-    let kept: Vec<(&str, &Verdict)> = crashed
+    let kept: Vec<(&str, &Disposal)> = crashed
         .kept()
-        .map(|r| (r.name.as_str(), &r.verdict))
+        .map(|r| (r.name.as_str(), &r.disposal))
         .collect();
     assert_eq!(kept.len(), 2, "{kept:?}");
-    assert!(kept
-        .iter()
-        .any(|(n, v)| *n == "vf-tf-node-001"
-            && matches!(v, Verdict::Keep(m) if m.contains("terraform"))));
+    assert!(kept.iter().any(|(n, v)| *n == "vf-tf-node-001"
+        && matches!(v, Disposal::Keep(m) if m.contains("terraform"))));
     assert!(kept.iter().any(|(n, v)| *n == "handmade"
-        && matches!(v, Verdict::Keep(m) if m.contains("lacks viewerfleet's labels"))));
+        && matches!(v, Disposal::Keep(m) if m.contains("lacks viewerfleet's labels"))));
     assert_eq!(
         dry.runs
             .iter()
@@ -899,7 +897,7 @@ async fn gc_deletes_a_run_whose_heartbeat_stopped_without_waiting_for_its_ttl() 
     let dead_run = report.runs.iter().find(|r| r.run == "dead").unwrap();
     assert!(dead_run
         .to_delete()
-        .all(|r| matches!(&r.verdict, Verdict::Delete(m) if m.contains("heartbeat stopped"))));
+        .all(|r| matches!(&r.disposal, Disposal::Delete(m) if m.contains("heartbeat stopped"))));
     assert_eq!(fake.state.servers().len(), 4);
 }
 
@@ -1089,7 +1087,7 @@ async fn run_keep_leaves_the_fleet_to_its_ttl() {
     assert!(found[0]
         .resources
         .iter()
-        .all(|r| matches!(&r.verdict, Verdict::Keep(m) if m.contains("within its lifetime"))));
+        .all(|r| matches!(&r.disposal, Disposal::Keep(m) if m.contains("within its lifetime"))));
     provision::teardown(&api, &fleet.run_id).await.unwrap();
 }
 

@@ -16,7 +16,7 @@ pub const P2P_SHARE_TOLERANCE_POINTS: f64 = 5.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum FidelityVerdict {
     /// Within noise of the default on every rule.
     Pass,
     /// Outside it on at least one rule: the profile changes what viewers do.
@@ -27,12 +27,12 @@ pub enum Verdict {
     Inconclusive,
 }
 
-impl Verdict {
+impl FidelityVerdict {
     pub fn as_str(self) -> &'static str {
         match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "FAIL",
-            Verdict::Inconclusive => "inconclusive",
+            FidelityVerdict::Pass => "pass",
+            FidelityVerdict::Fail => "FAIL",
+            FidelityVerdict::Inconclusive => "inconclusive",
         }
     }
 }
@@ -51,7 +51,7 @@ pub struct Check {
 pub struct Fidelity {
     /// The profile compared against (`default`) and its round.
     pub against: String,
-    pub verdict: Verdict,
+    pub verdict: FidelityVerdict,
     /// Seconds compared: the window, or each viewer's first T seconds (VOD).
     #[serde(default)]
     pub compared_s: f64,
@@ -184,11 +184,11 @@ pub fn judge(p: &ProfileFigures, reference: &ProfileFigures) -> Fidelity {
         .iter()
         .any(|c| !c.ok && c.rule != "basis" && (basis_ok || c.rule != "bytes"));
     let verdict = if failed {
-        Verdict::Fail
+        FidelityVerdict::Fail
     } else if !basis_ok {
-        Verdict::Inconclusive
+        FidelityVerdict::Inconclusive
     } else {
-        Verdict::Pass
+        FidelityVerdict::Pass
     };
     Fidelity {
         against: format!("{} (round {})", reference.profile.name, reference.round + 1),
@@ -245,7 +245,7 @@ mod tests {
     fn within_noise_passes() {
         let reference = figures(3_250_000.0, 69.0, 1);
         let f = judge(&figures(3_380_000.0, 66.0, 1), &reference);
-        assert_eq!(f.verdict, Verdict::Pass, "{f:?}");
+        assert_eq!(f.verdict, FidelityVerdict::Pass, "{f:?}");
         assert!((f.bytes_change_pct - 4.0).abs() < 1e-9);
         assert!((f.p2p_share_points + 3.0).abs() < 1e-9);
         assert_eq!(f.ttff_change_ms, Some(0.0));
@@ -267,7 +267,7 @@ mod tests {
         let f = judge(&figures(3_445_000.0, 69.0, 1), &reference);
         assert_eq!(
             (f.verdict, failing(&f)),
-            (Verdict::Fail, vec!["bytes".to_string()])
+            (FidelityVerdict::Fail, vec!["bytes".to_string()])
         );
         // 5.5 points less P2P.
         let f = judge(&figures(3_250_000.0, 63.5, 1), &reference);
@@ -292,7 +292,7 @@ mod tests {
         let mut reference = figures(1_000_000.0, 69.0, 0);
         reference.segment_bytes_mean = 100_000.0; // 10% of the bytes compared
         let f = judge(&figures(1_020_000.0, 69.0, 0), &reference);
-        assert_eq!(f.verdict, Verdict::Inconclusive, "{f:?}");
+        assert_eq!(f.verdict, FidelityVerdict::Inconclusive, "{f:?}");
         let basis = f.checks.iter().find(|c| c.rule == "basis").unwrap();
         assert!(
             basis.text.contains("use a longer --window"),
@@ -301,10 +301,10 @@ mod tests {
         );
         // Bytes off by more than a segment cannot be told from noise there either…
         let f = judge(&figures(1_200_000.0, 69.0, 0), &reference);
-        assert_eq!(f.verdict, Verdict::Inconclusive);
+        assert_eq!(f.verdict, FidelityVerdict::Inconclusive);
         // …but the other rules still fail, however short the basis.
         let f = judge(&figures(1_000_000.0, 60.0, 0), &reference);
-        assert_eq!(f.verdict, Verdict::Fail);
+        assert_eq!(f.verdict, FidelityVerdict::Fail);
     }
 
     #[test]
@@ -328,7 +328,7 @@ mod tests {
         assert_eq!(f.compared_s, 80.0);
         assert!((f.bytes_change_pct - 3.0).abs() < 1e-9, "{f:?}");
         assert!(f.p2p_share_points.abs() < 1e-9, "{f:?}");
-        assert_eq!(f.verdict, Verdict::Pass, "{f:?}");
+        assert_eq!(f.verdict, FidelityVerdict::Pass, "{f:?}");
     }
 
     #[test]
@@ -340,7 +340,7 @@ mod tests {
         assert_eq!(f.renditions_points, 20.0);
         assert_eq!(
             f.verdict,
-            Verdict::Pass,
+            FidelityVerdict::Pass,
             "renditions are reported, not judged"
         );
     }
