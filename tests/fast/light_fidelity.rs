@@ -320,7 +320,7 @@ async fn light_peers_are_measured_against_an_all_real_swarm_and_the_verdict_is_r
             .into(),
         "| every real viewer played | 16 of 16 | 4 of 4 | all | pass |".into(),
         "| every light peer joined (started its playhead) | — | 12 of 12 | all | pass |".into(),
-        "FidelityVerdict: **pass** — 2 real viewers + 6 light peers offload like 8 real viewers here."
+        "Verdict: **pass** — 2 real viewers + 6 light peers offload like 8 real viewers here."
             .into(),
     ] {
         assert!(table.contains(&row), "{row}\n{table}");
@@ -384,7 +384,7 @@ async fn a_saturated_run_makes_the_measurement_inconclusive() {
     let table = light_fidelity::markdown(f);
     assert!(
         table.contains(
-            "FidelityVerdict: **inconclusive** — no run may vouch for or against these light peers:"
+            "Verdict: **inconclusive** — no run may vouch for or against these light peers:"
         ),
         "{table}"
     );
