@@ -7,35 +7,13 @@
 //! and renditions are reported beside it.
 
 use super::measure::{BytesBasis, ProfileFigures};
+pub use crate::model::scenario::light::FidelityVerdict;
 use serde::{Deserialize, Serialize};
 
 /// Bytes may differ from the default's by this much (percent).
 pub const BYTES_TOLERANCE_PCT: f64 = 5.0;
 /// The P2P share may differ by this many percentage points.
 pub const P2P_SHARE_TOLERANCE_POINTS: f64 = 5.0;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FidelityVerdict {
-    /// Within noise of the default on every rule.
-    Pass,
-    /// Outside it on at least one rule: the profile changes what viewers do.
-    Fail,
-    /// The figures cannot tell: for a profile, the rules held but the basis is too short
-    /// (one segment weighs more than the bytes tolerance); for light peers
-    /// (`light_fidelity`), a run was not a finding or a rule could not be judged.
-    Inconclusive,
-}
-
-impl FidelityVerdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FidelityVerdict::Pass => "pass",
-            FidelityVerdict::Fail => "FAIL",
-            FidelityVerdict::Inconclusive => "inconclusive",
-        }
-    }
-}
 
 /// One rule's outcome, in words.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
