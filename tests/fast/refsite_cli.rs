@@ -2,6 +2,7 @@
 //! live encoder (ffmpeg) is killed and reaped on SIGTERM and dies with refsite on SIGKILL;
 //! a VOD-only site runs no encoder.
 
+use crate::support::http_get;
 use crate::support::poll;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -179,22 +180,6 @@ fn bad_flags_are_named() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("make web-deps"));
-}
-
-/// Minimal HTTP GET over a plain socket (the site is on loopback).
-fn http_get(base: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let addr = base.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
 }
 
 fn media_sequence(playlist: &str) -> Option<u64> {
