@@ -113,6 +113,11 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
+/// `CloudFleet::up` of `plan` with its own spec and no cancellation: what most tests start.
+async fn up(api: &HcloudApi, plan: &Plan, opts: UpOptions) -> Result<CloudFleet, CloudError> {
+    CloudFleet::up(api, plan, &spec(plan), opts, &CancellationToken::new()).await
+}
+
 #[tokio::test]
 async fn success_requests_carry_ipv6_only_labels_user_data_firewalls_and_shutdown_deletes_all() {
     let (fake, api) = fake(FakeConfig::default()).await;
@@ -377,9 +382,7 @@ async fn error_during_provisioning_deletes_what_was_created() {
         .collect();
     // Not a comment: nodes get scripts without their comment lines.
     o.viewer_slots_script = Some(format!("#!/bin/sh\n: '{noise}'\n"));
-    let err = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
-        .await
-        .unwrap_err();
+    let err = up(&api, &plan, o).await.unwrap_err();
     assert!(err.to_string().contains("32 KiB"), "{err}");
     assert_eq!(
         posts(&fake, "/v1/servers").len(),
@@ -403,15 +406,7 @@ async fn resource_limit_exceeded_at_server_k_of_n_tears_down_or_runs_with_what_e
     .await;
     let key = ssh_key_file();
     let plan1 = plan(16, key.path(), "  parallel_creates: 1\n");
-    let err = CloudFleet::up(
-        &api,
-        &plan1,
-        &spec(&plan1),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap_err();
+    let err = up(&api, &plan1, opts(&fake)).await.unwrap_err();
     assert!(matches!(err, CloudError::LimitExceeded { .. }), "{err}");
     assert!(err.to_string().contains("node 3 of 4"), "{err}");
     assert!(err.to_string().contains("request an increase"), "{err}");
@@ -425,15 +420,7 @@ async fn resource_limit_exceeded_at_server_k_of_n_tears_down_or_runs_with_what_e
         key.path(),
         "  parallel_creates: 1\n  on_limit: run_with_what_exists\n",
     );
-    let fleet = CloudFleet::up(
-        &api,
-        &plan2,
-        &spec(&plan2),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let fleet = up(&api, &plan2, opts(&fake)).await.unwrap();
     assert_eq!(fleet.nodes.len(), 2);
     assert!(fleet
         .shortfall
@@ -463,15 +450,7 @@ async fn nodes_that_never_register_are_dropped_and_then_everything_goes() {
         key.path(),
         "  register_timeout: 300ms\n  on_node_failure: replace\n",
     );
-    let err = CloudFleet::up(
-        &api,
-        &plan,
-        &spec(&plan),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap_err();
+    let err = up(&api, &plan, opts(&fake)).await.unwrap_err();
     assert!(err.to_string().contains("register"), "{err}");
     let nodes_created = posts(&fake, "/v1/servers")
         .iter()
@@ -577,15 +556,7 @@ async fn creates_whose_answers_were_lost_are_adopted_not_duplicated() {
     .await;
     let key = ssh_key_file();
     let plan = plan(8, key.path(), "  parallel_creates: 1\n");
-    let fleet = CloudFleet::up(
-        &api,
-        &plan,
-        &spec(&plan),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let fleet = up(&api, &plan, opts(&fake)).await.unwrap();
     assert_eq!(fake.state.counts().dropped, 4, "four answers were lost");
     let conflicts = fake
         .state
@@ -906,15 +877,7 @@ async fn a_live_fleet_keeps_its_heartbeat_and_hands_over_to_its_ttl() {
     let (fake, api) = fake(FakeConfig::default()).await;
     let key = ssh_key_file();
     let plan = plan(4, key.path(), "  heartbeat_interval: 1s\n");
-    let fleet = CloudFleet::up(
-        &api,
-        &plan,
-        &spec(&plan),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let fleet = up(&api, &plan, opts(&fake)).await.unwrap();
     let hub_path = format!("/v1/servers/{}", fleet.hub.id);
     let beats = |fake: &FakeHcloud| {
         fake.state
@@ -1042,9 +1005,7 @@ async fn a_hub_that_does_not_answer_as_a_grid_gets_the_fleet_deleted_even_with_k
     let plan = plan(4, key.path(), "");
     let mut o = opts(&fake);
     o.keep = true;
-    let mut fleet = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
-        .await
-        .unwrap();
+    let mut fleet = up(&api, &plan, o).await.unwrap();
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     fleet.hub_urls = vec![format!("http://{}/", closed.local_addr().unwrap())];
     drop(closed);
@@ -1063,9 +1024,7 @@ async fn run_keep_leaves_the_fleet_to_its_ttl() {
     let plan = plan(4, key.path(), "");
     let mut o = opts(&fake);
     o.keep = true;
-    let fleet = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
-        .await
-        .unwrap();
+    let fleet = up(&api, &plan, o).await.unwrap();
     fleet.teardown().await.unwrap();
     let servers = run_servers(&fake);
     assert_eq!(servers.len(), 2, "--keep: the hub and its node stay");
