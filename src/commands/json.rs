@@ -399,7 +399,7 @@ fn node_option(o: &crate::cloud::sizing::NodeOption) -> Value {
 pub fn fleet_plan(
     scenario: &str,
     file: &Path,
-    p: &crate::cloud::sizing::FleetPlan,
+    p: &crate::cloud::sizing::CloudSizing,
     budget: &crate::model::scenario::fleet::ViewerBudget,
 ) -> Value {
     json!({
