@@ -61,8 +61,9 @@ browser_exec() {
         case $vf_arg in
         --no-sandbox) [ "$vf_sandbox" = 1 ] && continue ;;
         --user-data-dir=*)
+            # Made here when missing; its parent must let that user in (/tmp does).
             vf_home=${vf_arg#--user-data-dir=}
-            [ -d "$vf_home" ] && chown -R "$vf_u:$vf_u" "$vf_home"
+            mkdir -p "$vf_home" && chown -R "$vf_u:$vf_u" "$vf_home"
             ;;
         esac
         set -- "$@" "$vf_arg"
