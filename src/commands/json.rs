@@ -166,7 +166,7 @@ impl<'a> Headline<'a> {
                 viewers_in_steady: h.viewers.in_steady,
             }),
             thresholds: &s.thresholds,
-            flags: crate::report::render::flags(s),
+            flags: crate::report::sections::flags(s),
         }
     }
 }
@@ -399,7 +399,7 @@ fn node_option(o: &crate::cloud::sizing::NodeOption) -> Value {
 pub fn fleet_plan(
     scenario: &str,
     file: &Path,
-    p: &crate::cloud::sizing::FleetPlan,
+    p: &crate::cloud::sizing::CloudSizing,
     budget: &crate::model::scenario::fleet::ViewerBudget,
 ) -> Value {
     json!({
@@ -614,18 +614,18 @@ pub fn down(run: &str, d: &crate::cloud::provision::Deleted, api_requests: u64) 
     })
 }
 
-/// The cloud part of `gc`: every run found with each resource's verdict, and what was
+/// The cloud part of `gc`: every run found with what to do with each resource, and what was
 /// deleted (`null` with `--dry-run`).
 pub fn gc_cloud(report: &crate::cloud::gc::GcReport, dry_run: bool, api_requests: u64) -> Value {
-    use crate::cloud::gc::Verdict;
+    use crate::cloud::gc::Disposal;
     json!({
         "skipped": null,
         "runs": report.runs.iter().map(|run| json!({
             "run": run.run,
             "resources": run.resources.iter().map(|r| {
-                let (action, reason) = match &r.verdict {
-                    Verdict::Delete(why) => ("delete", why),
-                    Verdict::Keep(why) => ("keep", why),
+                let (action, reason) = match &r.disposal {
+                    Disposal::Delete(why) => ("delete", why),
+                    Disposal::Keep(why) => ("keep", why),
                 };
                 json!({"kind": r.kind.noun(), "name": r.name, "action": action, "reason": reason})
             }).collect::<Vec<_>>(),

@@ -9,6 +9,7 @@
 //! included), read from `/proc/<pid>/smaps_rollup`, so shared pages are not double-counted.
 
 use crate::support::grid as grid_support;
+use crate::support::poll;
 
 use grid_support::*;
 use std::time::{Duration, Instant};
@@ -106,7 +107,7 @@ async fn grid_vs_direct_chromedriver() {
         .unwrap();
     let driver_pid = driver.id().unwrap();
     let url = format!("http://127.0.0.1:{port}/");
-    wait_for("chromedriver ready", Duration::from_secs(20), || {
+    poll::until_async("chromedriver ready", Duration::from_secs(20), || {
         let url = url.clone();
         async move { reqwest::get(format!("{url}status")).await.is_ok() }
     })

@@ -300,8 +300,8 @@ fn notes(
 }
 
 /// The pair table, for every renderer.
-pub fn pair_table(c: &Connectivity) -> super::render::Table {
-    let mut t = super::render::Table::new(&[
+pub fn pair_table(c: &Connectivity) -> super::text_table::Table {
+    let mut t = super::text_table::Table::new(&[
         "viewer class",
         "peer class",
         "answered",
@@ -333,8 +333,8 @@ pub fn pair_table(c: &Connectivity) -> super::render::Table {
 }
 
 /// The per-class table.
-pub fn class_table(c: &Connectivity) -> super::render::Table {
-    let mut t = super::render::Table::new(&[
+pub fn class_table(c: &Connectivity) -> super::text_table::Table {
+    let mut t = super::text_table::Table::new(&[
         "class",
         "NAT",
         "viewers",

@@ -1,13 +1,13 @@
 //! `plan --tfvars FILE`: the plan as Terraform variables for `terraform/`, so a user who
 //! manages servers with Terraform takes the sizes `plan` chose instead of copying them by hand.
 
-use super::sizing::FleetPlan;
+use super::sizing::CloudSizing;
 use crate::grid::auth::GridSecrets;
 use crate::model::scenario::fleet::HcloudFleetSpec;
 use crate::model::scenario::Plan;
 
 /// What the Terraform module cannot do that the plan asks for, said in the file and on stderr.
-pub fn limits(plan: &Plan, fleet: &FleetPlan) -> Vec<String> {
+pub fn limits(plan: &Plan, fleet: &CloudSizing) -> Vec<String> {
     let mut out = Vec::new();
     if fleet.hubs.count > 1 {
         out.push(format!(
@@ -34,7 +34,7 @@ pub fn limits(plan: &Plan, fleet: &FleetPlan) -> Vec<String> {
 pub fn render(
     plan: &Plan,
     spec: &HcloudFleetSpec,
-    fleet: &FleetPlan,
+    fleet: &CloudSizing,
     ssh_key: &str,
     secrets: &GridSecrets,
 ) -> String {

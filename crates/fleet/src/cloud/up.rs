@@ -182,7 +182,7 @@ pub async fn size(
     api: &HcloudApi,
     plan: &Plan,
     spec: &HcloudFleetSpec,
-) -> Result<sizing::FleetPlan, CloudError> {
+) -> Result<sizing::CloudSizing, CloudError> {
     let catalogue = pricing::fetch(api, &spec.location).await?;
     let sized = sizing::plan(
         spec,
@@ -226,7 +226,7 @@ pub async fn size(
 fn request(
     plan: &Plan,
     spec: &HcloudFleetSpec,
-    sized: &sizing::FleetPlan,
+    sized: &sizing::CloudSizing,
     ssh_public_key: String,
     opts: &UpOptions,
 ) -> ProvisionRequest {

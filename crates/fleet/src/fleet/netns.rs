@@ -14,7 +14,7 @@ use crate::model::scenario::packing::shared_link;
 use crate::model::scenario::{BrowserPlan, LinkProfile, NetworkProfile, Plan, ViewerPlan};
 use crate::netns::gc::OWNER_DIR;
 use crate::netns::preflight::HostTools;
-use crate::netns::wrapper::{slot_chromium_args, write_chromium_wrapper};
+use crate::netns::wrapper::{slot_chromium_args, write_chromium_wrapper, BrowserIsolation};
 use crate::netns::{
     check_host, SlotAccess, SlotInfo, SlotNetwork, SystemHostEnv, EMULATED_PUBLIC_IPV4,
 };
@@ -65,6 +65,8 @@ pub struct NetnsFleet {
     chromedriver: std::sync::Arc<ChromeDriver>,
     open: Mutex<BTreeMap<u32, SlotInfo>>,
     shut: AtomicBool,
+    /// How the slots' browsers run (their user, Chromium's sandbox), for the report.
+    isolation: Option<BrowserIsolation>,
 }
 
 impl NetnsFleet {
@@ -111,7 +113,13 @@ impl NetnsFleet {
                 return Err(err);
             }
         };
+        // As root, the first probe makes the browsers' user, before any browser starts.
+        let isolation = tokio::task::spawn_blocking(BrowserIsolation::probe)
+            .await
+            .ok()
+            .flatten();
         Ok(Self {
+            isolation,
             netem: probe_netem(&tools, &server.name).await,
             dir,
             net,
@@ -226,6 +234,10 @@ impl Fleet for NetnsFleet {
                 "latency_ms was not applied by tc (this kernel has no netem qdisc): it was applied to HTTP and WebSocket requests in the browser instead, so WebRTC ran without it".to_string(),
             );
         }
+        notes.push(self.isolation.as_ref().map_or_else(
+            || "How the browsers were isolated (their user, Chromium's sandbox) could not be checked".to_string(),
+            |i| i.sentence(),
+        ));
         FleetDescription {
             kind: FleetKind::Netns,
             own_address_per_viewer: true,

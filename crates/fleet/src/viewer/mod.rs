@@ -37,6 +37,23 @@ pub const PROFILE_PREFIX: &str = "viewerfleet-profile-";
 /// the drivers are down; returns how many were removed.
 pub fn remove_own_profiles() -> usize {
     let mine = format!("{PROFILE_PREFIX}{}-", std::process::id());
+    // A browser of this run still exiting (one whose start a stop signal cut short) would
+    // write into its folder again after it is removed: wait for them, a bounded while,
+    // then end whichever is left.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let alive = gc::browsers_of(&mine);
+        if alive.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            alive
+                .into_iter()
+                .for_each(crate::sys::process::kill_process);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return 0;
     };
