@@ -212,8 +212,8 @@ async fn status(State(s): State<Arc<StubState>>) -> Json<Value> {
 }
 
 /// The capabilities a session was asked with (`alwaysMatch` and the first `firstMatch`), as
-/// a Grid echoes them.
-fn requested_capabilities(body: &Value) -> Value {
+/// a Grid echoes them in `/status` (the stub and the fake cloud's hubs alike).
+pub(crate) fn requested_capabilities(body: &Value) -> Value {
     let caps = &body["capabilities"];
     let mut merged = caps["alwaysMatch"].clone();
     if !merged.is_object() {

@@ -50,7 +50,7 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<super::Done> {
         if let Some(f) = p
             .fidelity
             .as_ref()
-            .filter(|f| f.verdict != calibrate::Verdict::Pass)
+            .filter(|f| f.verdict != calibrate::FidelityVerdict::Pass)
         {
             eprintln!(
                 "note: profile {} ({}, round {}) fidelity {} against {}",

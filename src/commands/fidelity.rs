@@ -17,7 +17,7 @@
 //! `calibrate::light_fidelity`.
 
 use crate::calibrate::light_fidelity::{self, FidelityOptions, FidelityPlan};
-use crate::calibrate::Verdict;
+use crate::calibrate::FidelityVerdict;
 use crate::cli::FidelityArgs;
 use crate::model::exit::Exit;
 use crate::model::scenario::Overrides;
@@ -47,7 +47,7 @@ pub async fn run(args: FidelityArgs, quiet: bool) -> anyhow::Result<super::Done>
     );
     let exit = if result.fidelity.interrupted {
         shutdown.exit()
-    } else if result.fidelity.verdict == Verdict::Pass {
+    } else if result.fidelity.verdict == FidelityVerdict::Pass {
         Exit::Ok
     } else {
         Exit::Failed

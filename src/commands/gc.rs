@@ -5,7 +5,7 @@
 use super::Done;
 use crate::cli::GcArgs;
 use crate::cloud::api::HcloudApi;
-use crate::cloud::gc::{self, GcOptions, Verdict};
+use crate::cloud::gc::{self, Disposal, GcOptions};
 use crate::cloud::CloudError;
 use crate::model::exit::Exit;
 use crate::sys::shutdown::Shutdown;
@@ -89,10 +89,10 @@ async fn gc_hcloud(args: &GcArgs) -> anyhow::Result<serde_json::Value> {
             );
         }
         for r in &run.resources {
-            let (what, why) = match &r.verdict {
-                Verdict::Delete(why) if args.dry_run => ("would delete", why),
-                Verdict::Delete(why) => ("delete", why),
-                Verdict::Keep(why) => ("keep", why),
+            let (what, why) = match &r.disposal {
+                Disposal::Delete(why) if args.dry_run => ("would delete", why),
+                Disposal::Delete(why) => ("delete", why),
+                Disposal::Keep(why) => ("keep", why),
             };
             println!("  {what} {} {}: {why}", r.kind.noun(), r.name);
         }

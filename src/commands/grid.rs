@@ -6,7 +6,8 @@ use crate::grid::local::{
     default_state_file, down, find_jar, slot_address, up, GridConfig, LocalGridOptions, NodeCpus,
 };
 use crate::model::exit::Exit;
-use crate::netns::Shaping;
+use crate::model::kinds::NatKind;
+use crate::model::scenario::LinkProfile;
 use tokio_util::sync::CancellationToken;
 
 pub async fn run(args: GridArgs) -> anyhow::Result<Done> {
@@ -26,10 +27,12 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Done> {
             let mut opts = LocalGridOptions::new(a.nodes, a.slots, state_file.clone());
             opts.jar = a.jar;
             opts.config_dir = a.config_dir;
-            opts.shaping = Shaping {
-                down_kbit: a.down_kbit,
-                up_kbit: a.up_kbit,
-                delay_ms: 0,
+            // 0 on the command line: no limit that way.
+            let limit = |kbit: u32| (kbit > 0).then_some(kbit);
+            opts.slot_link = LinkProfile {
+                download_kbps: limit(a.down_kbit),
+                upload_kbps: limit(a.up_kbit),
+                latency_ms: None,
             };
             opts.target_port = a.target_port;
             opts.node_cpus = NodeCpus::parse(&a.node_cpus)?;
@@ -86,10 +89,10 @@ pub async fn run(args: GridArgs) -> anyhow::Result<Done> {
                 st.target_namespace,
                 st.target_origin()
             );
-            if !st.nat.is_empty() && st.nat != "none" {
+            if let Some(nat) = st.nat.filter(|n| *n != NatKind::None) {
                 println!(
-                    "every viewer slot is behind a {} NAT; the target is also at {} on the emulated internet and runs a STUN server",
-                    st.nat, st.target_ipv4
+                    "every viewer slot is behind a {nat} NAT; the target is also at {} on the emulated internet and runs a STUN server",
+                    st.target_ipv4
                 );
             }
             println!("use it with `fleet: {{kind: grid, url: {}}}`; stop it with `viewerfleet grid down`", st.hub_url);

@@ -168,7 +168,7 @@ impl<'a> Headline<'a> {
                 viewers_in_steady: h.viewers.in_steady,
             }),
             thresholds: &s.thresholds,
-            flags: crate::report::render::flags(s),
+            flags: crate::report::sections::flags(s),
         }
     }
 }
@@ -401,7 +401,7 @@ fn node_option(o: &crate::cloud::sizing::NodeOption) -> Value {
 pub fn fleet_plan(
     scenario: &str,
     file: &Path,
-    p: &crate::cloud::sizing::FleetPlan,
+    p: &crate::cloud::sizing::CloudSizing,
     budget: &crate::model::scenario::fleet::ViewerBudget,
 ) -> Value {
     json!({
@@ -616,18 +616,18 @@ pub fn down(run: &str, d: &crate::cloud::provision::Deleted, api_requests: u64) 
     })
 }
 
-/// The cloud part of `gc`: every run found with each resource's verdict, and what was
+/// The cloud part of `gc`: every run found with what to do with each resource, and what was
 /// deleted (`null` with `--dry-run`).
 pub fn gc_cloud(report: &crate::cloud::gc::GcReport, dry_run: bool, api_requests: u64) -> Value {
-    use crate::cloud::gc::Verdict;
+    use crate::cloud::gc::Disposal;
     json!({
         "skipped": null,
         "runs": report.runs.iter().map(|run| json!({
             "run": run.run,
             "resources": run.resources.iter().map(|r| {
-                let (action, reason) = match &r.verdict {
-                    Verdict::Delete(why) => ("delete", why),
-                    Verdict::Keep(why) => ("keep", why),
+                let (action, reason) = match &r.disposal {
+                    Disposal::Delete(why) => ("delete", why),
+                    Disposal::Keep(why) => ("keep", why),
                 };
                 json!({"kind": r.kind.noun(), "name": r.name, "action": action, "reason": reason})
             }).collect::<Vec<_>>(),
@@ -677,7 +677,7 @@ pub fn grid_up(st: &crate::grid::local_state::LocalGridState, state_file: &Path)
         }).collect::<Vec<_>>(),
         "target_namespace": st.target_namespace,
         "target_origin": st.target_origin(),
-        "nat": if st.nat.is_empty() { "none" } else { st.nat.as_str() },
+        "nat": st.nat.unwrap_or_default().as_str(),
         "target_ipv4": (!st.target_ipv4.is_empty()).then_some(st.target_ipv4.as_str()),
     })
 }
@@ -827,7 +827,7 @@ mod tests {
             target_namespace: "vfg6884-0".into(),
             target_address: "fd76:6700:6884::2".into(),
             target_ipv4: "100.64.0.2".into(),
-            nat: "home".into(),
+            nat: Some(crate::model::kinds::NatKind::Home),
             target_port: 8080,
             nodes: vec![node(1, None), node(2, Some(0.5))],
             ..LocalGridState::default()

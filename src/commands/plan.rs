@@ -224,7 +224,7 @@ pub(crate) struct Fit {
 }
 
 impl Fit {
-    pub(crate) fn of(all_real: &sizing::FleetPlan, mix: Option<&sizing::MixPlan>) -> Fit {
+    pub(crate) fn of(all_real: &sizing::CloudSizing, mix: Option<&sizing::MixPlan>) -> Fit {
         let fits = !all_real.over_limit() || mix.is_some_and(|m| m.fits);
         let fewest_servers = mix
             .map(|m| m.fleet.fewest_servers())
@@ -239,7 +239,7 @@ impl Fit {
     }
 
     /// What to do when nothing fits, for stderr.
-    fn message(&self, label: &str, all_real: &sizing::FleetPlan) -> String {
+    fn message(&self, label: &str, all_real: &sizing::CloudSizing) -> String {
         format!(
             "error: {label}: no fleet fits fleet.server_limit ({}), neither all real viewers nor a mix with light peers; the fewest servers that would fit are {} (exit code {}). Raise the project's limit (Console → project → Limits), then set `fleet.server_limit: {}`; or lower the viewers, the per-viewer budget, or use `fleet: grid` with servers you have",
             all_real.server_limit,
@@ -280,7 +280,7 @@ fn write_tfvars(
     out: &std::path::Path,
     plan: &Plan,
     spec: &HcloudFleetSpec,
-    fleet: &crate::cloud::sizing::FleetPlan,
+    fleet: &crate::cloud::sizing::CloudSizing,
 ) -> anyhow::Result<()> {
     use crate::cloud::tfvars;
     let ssh_key = crate::cloud::up::check_up(spec).map_err(bad_input)?;

@@ -24,7 +24,7 @@ pub async fn run(args: ReportArgs) -> anyhow::Result<Done> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         crate::report::render::write_run(&report, dir)?;
     }
-    print!("{}", crate::report::render::run_text(&report));
+    print!("{}", crate::report::sections::run_text(&report));
     if given.is_some() {
         println!(
             "thresholds: judged from --thresholds (the command line wins over the thresholds the run's manifest froze)"

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use viewerfleet::cloud::api::HcloudApi;
-use viewerfleet::cloud::gc::{self, GcOptions, Verdict};
+use viewerfleet::cloud::gc::{self, Disposal, GcOptions};
 use viewerfleet::cloud::token::ApiToken;
 use viewerfleet::cloud::up::{CloudFleet, UpOptions};
 use viewerfleet::cloud::{cloudinit, guard, pricing, provision, sizing, CloudError};
@@ -111,6 +111,11 @@ fn ours(run: &str, role: &str, expires: i64) -> Value {
 
 fn now() -> i64 {
     chrono::Utc::now().timestamp()
+}
+
+/// `CloudFleet::up` of `plan` with its own spec and no cancellation: what most tests start.
+async fn up(api: &HcloudApi, plan: &Plan, opts: UpOptions) -> Result<CloudFleet, CloudError> {
+    CloudFleet::up(api, plan, &spec(plan), opts, &CancellationToken::new()).await
 }
 
 #[tokio::test]
@@ -377,9 +382,7 @@ async fn error_during_provisioning_deletes_what_was_created() {
         .collect();
     // Not a comment: nodes get scripts without their comment lines.
     o.viewer_slots_script = Some(format!("#!/bin/sh\n: '{noise}'\n"));
-    let err = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
-        .await
-        .unwrap_err();
+    let err = up(&api, &plan, o).await.unwrap_err();
     assert!(err.to_string().contains("32 KiB"), "{err}");
     assert_eq!(
         posts(&fake, "/v1/servers").len(),
@@ -403,15 +406,7 @@ async fn resource_limit_exceeded_at_server_k_of_n_tears_down_or_runs_with_what_e
     .await;
     let key = ssh_key_file();
     let plan1 = plan(16, key.path(), "  parallel_creates: 1\n");
-    let err = CloudFleet::up(
-        &api,
-        &plan1,
-        &spec(&plan1),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap_err();
+    let err = up(&api, &plan1, opts(&fake)).await.unwrap_err();
     assert!(matches!(err, CloudError::LimitExceeded { .. }), "{err}");
     assert!(err.to_string().contains("node 3 of 4"), "{err}");
     assert!(err.to_string().contains("request an increase"), "{err}");
@@ -425,15 +420,7 @@ async fn resource_limit_exceeded_at_server_k_of_n_tears_down_or_runs_with_what_e
         key.path(),
         "  parallel_creates: 1\n  on_limit: run_with_what_exists\n",
     );
-    let fleet = CloudFleet::up(
-        &api,
-        &plan2,
-        &spec(&plan2),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let fleet = up(&api, &plan2, opts(&fake)).await.unwrap();
     assert_eq!(fleet.nodes.len(), 2);
     assert!(fleet
         .shortfall
@@ -463,15 +450,7 @@ async fn nodes_that_never_register_are_dropped_and_then_everything_goes() {
         key.path(),
         "  register_timeout: 300ms\n  on_node_failure: replace\n",
     );
-    let err = CloudFleet::up(
-        &api,
-        &plan,
-        &spec(&plan),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap_err();
+    let err = up(&api, &plan, opts(&fake)).await.unwrap_err();
     assert!(err.to_string().contains("register"), "{err}");
     let nodes_created = posts(&fake, "/v1/servers")
         .iter()
@@ -528,7 +507,7 @@ fn request(key: &std::path::Path, run_id: &str) -> provision::ProvisionRequest {
         expires_at: now() + 3600,
         ssh_public_key: std::fs::read_to_string(key).unwrap(),
         controller_ips: vec!["198.51.100.7/32".into()],
-        shaping: Default::default(),
+        slot_link: Default::default(),
         viewer_slots_script: None,
         parallel_creates: 2,
         secrets: viewerfleet::grid::auth::GridSecrets::generate(),
@@ -577,15 +556,7 @@ async fn creates_whose_answers_were_lost_are_adopted_not_duplicated() {
     .await;
     let key = ssh_key_file();
     let plan = plan(8, key.path(), "  parallel_creates: 1\n");
-    let fleet = CloudFleet::up(
-        &api,
-        &plan,
-        &spec(&plan),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let fleet = up(&api, &plan, opts(&fake)).await.unwrap();
     assert_eq!(fake.state.counts().dropped, 4, "four answers were lost");
     let conflicts = fake
         .state
@@ -783,17 +754,15 @@ async fn gc_deletes_expired_resources_one_by_one_and_nothing_else() {
         crashed.summary(),
         "2 server(s), 1 firewall(s), 1 SSH key(s)"
     );
-    let kept: Vec<(&str, &Verdict)> = crashed
+    let kept: Vec<(&str, &Disposal)> = crashed
         .kept()
-        .map(|r| (r.name.as_str(), &r.verdict))
+        .map(|r| (r.name.as_str(), &r.disposal))
         .collect();
     assert_eq!(kept.len(), 2, "{kept:?}");
-    assert!(kept
-        .iter()
-        .any(|(n, v)| *n == "vf-tf-node-001"
-            && matches!(v, Verdict::Keep(m) if m.contains("terraform"))));
+    assert!(kept.iter().any(|(n, v)| *n == "vf-tf-node-001"
+        && matches!(v, Disposal::Keep(m) if m.contains("terraform"))));
     assert!(kept.iter().any(|(n, v)| *n == "handmade"
-        && matches!(v, Verdict::Keep(m) if m.contains("lacks viewerfleet's labels"))));
+        && matches!(v, Disposal::Keep(m) if m.contains("lacks viewerfleet's labels"))));
     assert_eq!(
         dry.runs
             .iter()
@@ -899,7 +868,7 @@ async fn gc_deletes_a_run_whose_heartbeat_stopped_without_waiting_for_its_ttl() 
     let dead_run = report.runs.iter().find(|r| r.run == "dead").unwrap();
     assert!(dead_run
         .to_delete()
-        .all(|r| matches!(&r.verdict, Verdict::Delete(m) if m.contains("heartbeat stopped"))));
+        .all(|r| matches!(&r.disposal, Disposal::Delete(m) if m.contains("heartbeat stopped"))));
     assert_eq!(fake.state.servers().len(), 4);
 }
 
@@ -908,15 +877,7 @@ async fn a_live_fleet_keeps_its_heartbeat_and_hands_over_to_its_ttl() {
     let (fake, api) = fake(FakeConfig::default()).await;
     let key = ssh_key_file();
     let plan = plan(4, key.path(), "  heartbeat_interval: 1s\n");
-    let fleet = CloudFleet::up(
-        &api,
-        &plan,
-        &spec(&plan),
-        opts(&fake),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let fleet = up(&api, &plan, opts(&fake)).await.unwrap();
     let hub_path = format!("/v1/servers/{}", fleet.hub.id);
     let beats = |fake: &FakeHcloud| {
         fake.state
@@ -1044,9 +1005,7 @@ async fn a_hub_that_does_not_answer_as_a_grid_gets_the_fleet_deleted_even_with_k
     let plan = plan(4, key.path(), "");
     let mut o = opts(&fake);
     o.keep = true;
-    let mut fleet = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
-        .await
-        .unwrap();
+    let mut fleet = up(&api, &plan, o).await.unwrap();
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     fleet.hub_urls = vec![format!("http://{}/", closed.local_addr().unwrap())];
     drop(closed);
@@ -1065,9 +1024,7 @@ async fn run_keep_leaves_the_fleet_to_its_ttl() {
     let plan = plan(4, key.path(), "");
     let mut o = opts(&fake);
     o.keep = true;
-    let fleet = CloudFleet::up(&api, &plan, &spec(&plan), o, &CancellationToken::new())
-        .await
-        .unwrap();
+    let fleet = up(&api, &plan, o).await.unwrap();
     fleet.teardown().await.unwrap();
     let servers = run_servers(&fake);
     assert_eq!(servers.len(), 2, "--keep: the hub and its node stay");
@@ -1089,7 +1046,7 @@ async fn run_keep_leaves_the_fleet_to_its_ttl() {
     assert!(found[0]
         .resources
         .iter()
-        .all(|r| matches!(&r.verdict, Verdict::Keep(m) if m.contains("within its lifetime"))));
+        .all(|r| matches!(&r.disposal, Disposal::Keep(m) if m.contains("within its lifetime"))));
     provision::teardown(&api, &fleet.run_id).await.unwrap();
 }
 
@@ -1433,10 +1390,10 @@ fn cloud_init_user_data_validates_with_cloud_init_schema() {
             cloudinit::Role::Node {
                 hub_addr: "[2001:db8::1]".into(),
                 max_sessions: 16,
-                shaping: cloudinit::SlotShaping {
-                    down_kbit: Some(2000),
-                    up_kbit: Some(300),
-                    delay_ms: Some(500),
+                slot_link: scenario::LinkProfile {
+                    download_kbps: Some(2000),
+                    upload_kbps: Some(300),
+                    latency_ms: Some(500),
                 },
                 controller_ips: vec!["198.51.100.7/32".into()],
                 registration_secret: viewerfleet::grid::auth::Secret::new("0123abcd"),

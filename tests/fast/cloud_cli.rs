@@ -6,6 +6,7 @@
 use crate::support::process::reapers_of;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -59,6 +60,36 @@ impl Fake {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// `viewerfleet run --no-report SCENARIO` against the fake cloud (with `env` set), bounded
+/// by `secs`; asserts that it succeeded and returns its run folder, stderr and stdout.
+async fn run_through_the_fake(
+    fake: &Fake,
+    dir: &Path,
+    scenario: &Path,
+    env: &[(&str, String)],
+    secs: u64,
+) -> (PathBuf, String, String) {
+    let out_dir = dir.join("run");
+    let mut cmd = command(fake, dir);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = tokio::time::timeout(
+        Duration::from_secs(secs),
+        cmd.args(["run", "--no-report"])
+            .arg(scenario)
+            .arg("--out")
+            .arg(&out_dir)
+            .output(),
+    )
+    .await
+    .expect("the run ends")
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    (out_dir, stderr, text(&out.stdout))
 }
 
 fn kill_reapers(reapers: &[(u32, String)]) {
@@ -409,21 +440,7 @@ async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server()
         &format!("  exporter: http://{}/metrics\n  url: ", target.addr()),
     );
     std::fs::write(&path, yaml).unwrap();
-    let out_dir = dir.path().join("run");
-    let out = tokio::time::timeout(
-        Duration::from_secs(180),
-        command(&fake, dir.path())
-            .args(["run", "--no-report"])
-            .arg(&path)
-            .arg("--out")
-            .arg(&out_dir)
-            .output(),
-    )
-    .await
-    .expect("the run ends")
-    .unwrap();
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (out_dir, stderr, stdout) = run_through_the_fake(&fake, dir.path(), &path, &[], 180).await;
     // The hub asks for the run's router password (its node.env names it, as a real hub's
     // grid.toml would): every request of the controller carried it, and the password and
     // the registration secret are nowhere in the output or the run folder.
@@ -448,7 +465,7 @@ async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server()
     assert_eq!(fake.state.counts().hub_refused, 0, "{stderr}");
     for secret in &secrets {
         assert_eq!(secret.len(), 64);
-        assert!(!stderr.contains(secret.as_str()) && !text(&out.stdout).contains(secret.as_str()));
+        assert!(!stderr.contains(secret.as_str()) && !stdout.contains(secret.as_str()));
         assert_eq!(
             crate::support::files_containing(&out_dir, secret),
             Vec::<String>::new(),
@@ -1367,22 +1384,14 @@ async fn a_ramp_one_hub_cannot_follow_splits_the_fleet_over_two_hubs() {
         "{plan_text}"
     );
 
-    let out_dir = dir.path().join("run");
-    let out = tokio::time::timeout(
-        Duration::from_secs(180),
-        command(&fake, dir.path())
-            .env("VIEWERFLEET_HCLOUD_HUB_URL", fake.hubs_url())
-            .args(["run", "--no-report"])
-            .arg(&path)
-            .arg("--out")
-            .arg(&out_dir)
-            .output(),
+    let (out_dir, stderr, _) = run_through_the_fake(
+        &fake,
+        dir.path(),
+        &path,
+        &[("VIEWERFLEET_HCLOUD_HUB_URL", fake.hubs_url())],
+        180,
     )
-    .await
-    .expect("the run ends")
-    .unwrap();
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    .await;
 
     // Two hubs, the heartbeat on the first only; nodes split evenly between them.
     let created: Vec<serde_json::Value> = fake
@@ -1490,21 +1499,7 @@ async fn a_canary_node_measured_well_above_the_budget_doubles_the_fleet() {
             "duration: 6s\nsampling_interval: 1s\nmeasure_at: 5s\nsteady_window: 2s\n",
         );
     std::fs::write(&path, yaml).unwrap();
-    let out_dir = dir.path().join("run");
-    let out = tokio::time::timeout(
-        Duration::from_secs(240),
-        command(&fake, dir.path())
-            .args(["run", "--no-report"])
-            .arg(&path)
-            .arg("--out")
-            .arg(&out_dir)
-            .output(),
-    )
-    .await
-    .expect("the run ends")
-    .unwrap();
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (out_dir, stderr, _) = run_through_the_fake(&fake, dir.path(), &path, &[], 240).await;
 
     // The canary: three viewers (half a planned node) on one node, its run kept.
     let canary: serde_json::Value = serde_json::from_str(

@@ -228,18 +228,8 @@ async fn a_failed_abort_on_fail_threshold_ends_the_run_early_with_99_after_its_d
         "0s",
         "  session_retries: 0\n",
         "max_failed_viewers: \"50%\"\nthresholds:\n  failed_viewers:\n    - condition: \"<= 0\"\n      abort_on_fail: true\n      delay_abort_eval: 2s\n  ttff: [\"p95 < 60s\", \"max < 60s\"]\n",
-    )
-    .replace("duration: 5s", "duration: 120s")
-    .replace("measure_at: 4s", "measure_at: 100s");
-    let (dir, path, out) = scenario_dir(&yaml);
-    let outcome = tokio::time::timeout(
-        Duration::from_secs(60),
-        run_quietly(&path, &out, Shutdown::new()),
-    )
-    .await
-    .expect("the run ended early, long before its 2 minutes")
-    .expect("the run completes");
-    let run = Run { dir, outcome };
+    );
+    let run = run_cut_short(&yaml).await;
     assert_eq!(run.outcome.exit_code, 99, "{}", run.outcome.summary);
     assert!(!run.outcome.ok);
     assert!(
@@ -318,18 +308,8 @@ async fn the_players_p2p_savings_are_judged_live_and_end_the_run_when_too_low() 
         "0s",
         "",
         "thresholds:\n  http_share_at_t: {condition: \"< 50%\", abort_on_fail: true}\n  players.p2p_savings_at_t:\n    - {condition: \">= 90%\", abort_on_fail: true, delay_abort_eval: 1s}\n",
-    )
-    .replace("duration: 5s", "duration: 120s")
-    .replace("measure_at: 4s", "measure_at: 100s");
-    let (dir, path, out) = scenario_dir(&yaml);
-    let outcome = tokio::time::timeout(
-        Duration::from_secs(60),
-        run_quietly(&path, &out, Shutdown::new()),
-    )
-    .await
-    .expect("the run ended early, long before its 2 minutes")
-    .expect("the run completes");
-    let run = Run { dir, outcome };
+    );
+    let run = run_cut_short(&yaml).await;
     assert_eq!(run.outcome.exit_code, 99, "{}", run.outcome.summary);
     assert!(
         run.outcome.summary.contains(
@@ -862,4 +842,20 @@ async fn viewers_the_fleet_never_started_fail_the_run_with_their_reasons() {
     let csv = std::fs::read_to_string(run.out().join("timeseries.csv")).unwrap();
     assert!(csv.lines().next().unwrap().contains("arrivals_sessions"));
     no_session_left(&stub);
+}
+
+/// Runs `yaml` stretched to 2 minutes (T at 100 s), which a threshold must end within one.
+async fn run_cut_short(yaml: &str) -> Run {
+    let yaml = yaml
+        .replace("duration: 5s", "duration: 120s")
+        .replace("measure_at: 4s", "measure_at: 100s");
+    let (dir, path, out) = scenario_dir(&yaml);
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        run_quietly(&path, &out, Shutdown::new()),
+    )
+    .await
+    .expect("the run ended early, long before its 2 minutes")
+    .expect("the run completes");
+    Run { dir, outcome }
 }

@@ -4,7 +4,8 @@
 //! reference site's player page from the front-end built into it, and finds the Selenium
 //! server jar in the documented order without reaching into the build tree.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use crate::support::http_get;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -102,20 +103,6 @@ impl Drop for Site {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn http_get(base: &str, path: &str) -> String {
-    let addr = base.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use viewerfleet::calibrate::light_fidelity::{
     self, Arm, FidelityOptions, FidelityPlan, LightFidelity, FIDELITY_JSON,
 };
-use viewerfleet::calibrate::Verdict;
+use viewerfleet::calibrate::FidelityVerdict;
 use viewerfleet::engine::RunOutcome;
 use viewerfleet::model::rawdata::Manifest;
 use viewerfleet::model::scenario::{self, Overrides};
@@ -251,7 +251,12 @@ async fn light_peers_are_measured_against_an_all_real_swarm_and_the_verdict_is_r
     // The verdict and its figures, from the runs' reports.
     let f = &result.fidelity;
     assert_eq!(result.file, out.join(FIDELITY_JSON));
-    assert_eq!(f.verdict, Verdict::Pass, "{:?}", f.inconclusive_because);
+    assert_eq!(
+        f.verdict,
+        FidelityVerdict::Pass,
+        "{:?}",
+        f.inconclusive_because
+    );
     assert_eq!((f.swarm, f.real, f.light, f.repeat), (8, 2, 6, 2), "{f:?}");
     assert_eq!(f.scenario_name, "live-light");
     let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-6);
@@ -358,7 +363,7 @@ async fn a_saturated_run_makes_the_measurement_inconclusive() {
         .await
         .unwrap();
     let f = &result.fidelity;
-    assert_eq!(f.verdict, Verdict::Inconclusive);
+    assert_eq!(f.verdict, FidelityVerdict::Inconclusive);
     assert_eq!(f.runs[0].headroom.as_deref(), Some("not-a-finding"));
     assert_eq!(
         f.inconclusive_because.len(),
@@ -402,7 +407,7 @@ async fn a_stop_before_the_first_run_starts_none_and_keeps_an_inconclusive_verdi
     let f = LightFidelity::load(&out.join(FIDELITY_JSON)).unwrap();
     assert_eq!(f, result.fidelity);
     assert!(f.interrupted);
-    assert_eq!(f.verdict, Verdict::Inconclusive);
+    assert_eq!(f.verdict, FidelityVerdict::Inconclusive);
     assert!(f
         .inconclusive_because
         .contains(&"0 of 3 all-real runs and 0 of 3 runs with light peers were measured".into()));

@@ -2,6 +2,8 @@
 //! live encoder (ffmpeg) is killed and reaped on SIGTERM and dies with refsite on SIGKILL;
 //! a VOD-only site runs no encoder.
 
+use crate::support::http_get;
+use crate::support::poll;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -83,14 +85,6 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).expect("signal sent");
 }
@@ -138,7 +132,7 @@ fn sigkill_takes_the_encoder_down_too() {
     assert_eq!(encoders.len(), 1);
     signal(site.child.id(), nix::sys::signal::Signal::SIGKILL);
     // The orphan is reparented and reaped by init or a subreaper; it must disappear.
-    wait_until(
+    poll::until(
         "ffmpeg to die with refsite",
         Duration::from_secs(10),
         || !alive(encoders[0]) || !is_ffmpeg(encoders[0]),
@@ -188,22 +182,6 @@ fn bad_flags_are_named() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("make web-deps"));
 }
 
-/// Minimal HTTP GET over a plain socket (the site is on loopback).
-fn http_get(base: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let addr = base.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
-}
-
 fn media_sequence(playlist: &str) -> Option<u64> {
     playlist
         .lines()
@@ -223,13 +201,13 @@ fn live_encoder_is_restarted_when_it_dies() {
         .find(|p| is_ffmpeg(*p))
         .expect("encoder running");
     signal(encoder, nix::sys::signal::Signal::SIGKILL);
-    wait_until("a new encoder", Duration::from_secs(15), || {
+    poll::until("a new encoder", Duration::from_secs(15), || {
         children(site.child.id())
             .into_iter()
             .any(|p| p != encoder && is_ffmpeg(p))
     });
     // The restarted encoder keeps the playlist moving forward.
-    wait_until(
+    poll::until(
         "the live playlist to advance",
         Duration::from_secs(30),
         || media_sequence(&http_get(&base, &path)).is_some_and(|s| s > first),

@@ -33,6 +33,7 @@
 //! processes started inside the node and its slots, its mount namespace, the three
 //! namespaces, the state folder and the owner record that keeps `gc --local` away.
 
+use crate::support::poll;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -624,14 +625,6 @@ fn kbit(bytes: usize, seconds: f64) -> f64 {
     bytes as f64 * 8.0 / seconds / 1000.0
 }
 
-fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
     if !can_run() {
@@ -692,7 +685,7 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let mut text = String::new();
-    wait_until("the load endpoint answers", Duration::from_secs(15), || {
+    poll::until("the load endpoint answers", Duration::from_secs(15), || {
         text = fetch(&emu.ns("remote"));
         text.contains("viewerfleet_node_cpus ")
     });
@@ -742,7 +735,17 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
     );
 
     // Three real Chromiums at once, each through the node's wrapper.
-    let profiles = emu.state.path().join("profiles");
+    // The browsers run as their own user: their profiles' parent must let it in.
+    let profiles_dir = tempfile::Builder::new()
+        .prefix("vf-profiles-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(
+        profiles_dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let profiles = profiles_dir.path().to_path_buf();
     let browser = |k: u32| {
         let mut cmd = Command::new("nsenter");
         cmd.arg(format!(
@@ -780,16 +783,33 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
         cmd.spawn().unwrap()
     };
     let t0 = Instant::now();
-    let children: Vec<_> = (1..=3).map(browser).collect();
+    let mut children: Vec<_> = (1..=3).map(browser).collect();
     // While they run, every slot is taken: a fourth browser waits 1 s, then gives up.
-    wait_until("3 browsers in 3 slots", Duration::from_secs(30), || {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
         let out = emu.on_node(&[
             "sh",
             "-c",
             "for n in vf-0 vf-1 vf-2; do read -r pid st </run/viewerfleet/slot-users/$n && [ \"$(ip netns identify $pid)\" = $n ] && echo $n; done",
         ]);
-        String::from_utf8_lossy(&out.stdout).lines().count() == 3
-    });
+        if String::from_utf8_lossy(&out.stdout).lines().count() == 3 {
+            break;
+        }
+        if Instant::now() >= deadline
+            || children.iter_mut().any(|c| c.try_wait().unwrap().is_some())
+        {
+            let said: Vec<String> = children
+                .into_iter()
+                .map(|mut c| {
+                    let _ = c.kill();
+                    let out = c.wait_with_output().unwrap();
+                    format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr))
+                })
+                .collect();
+            panic!("3 browsers in 3 slots: not all running; they said {said:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let busy = emu.on_node(&[
         "env",
         "VF_SLOT_WAIT_S=1",
@@ -821,7 +841,7 @@ fn cloud_node_slots_route_shape_and_carry_each_browser_from_its_own_address() {
         );
     }
     // No process is left in a slot once the browsers are gone.
-    wait_until(
+    poll::until(
         "slots empty after the browsers",
         Duration::from_secs(15),
         || {

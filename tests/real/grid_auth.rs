@@ -7,6 +7,7 @@
 //! Needs root (the local Grid), java and the Selenium jar (`make grid-deps`).
 
 use crate::support::grid as grid_support;
+use crate::support::poll;
 
 use crate::support::raw_run::RawRun;
 use grid_support::*;
@@ -123,7 +124,7 @@ async fn a_grid_refuses_nodes_without_the_secret_and_clients_without_the_passwor
         RogueNode(child)
     };
     let hub_log = st.dir.join("hub.log");
-    wait_for(
+    poll::until_async(
         "the hub refuses the node without the secret",
         Duration::from_secs(90),
         || {

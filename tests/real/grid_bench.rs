@@ -9,10 +9,11 @@
 //! included), read from `/proc/<pid>/smaps_rollup`, so shared pages are not double-counted.
 
 use crate::support::grid as grid_support;
+use crate::support::poll;
 
 use grid_support::*;
 use std::time::{Duration, Instant};
-use viewerfleet::viewer::{SlotShaping, ViewerSlot};
+use viewerfleet::viewer::{TcCoverage, ViewerSlot};
 use viewerfleet::viewer::{Viewer, ViewerTimeouts};
 
 const N: usize = 4;
@@ -106,7 +107,7 @@ async fn grid_vs_direct_chromedriver() {
         .unwrap();
     let driver_pid = driver.id().unwrap();
     let url = format!("http://127.0.0.1:{port}/");
-    wait_for("chromedriver ready", Duration::from_secs(20), || {
+    poll::until_async("chromedriver ready", Duration::from_secs(20), || {
         let url = url.clone();
         async move { reqwest::get(format!("{url}status")).await.is_ok() }
     })
@@ -120,7 +121,7 @@ async fn grid_vs_direct_chromedriver() {
         address: None,
         public_addresses: Vec::new(),
         nat: None,
-        shaping: SlotShaping::NONE,
+        tc: TcCoverage::NONE,
         viewers: 1,
     };
     let direct = measure(&direct_slot, &[driver_pid]).await;
@@ -137,7 +138,7 @@ async fn grid_vs_direct_chromedriver() {
         address: None,
         public_addresses: Vec::new(),
         nat: None,
-        shaping: SlotShaping::NONE,
+        tc: TcCoverage::NONE,
         viewers: 1,
     };
     // Warm the JVMs once (the first session through a fresh Grid pays class loading).

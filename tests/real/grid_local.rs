@@ -6,6 +6,7 @@
 //! node configuration built into viewerfleet (or `VIEWERFLEET_GRID_CONFIG`'s).
 
 use crate::support::grid as grid_support;
+use crate::support::poll;
 
 use axum::extract::ConnectInfo;
 use axum::{routing::get, Router};
@@ -131,7 +132,7 @@ async fn viewers_through_the_hub_spread_over_two_nodes_and_everything_is_release
         fleet.close_viewer(&slot).await;
     }
     fleet.shutdown().await.unwrap();
-    wait_for(
+    poll::until_async(
         "sessions gone from /status",
         Duration::from_secs(30),
         || async {
@@ -225,7 +226,7 @@ async fn several_viewers_share_one_grid_session_over_webdriver_bidi() {
     fleet.session_closed(&id);
     fleet.close_viewer(&slot).await;
     fleet.shutdown().await.unwrap();
-    wait_for(
+    poll::until_async(
         "the session gone from /status",
         Duration::from_secs(30),
         || async {

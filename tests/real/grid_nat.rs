@@ -15,7 +15,7 @@ use viewerfleet::model::scenario::fleet::GridFleetPlan;
 async fn a_local_grid_puts_its_viewer_slots_behind_home_routers() {
     let grid = GridGuard::up_with("nat", 1, 2, |opts| opts.nat = NatKind::Home).await;
     let st = grid.state.clone();
-    assert_eq!(st.nat, "home");
+    assert_eq!(st.nat, Some(NatKind::Home));
     assert!(st.target_ipv4.starts_with("198.18."), "{st:?}");
     for index in [100, 101] {
         let router = format!("{}{index}r", st.name_prefix);

@@ -6,6 +6,7 @@
 //! no session is left on the Grid.
 
 use crate::support::grid as grid_support;
+use crate::support::poll;
 
 use grid_support::*;
 use std::collections::BTreeMap;
@@ -66,7 +67,7 @@ fleet: {{kind: grid, url: '{}', retry_backoff: 1s}}
     let events_path = out.join(VIEWER_EVENTS);
     let samples_path = out.join(VIEWER_SAMPLES);
     let mut playing_nodes = BTreeMap::new();
-    wait_for("4 viewers playing", Duration::from_secs(100), || {
+    poll::until_async("4 viewers playing", Duration::from_secs(100), || {
         let events: Vec<ViewerEvent> = read_jsonl(&events_path).unwrap().records;
         let samples: Vec<ViewerSample> = read_jsonl(&samples_path).unwrap().records;
         let sampled = (0..4).all(|v| {

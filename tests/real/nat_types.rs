@@ -9,7 +9,8 @@
 use crate::support::internet::{leftovers, Internet};
 use std::net::SocketAddr;
 use viewerfleet::model::kinds::{IpStack, NatKind};
-use viewerfleet::netns::{run_in_netns, Shaping, SlotAccess};
+use viewerfleet::model::scenario::LinkProfile;
+use viewerfleet::netns::{run_in_netns, SlotAccess};
 use viewerfleet::stun::probe::{classify, Filtering, Mapping, NatBehaviour, ProbeTiming};
 
 fn probe(ns: &str, server: SocketAddr) -> NatBehaviour {
@@ -77,23 +78,31 @@ async fn each_nat_type_is_classified_by_a_stun_probe_from_inside_its_slot() {
             alternate: false,
         };
         let none = net
-            .slot(1, access(NatKind::None, IpStack::Dual), Shaping::default())
+            .slot(
+                1,
+                access(NatKind::None, IpStack::Dual),
+                LinkProfile::UNLIMITED,
+            )
             .await;
         let home = net
-            .slot(2, access(NatKind::Home, IpStack::Dual), Shaping::default())
+            .slot(
+                2,
+                access(NatKind::Home, IpStack::Dual),
+                LinkProfile::UNLIMITED,
+            )
             .await;
         let symmetric = net
             .slot(
                 3,
                 access(NatKind::Symmetric, IpStack::Dual),
-                Shaping::default(),
+                LinkProfile::UNLIMITED,
             )
             .await;
         // Two viewers behind the one carrier-grade NAT, on a shaped mobile-like link.
-        let mobile = Shaping {
-            down_kbit: 20_000,
-            up_kbit: 5_000,
-            delay_ms: 0,
+        let mobile = LinkProfile {
+            download_kbps: Some(20_000),
+            upload_kbps: Some(5_000),
+            latency_ms: None,
         };
         let cgnat_a = net
             .slot(4, access(NatKind::Cgnat, IpStack::Dual), mobile)

@@ -3,8 +3,9 @@
 //! Needs root and iproute2. Names carry this test's PID so nothing else is touched.
 
 use std::process::Command;
+use viewerfleet::model::scenario::LinkProfile;
 use viewerfleet::netns::gc::gc_local;
-use viewerfleet::netns::slots::{Shaping, SlotNetwork};
+use viewerfleet::netns::slots::SlotNetwork;
 
 fn ip(args: &[&str]) -> String {
     let out = Command::new("ip").args(args).output().unwrap();
@@ -52,14 +53,14 @@ async fn gc_removes_only_dead_project_leftovers() {
     let foreign_ns = format!("x{tag}gc");
     let foreign_link = format!("x{tag}d");
 
-    let shaping = Shaping {
-        down_kbit: 1000,
-        up_kbit: 500,
-        delay_ms: 0,
+    let link = LinkProfile {
+        download_kbps: Some(1000),
+        upload_kbps: Some(500),
+        latency_ms: None,
     };
-    dead.up(0, 2, shaping).await.unwrap();
-    alive.up(0, 1, shaping).await.unwrap();
-    manual.up(0, 1, Shaping::default()).await.unwrap();
+    dead.up(0, 2, link).await.unwrap();
+    alive.up(0, 1, link).await.unwrap();
+    manual.up(0, 1, LinkProfile::UNLIMITED).await.unwrap();
     ip(&["netns", "add", &foreign_ns]);
     let foreign_peer = format!("x{tag}e");
     ip(&[

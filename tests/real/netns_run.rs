@@ -215,3 +215,96 @@ fn two_viewers_per_browser_share_a_slot_its_address_and_a_link_of_twice_the_prof
         "slots of {group} left after the run"
     );
 }
+
+/// `(uid, cmdline)` of every Chromium browser process (not its helpers, not the wrapper
+/// that is about to exec it) whose command line contains `needle`.
+fn browsers_with(needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let dir = entry.path();
+        let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let program = cmdline.split(' ').next().unwrap_or("");
+        if !cmdline.contains(needle)
+            || !program.ends_with("/chromium")
+            || cmdline.contains("--type=")
+        {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        let uid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|u| u.parse().ok());
+        if let Some(uid) = uid {
+            found.push((uid, cmdline));
+        }
+    }
+    found
+}
+
+#[test]
+fn browsers_in_slots_run_as_their_own_user_with_chromiums_sandbox() {
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/netns/live-normal-tc.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
+        .args(["--quiet", "run"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .args(["--viewers", "2", "--duration", "40s", "--no-report"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The viewers' browsers, found by their profile folders (named after the controller).
+    let profile = format!("viewerfleet-profile-{}-", child.id());
+    let mut browsers = Vec::new();
+    crate::support::poll::until(
+        "the run's browsers",
+        std::time::Duration::from_secs(120),
+        || {
+            browsers = browsers_with(&profile);
+            browsers.len() >= 2 || child.try_wait().unwrap().is_some()
+        },
+    );
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "run failed: {stderr}");
+
+    let user = std::process::Command::new("id")
+        .args(["-u", "viewerfleet-browser"])
+        .output()
+        .unwrap();
+    let uid: u32 = String::from_utf8_lossy(&user.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!browsers.is_empty(), "no browser of the run was seen");
+    for (owner, cmdline) in &browsers {
+        assert_eq!(
+            *owner, uid,
+            "a browser not run as viewerfleet-browser: {cmdline}"
+        );
+        assert!(
+            !cmdline.contains("--no-sandbox"),
+            "a browser without Chromium's sandbox: {cmdline}"
+        );
+    }
+    let manifest: Manifest =
+        serde_json::from_str(&std::fs::read_to_string(out.join(MANIFEST)).unwrap()).unwrap();
+    assert!(
+        manifest
+            .fleet
+            .notes
+            .iter()
+            .any(|n| n.contains("viewerfleet-browser, of their own, with Chromium's sandbox")),
+        "{:?}",
+        manifest.fleet.notes
+    );
+}

@@ -22,7 +22,7 @@ use std::time::Duration;
 use viewerfleet::fleet::netns::NetnsFleet;
 use viewerfleet::fleet::Fleet;
 use viewerfleet::model::scenario::fleet::NetnsFleetPlan;
-use viewerfleet::model::scenario::{NetworkProfile, ViewerPlan};
+use viewerfleet::model::scenario::{LinkProfile, NetworkProfile, ViewerPlan};
 use viewerfleet::viewer::ViewerSlot;
 
 const PAGE: &str = r#"<!doctype html><html><head><title>slots</title></head><body><script>
@@ -253,9 +253,11 @@ impl Session {
 
 fn profile(down: u32, up: u32) -> Option<NetworkProfile> {
     Some(NetworkProfile {
-        download_kbps: Some(down),
-        upload_kbps: Some(up),
-        latency_ms: None,
+        link: LinkProfile {
+            download_kbps: Some(down),
+            upload_kbps: Some(up),
+            latency_ms: None,
+        },
         apply: None,
     })
 }

@@ -7,7 +7,8 @@
 use crate::support::internet::leftovers;
 use std::time::Duration;
 use viewerfleet::model::kinds::NatKind;
-use viewerfleet::netns::{Shaping, SlotAccess, SlotNetwork};
+use viewerfleet::model::scenario::LinkProfile;
+use viewerfleet::netns::{SlotAccess, SlotNetwork};
 
 /// Slots kept up while others come and go: the neighbours every `up` reads.
 const STANDING: u32 = 6;
@@ -29,13 +30,13 @@ async fn a_slot_made_while_another_is_removed_never_fails() {
         nat: NatKind::Home,
         ..SlotAccess::default()
     };
-    let shaping = Shaping {
-        down_kbit: 20_000,
-        up_kbit: 5_000,
-        delay_ms: 0,
+    let link = LinkProfile {
+        download_kbps: Some(20_000),
+        upload_kbps: Some(5_000),
+        latency_ms: None,
     };
     let mut failures = Vec::new();
-    if let Err(err) = net.up_with(1, STANDING, shaping, home).await {
+    if let Err(err) = net.up_with(1, STANDING, link, home).await {
         failures.push(format!("standing slots: {err}"));
     }
     for round in 0..ROUNDS {
@@ -48,7 +49,7 @@ async fn a_slot_made_while_another_is_removed_never_fails() {
             tokio::time::sleep(offset).await;
             net.down(leaving, 1).await
         };
-        let (removed, made) = tokio::join!(down, net.up_with(arriving, 1, shaping, home));
+        let (removed, made) = tokio::join!(down, net.up_with(arriving, 1, link, home));
         if let Err(err) = removed {
             failures.push(format!("round {round}: down of slot {leaving}: {err}"));
         }

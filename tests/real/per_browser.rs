@@ -7,17 +7,18 @@
 //! profile are gone. Then `calibrate` with a packed profile writes its fidelity fields.
 //! Needs chromium, chromium-driver, ffmpeg and web/ (`make web-deps`).
 
+use crate::support::poll;
 use futures::FutureExt;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use viewerfleet::fleet::local::LocalFleet;
 use viewerfleet::fleet::Fleet;
 use viewerfleet::model::kinds::{Throttling, VideoKind};
 use viewerfleet::model::scenario::fleet::LocalFleetPlan;
-use viewerfleet::model::scenario::{BrowserPlan, NetworkProfile, ViewerPlan};
+use viewerfleet::model::scenario::{BrowserPlan, LinkProfile, NetworkProfile, ViewerPlan};
 use viewerfleet::refsite::{self, RefsiteConfig};
 use viewerfleet::target::peertube::PeerTubeTarget;
 use viewerfleet::target::{PlayerStats, Target};
@@ -25,22 +26,6 @@ use viewerfleet::viewer::{BrowserSetup, SharedBrowser, Viewer, ViewerTimeouts};
 
 fn media_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("refsite-media")
-}
-
-/// Polls `check` every 250 ms until it gives `Some`, for at most `limit`.
-async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// Times one GET from inside the viewer's page: `url` (relative to the page) or, with
@@ -67,9 +52,11 @@ async fn time_fetch(viewer: &Viewer, url: Option<&str>) -> (f64, u64) {
 
 fn profile(latency_ms: Option<u32>, download_kbps: Option<u32>) -> NetworkProfile {
     NetworkProfile {
-        download_kbps,
-        upload_kbps: None,
-        latency_ms,
+        link: LinkProfile {
+            download_kbps,
+            upload_kbps: None,
+            latency_ms,
+        },
         apply: Some(Throttling::HttpOnly),
     }
 }
@@ -153,7 +140,7 @@ async fn viewers_of_one_browser_have_their_own_stats_throttling_peers_and_teardo
         .unwrap();
     assert_eq!(answer["value"]["error"], "invalid session id", "{answer}");
     let dir = profile_dir.display().to_string();
-    wait_for("the browser to exit", Duration::from_secs(20), || async {
+    poll::value("the browser to exit", Duration::from_secs(20), || async {
         (browsers_with(&dir) == 0).then_some(())
     })
     .await;
@@ -203,7 +190,7 @@ async fn check_viewers(
     );
 
     // Own P2P peers: the tracker sees three peer ids, and each viewer reaches the others.
-    wait_for(
+    poll::value(
         "every viewer with a P2P peer",
         Duration::from_secs(90),
         || async {
@@ -257,7 +244,7 @@ async fn check_viewers(
         .iter()
         .map(|s| s.current_time)
         .collect();
-    wait_for(
+    poll::value(
         "the other viewers to play on",
         Duration::from_secs(30),
         || async {
@@ -269,7 +256,7 @@ async fn check_viewers(
         },
     )
     .await;
-    wait_for(
+    poll::value(
         "the tracker to drop the closed viewer",
         Duration::from_secs(30),
         || async { (site.stats.tracker_peers.load(Relaxed) == 2).then_some(()) },

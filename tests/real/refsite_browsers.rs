@@ -6,6 +6,7 @@
 //! Every resource is released on every path: sessions are closed, chromedriver is killed
 //! and reaped, refsite (and its ffmpeg) is shut down, before any assertion fails the test.
 
+use crate::support::poll;
 use anyhow::{anyhow, ensure, Context, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -186,24 +187,6 @@ async fn scrape(site: &RefsiteHandle) -> Result<String> {
     Ok(reqwest::get(site.metrics_url()).await?.text().await?)
 }
 
-/// Polls `check` every 500 ms until it returns `Some` or the deadline passes.
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await? {
-            return Ok(v);
-        }
-        if Instant::now() >= deadline {
-            return Err(anyhow!("timed out after {timeout:?} waiting for {what}"));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 fn media_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("refsite-media")
 }
@@ -257,7 +240,7 @@ async fn open_fleet(
     let base = format!("{embed}?autoplay=1&muted=1&api=1");
     viewers.push(Viewer::open(driver, "http-only", &format!("{base}&p2p=0")).await?);
     let first = &viewers[0];
-    let s = wait_for(
+    let s = poll::try_value(
         "the p2p=0 viewer to play",
         Duration::from_secs(90),
         || async {
@@ -310,7 +293,7 @@ async fn vod_p2p_with_ground_truth() {
 
         // P2P happens: in the players' stats and on /metrics.
         let vs = &*viewers;
-        wait_for("P2P bytes in the players' stats", Duration::from_secs(120), || async {
+        poll::try_value("P2P bytes in the players' stats", Duration::from_secs(120), || async {
             let stats = all_stats(vs).await?;
             let p2p: u64 = stats.iter().map(|s| num(s, &["info", "p2p", "downloaded"])).sum();
             Ok((p2p > 0).then_some(()))
@@ -410,7 +393,7 @@ async fn live_p2p_and_http_only_viewer() {
         .await?;
         let vs = &*viewers;
         let uuid = format!("videoUUID=\"{live}\"");
-        let (stats, text) = wait_for(
+        let (stats, text) = poll::try_value(
             "live P2P bytes in players' stats and /metrics",
             Duration::from_secs(150),
             || async {

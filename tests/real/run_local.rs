@@ -125,13 +125,22 @@ fn kill_9_keeps_raw_data_and_the_report_says_partial() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["partial"], true);
-    // Leftover profile folders of the killed browsers are found by gc (none of this run's
-    // processes remain, so gc only touches folders).
+    // The killed controller could not remove its browsers' profile folders: `gc --local`
+    // finds them by its pid and removes them (none of its processes remain).
+    let profiles = format!("viewerfleet-profile-{}-", child.id());
     let gc = Command::new(env!("CARGO_BIN_EXE_viewerfleet"))
-        .args(["gc", "--local", "--dry-run"])
+        .args(["gc", "--local"])
         .output()
         .unwrap();
-    assert!(gc.status.success());
+    let said = String::from_utf8_lossy(&gc.stdout);
+    assert!(gc.status.success(), "{said}");
+    assert!(said.contains(&profiles), "gc did not name them: {said}");
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&profiles))
+        .collect();
+    assert!(left.is_empty(), "profile folders left after gc: {left:?}");
 }
 
 /// Reads one metric (summing series that match an optional label) from an exposition.

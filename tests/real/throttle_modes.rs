@@ -44,8 +44,8 @@ use viewerfleet::fleet::netns::NetnsFleet;
 use viewerfleet::fleet::Fleet;
 use viewerfleet::model::kinds::Throttling;
 use viewerfleet::model::scenario::fleet::{LocalFleetPlan, NetnsFleetPlan};
-use viewerfleet::model::scenario::{NetworkProfile, ViewerPlan};
-use viewerfleet::viewer::{SlotShaping, Viewer, ViewerSlot, ViewerTimeouts};
+use viewerfleet::model::scenario::{LinkProfile, NetworkProfile, ViewerPlan};
+use viewerfleet::viewer::{TcCoverage, Viewer, ViewerSlot, ViewerTimeouts};
 
 const HARNESS: &str = include_str!("throttle_modes/harness.js");
 const METER: &str = include_str!("throttle_modes/rtc-meter.js");
@@ -93,9 +93,11 @@ impl Mode {
         match self {
             Mode::Baseline => None,
             Mode::Apply(apply) => Some(NetworkProfile {
-                download_kbps: Some(DOWN_KBPS),
-                upload_kbps: Some(UP_KBPS),
-                latency_ms: Some(LATENCY_MS),
+                link: LinkProfile {
+                    download_kbps: Some(DOWN_KBPS),
+                    upload_kbps: Some(UP_KBPS),
+                    latency_ms: Some(LATENCY_MS),
+                },
                 apply: Some(apply),
             }),
         }
@@ -275,7 +277,7 @@ struct Transfer {
 struct Figures {
     mode: Mode,
     /// A's slot (both slots of a pair are made alike).
-    shaping: SlotShaping,
+    tc: TcCoverage,
     slot: String,
     open_ms: f64,
     dc: DcRun,
@@ -307,7 +309,7 @@ impl Figures {
              body after 25% {l_r}); 100 KB POST {u_t:.0} ms (at the origin, first to last byte {u_r})",
             mode = self.mode.name(),
             slot = self.slot,
-            delay = self.shaping.latency,
+            delay = self.tc.latency,
             took = self.took.as_secs_f64(),
             dc = kb(self.dc.bps),
             pair = kb(self.dc.pair_bps),
@@ -448,14 +450,14 @@ impl Figures {
             }
             Mode::Apply(Throttling::Tc) => {
                 expect(
-                    self.shaping.rates,
+                    self.tc.rates,
                     "the slot says its rates are not shaped".into(),
                 );
                 expect(
-                    self.shaping.latency == netem,
+                    self.tc.latency == netem,
                     format!(
                         "the slot says delay applied = {}, but the kernel {} netem",
-                        self.shaping.latency,
+                        self.tc.latency,
                         if netem { "has" } else { "has no" }
                     ),
                 );
@@ -624,7 +626,7 @@ async fn measure_mode(fleet: &dyn Fleet, origin: &str, mode: Mode) -> anyhow::Re
         let counts: Counts = call_as(b, "H.count()", vec![]).await?;
         anyhow::Ok(Figures {
             mode,
-            shaping: slots[0].shaping,
+            tc: slots[0].tc,
             slot: slots[0].node.clone(),
             open_ms: open["openMs"].as_f64().unwrap_or(f64::NAN),
             dc,

@@ -7,7 +7,7 @@ use viewerfleet::fleet::local::LocalFleet;
 use viewerfleet::fleet::Fleet;
 use viewerfleet::model::kinds::Throttling;
 use viewerfleet::model::scenario::fleet::LocalFleetPlan;
-use viewerfleet::model::scenario::{NetworkProfile, ViewerPlan};
+use viewerfleet::model::scenario::{LinkProfile, NetworkProfile, ViewerPlan};
 use viewerfleet::viewer::{Viewer, ViewerTimeouts};
 
 use crate::support::clip as clip_support;
@@ -33,9 +33,11 @@ async fn a_real_viewer_plays_and_is_released() {
         .unwrap();
     for apply in Throttling::ALL {
         let profile = NetworkProfile {
-            download_kbps: Some(2000),
-            upload_kbps: Some(300),
-            latency_ms: Some(50),
+            link: LinkProfile {
+                download_kbps: Some(2000),
+                upload_kbps: Some(300),
+                latency_ms: Some(50),
+            },
             apply: Some(*apply),
         };
         let result = viewer.throttle(&profile, &slot).await;

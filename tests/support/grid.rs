@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use viewerfleet::grid::local::{self, LocalGridOptions};
 use viewerfleet::grid::local_state::{self, LocalGridState};
 
@@ -126,19 +125,3 @@ pub fn assert_released(st: &LocalGridState) {
 use super::clip as clip_support;
 #[allow(unused_imports)] // Not every Grid test serves the clip page.
 pub use clip_support::{make_clip, serve_clip, ClipTarget, CLIP_PAGE};
-
-/// Waits for `cond` with a deadline, polling.
-pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    while !cond().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}

@@ -5,7 +5,8 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use viewerfleet::netns::{run_in_netns, Shaping, SlotAccess, SlotInfo, SlotNetwork};
+use viewerfleet::model::scenario::LinkProfile;
+use viewerfleet::netns::{run_in_netns, SlotAccess, SlotInfo, SlotNetwork};
 use viewerfleet::stun::server::{self, StunAddresses, StunStats};
 
 pub struct Internet {
@@ -35,7 +36,7 @@ impl Internet {
             .up_with(
                 0,
                 1,
-                Shaping::default(),
+                LinkProfile::UNLIMITED,
                 SlotAccess {
                     alternate: true,
                     ..SlotAccess::default()
@@ -81,11 +82,11 @@ impl Internet {
         }
     }
 
-    /// Slot `index` with `access`, unshaped unless `shaping` says.
-    pub async fn slot(&self, index: u32, access: SlotAccess, shaping: Shaping) -> SlotInfo {
+    /// Slot `index` with `access`, its link shaped to `link`.
+    pub async fn slot(&self, index: u32, access: SlotAccess, link: LinkProfile) -> SlotInfo {
         self.made.lock().unwrap().push(index);
         self.net
-            .up_with(index, 1, shaping, access)
+            .up_with(index, 1, link, access)
             .await
             .unwrap_or_else(|err| panic!("slot {index} ({access:?}): {err}"))
             .remove(0)

@@ -7,6 +7,7 @@ pub mod fixtures;
 pub mod grid;
 pub mod hog;
 pub mod internet;
+pub mod poll;
 pub mod process;
 pub mod raw_run;
 pub mod schema;
@@ -25,5 +26,24 @@ pub fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<String> {
             }
         }
     }
+    out
+}
+
+/// One plain HTTP/1.1 GET of `path` on `base` (`http://host:port`), the whole response
+/// (status line, headers and body) as text: what a test reads from a server it started,
+/// with no client library between them.
+pub fn http_get(base: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
     out
 }

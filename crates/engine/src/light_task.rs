@@ -99,17 +99,15 @@ pub(super) fn summary(
 }
 
 fn shaping_words(profile: Option<&NetworkProfile>, slots_shape: bool, per_page: u32) -> String {
-    let Some(p) = profile
-        .filter(|p| p.download_kbps.is_some() || p.upload_kbps.is_some() || p.latency_ms.is_some())
-    else {
+    let Some(p) = profile.filter(|p| !p.link.is_unlimited()) else {
         return "not shaped (the scenario has no network profile)".into();
     };
     let rate = |k: Option<u32>| k.map_or("-".into(), |k| k.to_string());
-    let latency = p.latency_ms.unwrap_or(0);
+    let latency = p.link.latency_ms.unwrap_or(0);
     match p.apply.unwrap_or(Throttling::HttpOnly) {
         Throttling::HttpOnly | Throttling::CdpAll => format!(
             "each light peer's HTTP held to {} kbit/s down and {latency} ms in its page, as a real viewer's http-only throttle; their WebRTC is not shaped{}",
-            rate(p.download_kbps),
+            rate(p.link.download_kbps),
             if p.apply == Some(Throttling::CdpAll) {
                 " (cdp-all throttles real viewers' data channels, not light peers')"
             } else {
@@ -118,8 +116,8 @@ fn shaping_words(profile: Option<&NetworkProfile>, slots_shape: bool, per_page: 
         ),
         Throttling::Tc if slots_shape => format!(
             "the light peers of a page (up to {per_page}) share one tc-shaped link at their number times the profile ({} / {} kbit/s each); P2P between light peers of one page crosses no link",
-            rate(p.download_kbps),
-            rate(p.upload_kbps)
+            rate(p.link.download_kbps),
+            rate(p.link.upload_kbps)
         ),
         Throttling::Tc => {
             "tc asked for, but this fleet has no per-viewer interfaces: not applied".into()
@@ -149,15 +147,15 @@ fn page_link(profile: Option<&NetworkProfile>, slot: &ViewerSlot) -> PageLink {
     let Some(p) = profile else {
         return PageLink::default();
     };
-    let latency = p.latency_ms.unwrap_or(0);
+    let latency = p.link.latency_ms.unwrap_or(0);
     match p.apply.unwrap_or(Throttling::HttpOnly) {
         Throttling::HttpOnly | Throttling::CdpAll => PageLink {
-            down_kbps: p.download_kbps.unwrap_or(0),
+            down_kbps: p.link.download_kbps.unwrap_or(0),
             rtt_ms: latency,
         },
         // The slot's queues carry the rates; a slot without a delay queue leaves the
         // latency to the page, as it does for real viewers.
-        Throttling::Tc if slot.shaping.rates && !slot.shaping.latency => PageLink {
+        Throttling::Tc if slot.tc.rates && !slot.tc.latency => PageLink {
             down_kbps: 0,
             rtt_ms: latency,
         },
@@ -541,13 +539,16 @@ impl PageRead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::viewer::SlotShaping;
+    use crate::model::scenario::LinkProfile;
+    use crate::viewer::TcCoverage;
 
     fn profile(apply: Throttling) -> NetworkProfile {
         NetworkProfile {
-            download_kbps: Some(2000),
-            upload_kbps: Some(300),
-            latency_ms: Some(500),
+            link: LinkProfile {
+                download_kbps: Some(2000),
+                upload_kbps: Some(300),
+                latency_ms: Some(500),
+            },
             apply: Some(apply),
         }
     }
@@ -562,7 +563,7 @@ mod tests {
             address: None,
             public_addresses: Vec::new(),
             nat: None,
-            shaping: SlotShaping { rates, latency },
+            tc: TcCoverage { rates, latency },
             viewers: 1,
         }
     }

@@ -5,9 +5,7 @@
 use super::run::RunContext;
 use crate::fleet::Fleet;
 use crate::model::kinds::VideoKind;
-use crate::model::rawdata::{
-    self, Manifest, NetworkProfileSummary, PlanSummary, TargetDescription,
-};
+use crate::model::rawdata::{self, Manifest, PlanSummary, TargetDescription};
 use crate::model::scenario::Plan;
 use crate::sys::hostinfo;
 use crate::target::Target;
@@ -60,11 +58,7 @@ pub(super) fn write_manifest(
             sampling_interval_s: plan.sampling_interval.as_secs_f64(),
             measure_at_s: plan.measure_at.as_secs_f64(),
             steady_window_s: plan.steady_window.as_secs_f64(),
-            network: NetworkProfileSummary {
-                download_kbps: plan.network.and_then(|n| n.download_kbps),
-                upload_kbps: plan.network.and_then(|n| n.upload_kbps),
-                latency_ms: plan.network.and_then(|n| n.latency_ms),
-            },
+            network: plan.network.map(|n| n.link).unwrap_or_default(),
             max_failed_viewers: plan.max_failed_viewers,
             auto_cpu_below: plan.auto.map(|a| a.cpu_below),
             thresholds: plan.thresholds.iter().map(|t| t.text()).collect(),

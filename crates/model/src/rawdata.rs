@@ -633,7 +633,9 @@ pub struct PlanSummary {
     pub measure_at_s: f64,
     /// Width of the steady-state window centred before `measure_at_s`, seconds.
     pub steady_window_s: f64,
-    pub network: NetworkProfileSummary,
+    /// `viewers.network`'s link (its `apply` is not recorded here: how the fleet applied
+    /// the profiles is the fleet description's `throttling`).
+    pub network: crate::scenario::LinkProfile,
     #[serde(default)]
     pub max_failed_viewers: u32,
     /// `viewers.count: auto`: the busy share the governed ramp stayed below; `viewers` is
@@ -677,13 +679,6 @@ impl RunEvent {
         let last = |kind| events.iter().rev().find(|e| e.event == kind)?.viewers;
         last(RunEventKind::RampSettled).or_else(|| last(RunEventKind::RampStep))
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct NetworkProfileSummary {
-    pub download_kbps: Option<u32>,
-    pub upload_kbps: Option<u32>,
-    pub latency_ms: Option<u32>,
 }
 
 /// Appends records to one JSON-lines file, flushing after every record so nothing is lost

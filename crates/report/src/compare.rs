@@ -1,10 +1,12 @@
 //! Several runs side by side: one column group per run (or per scenario when grouping
 //! repeats), with mean and 95% confidence interval when a group holds repeats.
 
-use super::render::{self, Table, NONE};
+use super::format::{self, NONE};
+use super::sections;
 use super::stats::{mean_ci, MeanCi};
 use super::summary::{FiguresAtT, HeadroomFigures, HeadroomVerdict, ReportSummary, RunReport};
 use super::swarm_curve::{SwarmCurve, SwarmPoint};
+use super::text_table::Table;
 use crate::model::kinds::RateSource;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -152,8 +154,8 @@ impl GroupStats {
     fn savings_cell(&self) -> String {
         format!(
             "{} / {}",
-            render::mean_ci(self.players_p2p_savings, 100.0, 1, "%"),
-            render::mean_ci(self.headroom_p2p_savings, 100.0, 1, "%")
+            format::mean_ci(self.players_p2p_savings, 100.0, 1, "%"),
+            format::mean_ci(self.headroom_p2p_savings, 100.0, 1, "%")
         )
     }
 }
@@ -267,7 +269,7 @@ impl Comparison {
                 .runs
                 .iter()
                 .map(|r| {
-                    let flags = render::flags(&r.summary);
+                    let flags = sections::flags(&r.summary);
                     match r.summary.source {
                         RateSource::Exporter => flags,
                         RateSource::Players => format!("from players' stats, {flags}"),
@@ -284,13 +286,13 @@ impl Comparison {
                 g.name.clone(),
                 s.n.to_string(),
                 viewers,
-                render::mean_ci(s.http_peak_mbps, 1.0, 1, ""),
-                render::mean_ci(s.http_at_mbps, 1.0, 2, ""),
-                render::mean_ci(s.p2p_at_mbps, 1.0, 2, ""),
-                render::mean_ci(s.http_share, 100.0, 1, "%"),
-                render::mean_ci(s.p2p_savings, 100.0, 1, "%"),
-                render::mean_ci(s.ttff_median_ms, 1.0, 0, " ms"),
-                render::mean_ci(s.stalls_per_viewer_minute, 1.0, 2, ""),
+                format::mean_ci(s.http_peak_mbps, 1.0, 1, ""),
+                format::mean_ci(s.http_at_mbps, 1.0, 2, ""),
+                format::mean_ci(s.p2p_at_mbps, 1.0, 2, ""),
+                format::mean_ci(s.http_share, 100.0, 1, "%"),
+                format::mean_ci(s.p2p_savings, 100.0, 1, "%"),
+                format::mean_ci(s.ttff_median_ms, 1.0, 0, " ms"),
+                format::mean_ci(s.stalls_per_viewer_minute, 1.0, 2, ""),
                 undelivered_cell(s.p2p_undelivered),
                 s.headroom_cell(&g.runs),
                 s.savings_cell(),
@@ -384,7 +386,7 @@ pub fn wrap(text: &str, width: usize) -> String {
 fn undelivered_cell(v: Option<MeanCi>) -> String {
     match v {
         Some(m) if m.mean * 100.0 < 0.05 => "within noise".into(),
-        other => render::mean_ci(other, 100.0, 1, "%"),
+        other => format::mean_ci(other, 100.0, 1, "%"),
     }
 }
 

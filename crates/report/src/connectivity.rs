@@ -11,6 +11,7 @@
 //! row (from → to), as each page saw it.
 
 use super::load::RunData;
+use crate::model::kinds::NatKind;
 use crate::model::rawdata::{self, IceLink, IceState, ViewerNetwork};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -50,7 +51,10 @@ pub struct ClassPair {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassShare {
     pub class: String,
-    pub nat: String,
+    /// The NAT of the class's viewers, by its name; `None` (written `""`) for viewers with
+    /// no network record (class `unknown`).
+    #[serde(with = "nat_or_empty")]
+    pub nat: Option<NatKind>,
     pub viewers: u32,
     pub http_bytes: u64,
     pub p2p_bytes: u64,
@@ -59,10 +63,29 @@ pub struct ClassShare {
     pub viewers_connected: u32,
 }
 
+/// `ClassShare::nat` as `report.json` has always written it: the NAT's name, or `""` where
+/// the class is not known.
+mod nat_or_empty {
+    use super::NatKind;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(nat: &Option<NatKind>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(nat.map_or("", NatKind::as_str))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NatKind>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse().map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
 /// The class label of a network record: its class of `viewers.networks`, else its NAT.
 fn label(n: &ViewerNetwork) -> String {
     n.class.clone().unwrap_or_else(|| match n.nat {
-        crate::model::kinds::NatKind::None => "public".to_string(),
+        NatKind::None => "public".to_string(),
         nat => format!("behind {nat} NAT"),
     })
 }
@@ -95,12 +118,12 @@ pub fn build(
     bytes: &HashMap<u32, (u64, u64)>,
 ) -> Connectivity {
     let mut class_of: HashMap<u32, String> = HashMap::new();
-    let mut nat_of: BTreeMap<String, String> = BTreeMap::new();
+    let mut nat_of: BTreeMap<String, NatKind> = BTreeMap::new();
     let mut by_address: HashMap<String, BTreeSet<String>> = HashMap::new();
     for n in networks {
         let class = label(n);
         class_of.insert(n.viewer, class.clone());
-        nat_of.insert(class.clone(), n.nat.to_string());
+        nat_of.insert(class.clone(), n.nat);
         for a in &n.addresses {
             by_address
                 .entry(a.clone())
@@ -175,7 +198,7 @@ pub fn build(
         http_all += http;
         p2p_all += p2p;
         let row = shares.entry(class.clone()).or_insert_with(|| ClassShare {
-            nat: nat_of.get(&class).cloned().unwrap_or_default(),
+            nat: nat_of.get(&class).copied(),
             class,
             viewers: 0,
             http_bytes: 0,
@@ -208,7 +231,7 @@ pub fn build(
 fn notes(
     pairs: &[ClassPair],
     classes: &[ClassShare],
-    nat_of: &BTreeMap<String, String>,
+    nat_of: &BTreeMap<String, NatKind>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     let mut noted: BTreeSet<(String, String)> = BTreeSet::new();
@@ -238,13 +261,14 @@ fn notes(
                 p.pending + q.pending,
             )
         });
-        let nat = |c: &str| nat_of.get(c).map(String::as_str).unwrap_or("");
+        use NatKind::{Cgnat, Home, Symmetric};
+        let nat = |c: &str| nat_of.get(c).copied();
         let why = match (nat(&p.from), nat(&p.to)) {
-            ("symmetric", "symmetric" | "home" | "cgnat")
-            | ("home" | "cgnat", "symmetric") => {
+            (Some(Symmetric), Some(Symmetric | Home | Cgnat))
+            | (Some(Home | Cgnat), Some(Symmetric)) => {
                 " — a symmetric NAT gives every destination a new port and the other side's NAT admits only the address and port it sent to, so hole punching cannot work: only a TURN relay would connect them, and this run offered none"
             }
-            ("cgnat", "cgnat") if p.from == p.to => {
+            (Some(Cgnat), Some(Cgnat)) if p.from == p.to => {
                 " — behind one carrier-grade NAT that does not hairpin, and without IPv6 between them"
             }
             _ => "",
@@ -276,8 +300,8 @@ fn notes(
 }
 
 /// The pair table, for every renderer.
-pub fn pair_table(c: &Connectivity) -> super::render::Table {
-    let mut t = super::render::Table::new(&[
+pub fn pair_table(c: &Connectivity) -> super::text_table::Table {
+    let mut t = super::text_table::Table::new(&[
         "viewer class",
         "peer class",
         "answered",
@@ -309,8 +333,8 @@ pub fn pair_table(c: &Connectivity) -> super::render::Table {
 }
 
 /// The per-class table.
-pub fn class_table(c: &Connectivity) -> super::render::Table {
-    let mut t = super::render::Table::new(&[
+pub fn class_table(c: &Connectivity) -> super::text_table::Table {
+    let mut t = super::text_table::Table::new(&[
         "class",
         "NAT",
         "viewers",
@@ -324,7 +348,7 @@ pub fn class_table(c: &Connectivity) -> super::render::Table {
     for k in &c.classes {
         t.row(vec![
             k.class.clone(),
-            k.nat.clone(),
+            k.nat.map(|n| n.to_string()).unwrap_or_default(),
             k.viewers.to_string(),
             k.viewers_connected.to_string(),
             mb(k.http_bytes),
@@ -380,7 +404,6 @@ pub fn html_section(out: &mut String, c: &Connectivity) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kinds::NatKind;
 
     fn net(viewer: u32, class: &str, nat: NatKind, addresses: &[&str]) -> ViewerNetwork {
         ViewerNetwork {
@@ -474,5 +497,25 @@ mod tests {
             md.contains("| dsl/home | dsl/home | 1 | 1 | 0 | 0 | srflx↔srflx ipv4: 1 |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_class_nat_is_written_by_its_name_and_empty_when_unknown() {
+        for (nat, text) in [(Some(NatKind::Cgnat), "cgnat"), (None, "")] {
+            let share = ClassShare {
+                class: "c".into(),
+                nat,
+                viewers: 1,
+                http_bytes: 2,
+                p2p_bytes: 3,
+                p2p_share: None,
+                viewers_connected: 0,
+            };
+            let json = serde_json::to_string(&share).unwrap();
+            assert!(json.contains(&format!(r#""nat":"{text}""#)), "{json}");
+            assert_eq!(serde_json::from_str::<ClassShare>(&json).unwrap(), share);
+        }
+        let wrong = r#"{"class":"c","nat":"carrier","viewers":1,"http_bytes":2,"p2p_bytes":3,"p2p_share":null,"viewers_connected":0}"#;
+        assert!(serde_json::from_str::<ClassShare>(wrong).is_err());
     }
 }

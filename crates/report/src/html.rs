@@ -4,7 +4,8 @@
 
 use super::compare::{Comparison, GroupStats};
 use super::prose;
-use super::render::{self, Renderer};
+use super::render::Renderer;
+use super::sections;
 use super::stats::MeanCi;
 use super::summary::{names, Arrival, Headroom, ReportSummary, RunReport, ViewerRow};
 use super::svg::{self, esc, BarChart, BarSet, Line, LineChart};
@@ -139,7 +140,7 @@ fn bandwidth_chart(r: &RunReport, source: &str, http: &str, p2p: &str, up: &str)
 fn bandwidth_section(b: &mut String, r: &RunReport) {
     let s = &r.summary;
     b.push_str("<h2>Bandwidth</h2>\n");
-    b.push_str(&render::seed_table(s).html());
+    b.push_str(&sections::seed_table(s).html());
     list(b, &prose::origin_lines(s));
     let reconciliation = prose::reconciliation_lines(s);
     if !reconciliation.is_empty() {
@@ -209,9 +210,9 @@ fn headroom_section(b: &mut String, r: &RunReport, h: &Headroom) {
     let s = &r.summary;
     b.push_str("<h2>Headroom: which viewers were starved</h2>\n");
     list(b, &prose::headroom_lines(h));
-    b.push_str(&render::headroom_figures_table(h).html());
+    b.push_str(&sections::headroom_figures_table(h).html());
     if h.host.is_some() || !h.nodes.is_empty() {
-        b.push_str(&render::machines_table(h).html());
+        b.push_str(&sections::machines_table(h).html());
     }
     let listed = &h.viewers.listed;
     if !listed.is_empty() {
@@ -220,16 +221,16 @@ fn headroom_section(b: &mut String, r: &RunReport, h: &Headroom) {
             b,
             "<p>Viewers without headroom in the steady window or with a starved page at some \
              time ({total}){}:</p>",
-            if total > render::STARVED_VIEWERS_SHOWN {
+            if total > sections::STARVED_VIEWERS_SHOWN {
                 format!(
                     ", the first {} (viewers.csv has every viewer's headroom)",
-                    render::STARVED_VIEWERS_SHOWN
+                    sections::STARVED_VIEWERS_SHOWN
                 )
             } else {
                 String::new()
             }
         );
-        b.push_str(&render::starved_viewers_table(h).html());
+        b.push_str(&sections::starved_viewers_table(h).html());
     }
     node_busy_chart(b, r, h);
     if let Some(late) = r.series(names::PAGE_LATE_MS) {
@@ -386,7 +387,7 @@ fn arrival_section(b: &mut String, r: &RunReport, a: &Arrival) {
         "Where the solid curves run right of the dashed one, the fleet was behind the ramp: \
          the horizontal distance is how late, the vertical one how many viewers.",
     );
-    b.push_str(&render::arrival_table(a).html());
+    b.push_str(&sections::arrival_table(a).html());
 }
 
 /// The QoE numbers, the time-to-first-frame histogram, stalls over time, the failures.
@@ -416,7 +417,7 @@ fn qoe_section(b: &mut String, r: &RunReport) {
         );
     }
     if !s.qoe.failed.is_empty() {
-        b.push_str(&render::failures_table(s).html());
+        b.push_str(&sections::failures_table(s).html());
     }
 }
 
@@ -557,7 +558,7 @@ impl Renderer for HtmlRenderer {
         if !s.thresholds.is_empty() {
             b.push_str("<h2>Thresholds</h2>\n");
             let _ = writeln!(b, "<p>{}</p>", esc(&prose::thresholds_line(s)));
-            b.push_str(&render::thresholds_table(s).html());
+            b.push_str(&sections::thresholds_table(s).html());
         }
         bandwidth_section(&mut b, r);
         if let Some(h) = &s.headroom {
@@ -636,7 +637,7 @@ impl Renderer for HtmlRenderer {
                     "<li><code>{}</code> ({}): {}{}</li>",
                     esc(&r.name),
                     esc(&r.summary.started_at),
-                    esc(&render::flags(&r.summary)),
+                    esc(&sections::flags(&r.summary)),
                     esc(&r
                         .summary
                         .headroom

@@ -11,13 +11,14 @@
 //! towards HTTP exactly as a starved viewer's are. Starved groups are judged by the rule
 //! `report::headroom` applies to the viewers' pages, and are listed apart.
 
+use super::format::{bytes, pct, NONE};
 use super::headroom;
 use super::load::RunData;
 use super::reconcile::increase;
-use super::render::{bytes, pct, Table, NONE};
 use super::stats::percentile;
 use super::summary::PageLagWindow;
 use super::table::Steady;
+use super::text_table::Table;
 use super::traffic::{LightPeerTotals, PlayerTraffic};
 use crate::model::rawdata::{LightSample, PageLag};
 use crate::model::scenario::light::FidelityRecord;

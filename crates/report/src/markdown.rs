@@ -2,7 +2,8 @@
 
 use super::compare::Comparison;
 use super::prose;
-use super::render::{self, Renderer};
+use super::render::Renderer;
+use super::sections;
 use super::summary::{Headroom, RunReport};
 use std::fmt::Write;
 
@@ -19,16 +20,16 @@ fn bullets(out: &mut String, lines: &[String]) {
 fn headroom_section(out: &mut String, h: &Headroom) {
     out.push_str("## Headroom: which viewers were starved\n\n");
     bullets(out, &prose::headroom_lines(h));
-    out.push_str(&render::headroom_figures_table(h).markdown());
+    out.push_str(&sections::headroom_figures_table(h).markdown());
     out.push('\n');
     if h.host.is_some() || !h.nodes.is_empty() {
-        out.push_str(&render::machines_table(h).markdown());
+        out.push_str(&sections::machines_table(h).markdown());
         let machines = h.nodes.len() + usize::from(h.host.is_some());
-        if machines > render::MACHINES_SHOWN {
+        if machines > sections::MACHINES_SHOWN {
             let _ = writeln!(
                 out,
                 "\n…and {} more nodes (see report.json).",
-                machines - render::MACHINES_SHOWN
+                machines - sections::MACHINES_SHOWN
             );
         }
         out.push('\n');
@@ -41,12 +42,12 @@ fn headroom_section(out: &mut String, h: &Headroom) {
             "Viewers without headroom in the steady window or with a starved page at some \
              time ({total}):\n"
         );
-        out.push_str(&render::starved_viewers_table(h).markdown());
-        if total > render::STARVED_VIEWERS_SHOWN {
+        out.push_str(&sections::starved_viewers_table(h).markdown());
+        if total > sections::STARVED_VIEWERS_SHOWN {
             let _ = writeln!(
                 out,
                 "\n…and {} more (viewers.csv has every viewer's headroom).",
-                total - render::STARVED_VIEWERS_SHOWN
+                total - sections::STARVED_VIEWERS_SHOWN
             );
         }
         out.push('\n');
@@ -76,11 +77,11 @@ impl Renderer for MarkdownRenderer {
         if !s.thresholds.is_empty() {
             out.push_str("## Thresholds\n\n");
             let _ = writeln!(out, "{}\n", prose::thresholds_line(s));
-            out.push_str(&render::thresholds_table(s).markdown());
+            out.push_str(&sections::thresholds_table(s).markdown());
             out.push('\n');
         }
         out.push_str("## Bandwidth\n\n");
-        out.push_str(&render::seed_table(s).markdown());
+        out.push_str(&sections::seed_table(s).markdown());
         out.push('\n');
         bullets(&mut out, &prose::origin_lines(s));
         let reconciliation = prose::reconciliation_lines(s);
@@ -96,7 +97,7 @@ impl Renderer for MarkdownRenderer {
         if let Some(a) = &s.arrival {
             out.push_str("## Arrivals: asked for and obtained\n\n");
             bullets(&mut out, &prose::arrival_lines(a));
-            out.push_str(&render::arrival_table(a).markdown());
+            out.push_str(&sections::arrival_table(a).markdown());
             out.push('\n');
         }
         if let Some(c) = &s.churn {
@@ -109,12 +110,12 @@ impl Renderer for MarkdownRenderer {
         out.push_str("## Quality of experience\n\n");
         bullets(&mut out, &prose::qoe_lines(s));
         if !s.qoe.failed.is_empty() {
-            out.push_str(&render::failures_table(s).markdown());
-            if s.qoe.failed.len() > render::FAILURES_SHOWN {
+            out.push_str(&sections::failures_table(s).markdown());
+            if s.qoe.failed.len() > sections::FAILURES_SHOWN {
                 let _ = writeln!(
                     out,
                     "\n…and {} more (see viewers.csv).",
-                    s.qoe.failed.len() - render::FAILURES_SHOWN
+                    s.qoe.failed.len() - sections::FAILURES_SHOWN
                 );
             }
             out.push('\n');
@@ -173,7 +174,7 @@ impl Renderer for MarkdownRenderer {
                     "- `{}` ({}): {}{}",
                     r.name,
                     r.summary.started_at,
-                    render::flags(&r.summary),
+                    sections::flags(&r.summary),
                     r.summary
                         .headroom
                         .as_ref()

@@ -1,8 +1,8 @@
 //! The report's sentences, shared by the Markdown and HTML renderers so both say the same:
 //! how each number was measured, QoE, and the honesty section.
 
+use super::format::{bytes, ms, num, pct};
 use super::headroom::HOST_NAME;
-use super::render::{bytes, ms, num, pct};
 use super::summary::{Arrival, Headroom, HeadroomVerdict, MachineHeadroom, ReportSummary, Span};
 
 /// Header facts: what ran, on what.

@@ -4,7 +4,7 @@
 use super::arrival::ViewerArrival;
 use super::load::RunData;
 use super::stats::percentile;
-use super::summary::{FailedViewer, Qoe, ViewerCounts, ViewerRow};
+use super::summary::{FailedViewer, FailureKind, Qoe, ViewerCounts, ViewerRow};
 use super::traffic::ViewerTotals;
 use crate::model::rawdata::{RunEvent, ViewerEventKind};
 use std::collections::BTreeMap;
@@ -206,7 +206,7 @@ impl Tally {
                 return ("running".to_string(), None);
             }
             let reason = if life.silent { NO_EVENT } else { NO_END };
-            self.fail(viewer, None, "failed", reason.to_string());
+            self.fail(viewer, None, FailureKind::Failed, reason.to_string());
             return ("failed".to_string(), Some(reason.to_string()));
         };
         let kind_name = match kind {
@@ -214,27 +214,31 @@ impl Tally {
             ViewerEventKind::Lost => "lost",
             _ => "stopped",
         };
-        if kind_name != "stopped" {
+        let failure = match kind {
+            ViewerEventKind::Failed => Some(FailureKind::Failed),
+            ViewerEventKind::Lost => Some(FailureKind::Lost),
+            _ => None,
+        };
+        if let Some(failure) = failure {
             let reason_text = reason
                 .clone()
                 .unwrap_or_else(|| "(no reason recorded)".into());
-            self.fail(viewer, Some(*t), kind_name, reason_text);
+            self.fail(viewer, Some(*t), failure, reason_text);
         }
         (kind_name.to_string(), reason.clone())
     }
 
     /// Counts a failed or lost viewer under its reason.
-    fn fail(&mut self, viewer: u32, t: Option<f64>, kind: &str, reason: String) {
-        if kind == "failed" {
-            self.counts.failed += 1;
-        } else {
-            self.counts.lost += 1;
+    fn fail(&mut self, viewer: u32, t: Option<f64>, kind: FailureKind, reason: String) {
+        match kind {
+            FailureKind::Failed => self.counts.failed += 1,
+            FailureKind::Lost => self.counts.lost += 1,
         }
         *self.qoe.failure_reasons.entry(reason.clone()).or_default() += 1;
         self.qoe.failed.push(FailedViewer {
             viewer,
             t,
-            kind: kind.into(),
+            kind,
             reason,
         });
     }

@@ -330,9 +330,18 @@ pub struct FailedViewer {
     pub viewer: u32,
     /// When it failed or was lost; `None` for a viewer with no event recorded.
     pub t: Option<f64>,
-    /// `failed` or `lost`.
-    pub kind: String,
+    pub kind: FailureKind,
     pub reason: String,
+}
+
+named_enum! {
+    /// How a viewer left the run before its end.
+    pub enum FailureKind {
+        /// It never played, or a command of its session failed.
+        Failed = "failed",
+        /// Its browser or node went away under it.
+        Lost = "lost",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,9 +10,10 @@
 //! reports, and then the exporter would not count them.
 
 use super::compare::{Comparison, Group};
-use super::render::{self, Table};
+use super::format;
 use super::stats::{mean_ci, MeanCi};
 use super::svg::{self, Line};
+use super::text_table::Table;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -197,9 +198,9 @@ pub fn table(curve: &SwarmCurve) -> Table {
         t.row(vec![
             format!("{} ({} + {})", p.swarm_size, p.viewers, p.light_peers),
             p.n.to_string(),
-            render::mean_ci(p.p2p_savings, 100.0, 1, "%"),
-            render::mean_ci(p.http_share, 100.0, 1, "%"),
-            render::pct(Some(p.bound)),
+            format::mean_ci(p.p2p_savings, 100.0, 1, "%"),
+            format::mean_ci(p.http_share, 100.0, 1, "%"),
+            format::pct(Some(p.bound)),
             headroom,
         ]);
     }
@@ -346,8 +347,8 @@ pub fn plot(curves: &[SwarmCurve]) -> String {
                     p.swarm_size,
                     p.viewers,
                     p.light_peers,
-                    render::mean_ci(Some(s), 100.0, 1, "%"),
-                    render::pct(Some(p.bound)),
+                    format::mean_ci(Some(s), 100.0, 1, "%"),
+                    format::pct(Some(p.bound)),
                     p.headroom
                 ))
             );
@@ -450,10 +451,10 @@ mod tests {
 
     #[test]
     fn the_bound_is_one_minus_one_over_n() {
-        assert_eq!(render::pct(Some(bound(4))), "75.0%");
-        assert_eq!(render::pct(Some(bound(16))), "93.8%");
-        assert_eq!(render::pct(Some(bound(64))), "98.4%");
-        assert_eq!(render::pct(Some(bound(256))), "99.6%");
+        assert_eq!(format::pct(Some(bound(4))), "75.0%");
+        assert_eq!(format::pct(Some(bound(16))), "93.8%");
+        assert_eq!(format::pct(Some(bound(64))), "98.4%");
+        assert_eq!(format::pct(Some(bound(256))), "99.6%");
         assert_eq!(bound(1), 0.0);
     }
 

@@ -23,6 +23,7 @@
 //! refusals are counted (`Counts::hub_refused`).
 
 use super::{FakeState, Inner, Stored};
+use crate::webdriver_stub::requested_capabilities;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{Method, Request, StatusCode};
@@ -292,24 +293,6 @@ fn webdriver_error(status: StatusCode, error: &str, message: &str) -> Response {
         Json(json!({"value": {"error": error, "message": message, "stacktrace": ""}})),
     )
         .into_response()
-}
-
-/// The capabilities a session was requested with, as the Grid echoes them in `/status`.
-fn requested_capabilities(body: &Value) -> Value {
-    let caps = &body["capabilities"];
-    let mut merged = caps["alwaysMatch"].clone();
-    if !merged.is_object() {
-        merged = json!({});
-    }
-    if let (Some(first), Some(m)) = (
-        caps["firstMatch"].get(0).and_then(|f| f.as_object()),
-        merged.as_object_mut(),
-    ) {
-        for (k, v) in first {
-            m.insert(k.clone(), v.clone());
-        }
-    }
-    merged
 }
 
 async fn forward(state: &FakeState, method: Method, path: &str, body: Bytes) -> Option<Response> {

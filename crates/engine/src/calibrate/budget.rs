@@ -5,7 +5,7 @@
 //! cost is fitted over the packings measured as a fixed part per viewer plus a part per
 //! browser shared by its viewers (cost = viewer + browser / N), and read at N.
 
-use super::{BrowserProfile, Calibration, ProfileFigures, Verdict};
+use super::{BrowserProfile, Calibration, FidelityVerdict, ProfileFigures};
 use crate::model::kinds::VideoKind;
 
 /// Per-viewer CPU and memory for a video and a packing, and where they came from.
@@ -57,7 +57,7 @@ impl Calibration {
                 .any(|p| {
                     p.fidelity
                         .as_ref()
-                        .is_some_and(|f| f.verdict == Verdict::Fail)
+                        .is_some_and(|f| f.verdict == FidelityVerdict::Fail)
                 })
         };
         // Mean per packing.

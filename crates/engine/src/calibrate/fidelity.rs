@@ -7,35 +7,13 @@
 //! and renditions are reported beside it.
 
 use super::measure::{BytesBasis, ProfileFigures};
+pub use crate::model::scenario::light::FidelityVerdict;
 use serde::{Deserialize, Serialize};
 
 /// Bytes may differ from the default's by this much (percent).
 pub const BYTES_TOLERANCE_PCT: f64 = 5.0;
 /// The P2P share may differ by this many percentage points.
 pub const P2P_SHARE_TOLERANCE_POINTS: f64 = 5.0;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Within noise of the default on every rule.
-    Pass,
-    /// Outside it on at least one rule: the profile changes what viewers do.
-    Fail,
-    /// The figures cannot tell: for a profile, the rules held but the basis is too short
-    /// (one segment weighs more than the bytes tolerance); for light peers
-    /// (`light_fidelity`), a run was not a finding or a rule could not be judged.
-    Inconclusive,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "FAIL",
-            Verdict::Inconclusive => "inconclusive",
-        }
-    }
-}
 
 /// One rule's outcome, in words.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,7 +29,7 @@ pub struct Check {
 pub struct Fidelity {
     /// The profile compared against (`default`) and its round.
     pub against: String,
-    pub verdict: Verdict,
+    pub verdict: FidelityVerdict,
     /// Seconds compared: the window, or each viewer's first T seconds (VOD).
     #[serde(default)]
     pub compared_s: f64,
@@ -184,11 +162,11 @@ pub fn judge(p: &ProfileFigures, reference: &ProfileFigures) -> Fidelity {
         .iter()
         .any(|c| !c.ok && c.rule != "basis" && (basis_ok || c.rule != "bytes"));
     let verdict = if failed {
-        Verdict::Fail
+        FidelityVerdict::Fail
     } else if !basis_ok {
-        Verdict::Inconclusive
+        FidelityVerdict::Inconclusive
     } else {
-        Verdict::Pass
+        FidelityVerdict::Pass
     };
     Fidelity {
         against: format!("{} (round {})", reference.profile.name, reference.round + 1),
@@ -245,7 +223,7 @@ mod tests {
     fn within_noise_passes() {
         let reference = figures(3_250_000.0, 69.0, 1);
         let f = judge(&figures(3_380_000.0, 66.0, 1), &reference);
-        assert_eq!(f.verdict, Verdict::Pass, "{f:?}");
+        assert_eq!(f.verdict, FidelityVerdict::Pass, "{f:?}");
         assert!((f.bytes_change_pct - 4.0).abs() < 1e-9);
         assert!((f.p2p_share_points + 3.0).abs() < 1e-9);
         assert_eq!(f.ttff_change_ms, Some(0.0));
@@ -267,7 +245,7 @@ mod tests {
         let f = judge(&figures(3_445_000.0, 69.0, 1), &reference);
         assert_eq!(
             (f.verdict, failing(&f)),
-            (Verdict::Fail, vec!["bytes".to_string()])
+            (FidelityVerdict::Fail, vec!["bytes".to_string()])
         );
         // 5.5 points less P2P.
         let f = judge(&figures(3_250_000.0, 63.5, 1), &reference);
@@ -292,7 +270,7 @@ mod tests {
         let mut reference = figures(1_000_000.0, 69.0, 0);
         reference.segment_bytes_mean = 100_000.0; // 10% of the bytes compared
         let f = judge(&figures(1_020_000.0, 69.0, 0), &reference);
-        assert_eq!(f.verdict, Verdict::Inconclusive, "{f:?}");
+        assert_eq!(f.verdict, FidelityVerdict::Inconclusive, "{f:?}");
         let basis = f.checks.iter().find(|c| c.rule == "basis").unwrap();
         assert!(
             basis.text.contains("use a longer --window"),
@@ -301,10 +279,10 @@ mod tests {
         );
         // Bytes off by more than a segment cannot be told from noise there either…
         let f = judge(&figures(1_200_000.0, 69.0, 0), &reference);
-        assert_eq!(f.verdict, Verdict::Inconclusive);
+        assert_eq!(f.verdict, FidelityVerdict::Inconclusive);
         // …but the other rules still fail, however short the basis.
         let f = judge(&figures(1_000_000.0, 60.0, 0), &reference);
-        assert_eq!(f.verdict, Verdict::Fail);
+        assert_eq!(f.verdict, FidelityVerdict::Fail);
     }
 
     #[test]
@@ -328,7 +306,7 @@ mod tests {
         assert_eq!(f.compared_s, 80.0);
         assert!((f.bytes_change_pct - 3.0).abs() < 1e-9, "{f:?}");
         assert!(f.p2p_share_points.abs() < 1e-9, "{f:?}");
-        assert_eq!(f.verdict, Verdict::Pass, "{f:?}");
+        assert_eq!(f.verdict, FidelityVerdict::Pass, "{f:?}");
     }
 
     #[test]
@@ -340,7 +318,7 @@ mod tests {
         assert_eq!(f.renditions_points, 20.0);
         assert_eq!(
             f.verdict,
-            Verdict::Pass,
+            FidelityVerdict::Pass,
             "renditions are reported, not judged"
         );
     }

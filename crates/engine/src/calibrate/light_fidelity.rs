@@ -35,9 +35,10 @@
 use crate::model::kinds::Throttling;
 use crate::model::scenario::light::{FIDELITY_DOCUMENT, FIDELITY_SCHEMA_VERSION};
 use crate::model::scenario::{self, Overrides, Plan, ScenarioError};
+use crate::report::format::{bytes, NONE};
 use crate::report::light::{spread, Spread};
-use crate::report::render::{bytes, Table, NONE};
 use crate::report::stats::percentile;
+use crate::report::text_table::Table;
 use crate::report::{HeadroomVerdict, RunReport};
 use crate::suite::{ScenarioRunner, SuiteRun};
 use crate::sys::shutdown::Shutdown;
@@ -47,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub(crate) use super::fidelity::{Verdict, P2P_SHARE_TOLERANCE_POINTS};
+pub(crate) use super::fidelity::{FidelityVerdict, P2P_SHARE_TOLERANCE_POINTS};
 
 /// The file `fidelity` writes into `--out` and `swarm.fidelity` names.
 pub const FIDELITY_JSON: &str = "fidelity.json";
@@ -484,7 +485,7 @@ pub struct LightFidelity {
     /// `viewerfleet-light-fidelity`.
     pub document: String,
     pub schema_version: u32,
-    pub verdict: Verdict,
+    pub verdict: FidelityVerdict,
     pub tool_version: String,
     /// When the measurement ended (RFC 3339, UTC).
     pub created: String,
@@ -513,7 +514,7 @@ pub struct LightFidelity {
 
 /// What both arms' runs say, judged.
 struct Judged {
-    verdict: Verdict,
+    verdict: FidelityVerdict,
     rules: Vec<Rule>,
     inconclusive_because: Vec<String>,
     p2p_savings: SavingsFigures,
@@ -731,11 +732,11 @@ fn judge(runs: &[RunFigures], swarm: u32, real: u32, repeat: u32) -> Judged {
         inconclusive.push(format!("{}: {}", rule.what, rule.text));
     }
     let verdict = if !inconclusive.is_empty() {
-        Verdict::Inconclusive
+        FidelityVerdict::Inconclusive
     } else if rules.iter().any(|r| r.ok == Some(false)) {
-        Verdict::Fail
+        FidelityVerdict::Fail
     } else {
-        Verdict::Pass
+        FidelityVerdict::Pass
     };
     Judged {
         verdict,
@@ -988,12 +989,12 @@ pub fn markdown(f: &LightFidelity) -> String {
         .collect();
     s.push_str(&format!("Verdict: **{}**", f.verdict.as_str()));
     match f.verdict {
-        Verdict::Pass => s.push_str(&format!(
+        FidelityVerdict::Pass => s.push_str(&format!(
             " — {} real viewers + {light} light peers offload like {} real viewers here.\n",
             f.real, f.swarm
         )),
-        Verdict::Fail => s.push_str(&format!(" — {}.\n", failed.join("; "))),
-        Verdict::Inconclusive => {
+        FidelityVerdict::Fail => s.push_str(&format!(" — {}.\n", failed.join("; "))),
+        FidelityVerdict::Inconclusive => {
             s.push_str(" — no run may vouch for or against these light peers:\n\n");
             for why in &f.inconclusive_because {
                 s.push_str(&format!("- {why}\n"));
@@ -1088,7 +1089,12 @@ mod tests {
             |k| with_light(k, [0.66, 0.67, 0.65][k as usize - 1], 0.8, 0),
         );
         let j = judge(&runs, 8, 2, 3);
-        assert_eq!(j.verdict, Verdict::Pass, "{:?}", j.inconclusive_because);
+        assert_eq!(
+            j.verdict,
+            FidelityVerdict::Pass,
+            "{:?}",
+            j.inconclusive_because
+        );
         assert!(j.inconclusive_because.is_empty());
         let s = &j.p2p_savings;
         assert!((s.all_real_pct.unwrap() - 68.1).abs() < 1e-9, "{s:?}");
@@ -1120,7 +1126,7 @@ mod tests {
         let j = judge(&runs, 8, 2, 3);
         assert_eq!(
             (j.verdict, failing(&j)),
-            (Verdict::Fail, vec!["p2p_savings"])
+            (FidelityVerdict::Fail, vec!["p2p_savings"])
         );
         assert!((j.p2p_savings.difference_points.unwrap() + 6.0).abs() < 1e-9);
         assert_eq!(rule(&j, "p2p_savings").with_light, "64.0%");
@@ -1131,7 +1137,7 @@ mod tests {
         // Same P2P savings, but B's members upload 0.4× what A's do.
         let runs = rounds(|k| all_real(k, 0.70), |k| with_light(k, 0.69, 0.4, 0));
         let j = judge(&runs, 8, 2, 3);
-        assert_eq!(j.verdict, Verdict::Fail);
+        assert_eq!(j.verdict, FidelityVerdict::Fail);
         assert_eq!(failing(&j), ["upload_median", "upload_p90"]);
         assert!((j.upload.median_ratio.unwrap() - 0.4).abs() < 1e-9);
         assert_eq!(rule(&j, "upload_median").all_real, "1.8 MB");
@@ -1151,7 +1157,10 @@ mod tests {
         // One stall in each B run: 3 stalls over 30 viewer-minutes = 0.1 per minute.
         let runs = rounds(|k| all_real(k, 0.70), |k| with_light(k, 0.69, 1.0, 1));
         let j = judge(&runs, 8, 2, 3);
-        assert_eq!((j.verdict, failing(&j)), (Verdict::Fail, vec!["stalls"]));
+        assert_eq!(
+            (j.verdict, failing(&j)),
+            (FidelityVerdict::Fail, vec!["stalls"])
+        );
         assert_eq!(j.qoe.all_real_stalls_per_viewer_minute, Some(0.0));
         assert!((j.qoe.with_light_stalls_per_viewer_minute.unwrap() - 0.1).abs() < 1e-12);
         // Within the tolerance: 1 stall over 30 viewer-minutes.
@@ -1159,7 +1168,7 @@ mod tests {
             |k| all_real(k, 0.70),
             |k| with_light(k, 0.69, 1.0, u64::from(k == 2)),
         );
-        assert_eq!(judge(&runs, 8, 2, 3).verdict, Verdict::Pass);
+        assert_eq!(judge(&runs, 8, 2, 3).verdict, FidelityVerdict::Pass);
         // A real viewer that never played.
         let runs = rounds(
             |k| all_real(k, 0.70),
@@ -1189,7 +1198,7 @@ mod tests {
             |k| with_light(k, 0.69, 1.0, 0),
         );
         let j = judge(&runs, 8, 2, 3);
-        assert_eq!(j.verdict, Verdict::Inconclusive);
+        assert_eq!(j.verdict, FidelityVerdict::Inconclusive);
         assert_eq!(
             j.inconclusive_because,
             ["A2 (out/all-real-2) is not a finding: this machine was saturated in the steady window"]
@@ -1204,7 +1213,7 @@ mod tests {
         let j = judge(&runs, 8, 2, 3);
         assert_eq!(
             (j.verdict, failing(&j)),
-            (Verdict::Inconclusive, vec!["p2p_savings"])
+            (FidelityVerdict::Inconclusive, vec!["p2p_savings"])
         );
     }
 
@@ -1213,7 +1222,7 @@ mod tests {
         let mut runs = rounds(|k| all_real(k, 0.70), |k| with_light(k, 0.69, 1.0, 0));
         runs.truncate(3);
         let j = judge(&runs, 8, 2, 3);
-        assert_eq!(j.verdict, Verdict::Inconclusive);
+        assert_eq!(j.verdict, FidelityVerdict::Inconclusive);
         assert!(j.inconclusive_because.contains(
             &"2 of 3 all-real runs and 1 of 3 runs with light peers were measured".to_string()
         ));
@@ -1226,7 +1235,7 @@ mod tests {
         );
         // No runs at all: nothing is judged.
         let j = judge(&[], 8, 2, 3);
-        assert_eq!(j.verdict, Verdict::Inconclusive);
+        assert_eq!(j.verdict, FidelityVerdict::Inconclusive);
         assert!(j.rules.iter().all(|r| r.ok.is_none()));
     }
 }

@@ -26,7 +26,7 @@ mod profiles;
 mod render;
 
 pub use budget::CalibratedBudget;
-pub use fidelity::{Fidelity, Verdict};
+pub use fidelity::{Fidelity, FidelityVerdict};
 pub use measure::{plan_for, BytesBasis, ProfileFigures, TimePoint, Timing};
 pub use profiles::{
     resolve as resolve_profiles, BrowserProfile, DEFAULT_FLAGS, PACKED_PER_BROWSER,

@@ -13,6 +13,7 @@
 
 use super::CloudError;
 use crate::grid::auth::{GridSecrets, Secret};
+use crate::model::scenario::LinkProfile;
 use base64::Engine as _;
 use serde_json::json;
 use std::io::{Read as _, Write as _};
@@ -37,12 +38,17 @@ pub const LIB_DIR: &str = "/usr/local/lib/viewerfleet";
 /// The `write_files` encoding of compressed files.
 pub const COMPRESSED: &str = "gz+b64";
 
-/// Per-viewer link shaping on a node (applied by the viewer-slot script).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct SlotShaping {
-    pub down_kbit: Option<u32>,
-    pub up_kbit: Option<u32>,
-    pub delay_ms: Option<u32>,
+/// `node.env`'s lines for the link every viewer slot of a node gets (the viewer-slot
+/// script shapes each slot to it): `SLOT_DOWN_KBIT`, `SLOT_UP_KBIT`, `SLOT_DELAY_MS`, each
+/// only where the link limits it.
+fn slot_link_env(link: &LinkProfile) -> impl Iterator<Item = String> {
+    [
+        ("SLOT_DOWN_KBIT", link.download_kbps),
+        ("SLOT_UP_KBIT", link.upload_kbps),
+        ("SLOT_DELAY_MS", link.latency_ms),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| Some(format!("{key}={}", value?)))
 }
 
 /// What one server is.
@@ -54,7 +60,8 @@ pub enum Role {
         /// The hub as it appears in a URL: `[2001:db8::1]`.
         hub_addr: String,
         max_sessions: u32,
-        shaping: SlotShaping,
+        /// The link of each viewer slot (one browser's, shared by its viewers).
+        slot_link: LinkProfile,
         /// Addresses or CIDRs of the controller: the only clients of the load endpoint.
         controller_ips: Vec<String>,
         /// The run's registration secret, which the node's Grid configuration gets.
@@ -103,7 +110,7 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
     if let Role::Node {
         hub_addr,
         max_sessions,
-        shaping,
+        slot_link,
         controller_ips,
         ..
     } = role
@@ -112,15 +119,7 @@ pub fn user_data(role: &Role, viewer_slots_script: Option<&str>) -> Result<Strin
         env.push(format!("MAX_SESSIONS={max_sessions}"));
         env.push(format!("CONTROLLER_IPS={}", controller_ips.join(",")));
         env.push(format!("LOAD_PORT={}", crate::grid::load::CLOUD_LOAD_PORT));
-        for (k, v) in [
-            ("SLOT_DOWN_KBIT", shaping.down_kbit),
-            ("SLOT_UP_KBIT", shaping.up_kbit),
-            ("SLOT_DELAY_MS", shaping.delay_ms),
-        ] {
-            if let Some(v) = v {
-                env.push(format!("{k}={v}"));
-            }
-        }
+        env.extend(slot_link_env(slot_link));
     }
     let lib = |name: &str| format!("{LIB_DIR}/{name}");
     let mut files = vec![
@@ -253,10 +252,10 @@ mod tests {
         Role::Node {
             hub_addr: "[2001:db8::1]".into(),
             max_sessions: 74,
-            shaping: SlotShaping {
-                down_kbit: Some(2000),
-                up_kbit: Some(300),
-                delay_ms: Some(500),
+            slot_link: LinkProfile {
+                download_kbps: Some(2000),
+                upload_kbps: Some(300),
+                latency_ms: Some(500),
             },
             controller_ips: vec!["198.51.100.7/32".into(), "2001:db8:c0::/48".into()],
             registration_secret: Secret::new("0123abcd"),

@@ -58,7 +58,7 @@ impl Default for GcOptions {
 
 /// What `gc` decided about one resource.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+pub enum Disposal {
     /// To delete, and why.
     Delete(String),
     /// Left alone, and why.
@@ -71,7 +71,7 @@ pub struct Found {
     pub kind: Kind,
     pub id: i64,
     pub name: String,
-    pub verdict: Verdict,
+    pub disposal: Disposal,
 }
 
 /// One run found in the project.
@@ -85,13 +85,13 @@ impl FoundRun {
     pub fn to_delete(&self) -> impl Iterator<Item = &Found> {
         self.resources
             .iter()
-            .filter(|r| matches!(r.verdict, Verdict::Delete(_)))
+            .filter(|r| matches!(r.disposal, Disposal::Delete(_)))
     }
 
     pub fn kept(&self) -> impl Iterator<Item = &Found> {
         self.resources
             .iter()
-            .filter(|r| matches!(r.verdict, Verdict::Keep(_)))
+            .filter(|r| matches!(r.disposal, Disposal::Keep(_)))
     }
 
     /// `2 server(s), 1 firewall(s), 1 SSH key(s)` of those to delete.
@@ -180,7 +180,7 @@ fn run_reaper(resources: &[Listed]) -> Option<i64> {
         .max()
 }
 
-/// The verdict on one resource of a run with heartbeat `heartbeat` and reaper's label
+/// What to do with one resource of a run with heartbeat `heartbeat` and reaper's label
 /// `reaper`, at `now`.
 fn judge(
     r: &Listed,
@@ -188,22 +188,22 @@ fn judge(
     reaper: Option<i64>,
     opts: &GcOptions,
     now: i64,
-) -> Verdict {
+) -> Disposal {
     let v = &r.json;
     if let Some(by) = label(v, LABEL_MANAGED_BY) {
-        return Verdict::Keep(format!(
+        return Disposal::Keep(format!(
             "managed by {by} ({LABEL_MANAGED_BY}): `terraform destroy` removes it"
         ));
     }
     let role = label(v, LABEL_ROLE);
     let expires = seconds(v, LABEL_EXPIRES);
     let (Some(_), Some(expires)) = (role.filter(|r| ROLES.contains(&r.as_str())), expires) else {
-        return Verdict::Keep(format!(
+        return Disposal::Keep(format!(
             "lacks viewerfleet's labels ({LABEL_ROLE}, {LABEL_EXPIRES}): not made by viewerfleet"
         ));
     };
     if expires <= now {
-        return Verdict::Delete(format!("expired at {}", when(expires)));
+        return Disposal::Delete(format!("expired at {}", when(expires)));
     }
     let created = v["created"]
         .as_str()
@@ -211,7 +211,7 @@ fn judge(
         .map(|c| c.timestamp());
     if let (Some(age), Some(created)) = (opts.older_than, created) {
         if plus(created, age) <= now {
-            return Verdict::Delete(format!(
+            return Disposal::Delete(format!(
                 "created {} ago, longer than --older-than",
                 humantime::format_duration(Duration::from_secs(
                     now.saturating_sub(created).max(0) as u64
@@ -221,35 +221,35 @@ fn judge(
     }
     if let Some(beat) = heartbeat {
         if plus(beat, opts.heartbeat_grace) <= now {
-            return Verdict::Delete(format!(
+            return Disposal::Delete(format!(
                 "its controller's heartbeat stopped at {} (more than {} ago)",
                 when(beat),
                 humantime::format_duration(opts.heartbeat_grace)
             ));
         }
-        return Verdict::Keep(format!(
+        return Disposal::Keep(format!(
             "its controller is alive (heartbeat {} s ago)",
             now.saturating_sub(beat).max(0)
         ));
     }
     if let Some(beat) = reaper {
         if plus(beat, opts.heartbeat_grace) <= now {
-            return Verdict::Delete(format!(
+            return Disposal::Delete(format!(
                 "its reaper stopped at {} (more than {} ago): nothing enforces its TTL",
                 when(beat),
                 humantime::format_duration(opts.heartbeat_grace)
             ));
         }
-        return Verdict::Keep(format!(
+        return Disposal::Keep(format!(
             "left standing until {}, its reaper alive ({} s ago)",
             when(expires),
             now.saturating_sub(beat).max(0)
         ));
     }
-    Verdict::Keep(format!("within its lifetime (until {})", when(expires)))
+    Disposal::Keep(format!("within its lifetime (until {})", when(expires)))
 }
 
-/// Every run in the project with a verdict on each of its resources.
+/// Every run in the project with what to do with each of its resources.
 pub async fn find(api: &HcloudApi, opts: &GcOptions) -> Result<Vec<FoundRun>, CloudError> {
     let now = chrono::Utc::now().timestamp();
     let mut runs: BTreeMap<String, Vec<Listed>> = BTreeMap::new();
@@ -272,7 +272,7 @@ pub async fn find(api: &HcloudApi, opts: &GcOptions) -> Result<Vec<FoundRun>, Cl
                     kind: r.kind,
                     id: r.json["id"].as_i64().unwrap_or_default(),
                     name: r.json["name"].as_str().unwrap_or_default().to_string(),
-                    verdict: judge(r, heartbeat, reaper, opts, now),
+                    disposal: judge(r, heartbeat, reaper, opts, now),
                 })
                 .collect();
             FoundRun { run, resources }
@@ -285,9 +285,9 @@ pub async fn find(api: &HcloudApi, opts: &GcOptions) -> Result<Vec<FoundRun>, Cl
 pub fn warnings(runs: &[FoundRun]) -> Vec<String> {
     runs.iter()
         .filter_map(|run| {
-            let why = run.to_delete().find_map(|r| match &r.verdict {
-                Verdict::Delete(why) => Some(why.clone()),
-                Verdict::Keep(_) => None,
+            let why = run.to_delete().find_map(|r| match &r.disposal {
+                Disposal::Delete(why) => Some(why.clone()),
+                Disposal::Keep(_) => None,
             })?;
             Some(format!(
                 "run {} is left over ({}: {why}); `viewerfleet gc --cloud` removes it",
@@ -371,7 +371,7 @@ mod tests {
                 ..GcOptions::default()
             };
             assert!(
-                matches!(judge(&r, None, None, &opts, now), Verdict::Keep(_)),
+                matches!(judge(&r, None, None, &opts, now), Disposal::Keep(_)),
                 "{age:?}"
             );
         }
@@ -385,13 +385,13 @@ mod tests {
         let r = server(labels, now - 3600);
         let opts = GcOptions::default();
         assert!(
-            matches!(judge(&r, Some(now - 11 * 60), None, &opts, now), Verdict::Delete(m) if m.contains("heartbeat stopped"))
+            matches!(judge(&r, Some(now - 11 * 60), None, &opts, now), Disposal::Delete(m) if m.contains("heartbeat stopped"))
         );
         assert!(
-            matches!(judge(&r, Some(now - 60), None, &opts, now), Verdict::Keep(m) if m.contains("alive"))
+            matches!(judge(&r, Some(now - 60), None, &opts, now), Disposal::Keep(m) if m.contains("alive"))
         );
         assert!(
-            matches!(judge(&r, None, None, &opts, now), Verdict::Keep(m) if m.contains("lifetime"))
+            matches!(judge(&r, None, None, &opts, now), Disposal::Keep(m) if m.contains("lifetime"))
         );
     }
 
@@ -402,14 +402,14 @@ mod tests {
         let r = server(labels, now - 3600);
         let opts = GcOptions::default();
         assert!(
-            matches!(judge(&r, None, Some(now - 11 * 60), &opts, now), Verdict::Delete(m) if m.contains("reaper stopped"))
+            matches!(judge(&r, None, Some(now - 11 * 60), &opts, now), Disposal::Delete(m) if m.contains("reaper stopped"))
         );
         assert!(
-            matches!(judge(&r, None, Some(now - 60), &opts, now), Verdict::Keep(m) if m.contains("reaper alive"))
+            matches!(judge(&r, None, Some(now - 60), &opts, now), Disposal::Keep(m) if m.contains("reaper alive"))
         );
         // A driven run: the controller's heartbeat speaks, whatever the reaper's label says.
         assert!(
-            matches!(judge(&r, Some(now - 60), Some(now - 3600), &opts, now), Verdict::Keep(m) if m.contains("controller is alive"))
+            matches!(judge(&r, Some(now - 60), Some(now - 3600), &opts, now), Disposal::Keep(m) if m.contains("controller is alive"))
         );
         let hub = server(
             json!({"viewerfleet-role": "hub", "viewerfleet-reaper": "500"}),

@@ -12,9 +12,10 @@
 //! across retry passes, and whatever is left is named with what to run next.
 
 use super::api::{q, HcloudApi, Query};
-use super::cloudinit::{self, Role, SlotShaping};
+use super::cloudinit::{self, Role};
 use super::pacer::Parallelism;
 use super::CloudError;
+use crate::model::scenario::LinkProfile;
 use futures::StreamExt;
 use hcloud::models;
 use serde::de::DeserializeOwned;
@@ -115,7 +116,8 @@ pub struct ProvisionRequest {
     pub expires_at: i64,
     pub ssh_public_key: String,
     pub controller_ips: Vec<String>,
-    pub shaping: SlotShaping,
+    /// The link of each viewer slot of a node (one browser's, shared by its viewers).
+    pub slot_link: LinkProfile,
     pub viewer_slots_script: Option<String>,
     pub parallel_creates: u32,
     /// The run's Grid secrets: the hubs get all, the nodes the registration secret
@@ -647,7 +649,7 @@ pub async fn create_nodes(
                     hub.ipv6_host().map(|a| a.to_string()).unwrap_or_default()
                 ),
                 max_sessions: req.browsers_per_node,
-                shaping: req.shaping,
+                slot_link: req.slot_link,
                 controller_ips: req.controller_ips.clone(),
                 registration_secret: req.secrets.registration_secret.clone(),
             };

@@ -85,9 +85,11 @@ pub struct NodeOption {
     pub nodes_hourly_net: f64,
 }
 
-/// The plan for one run.
+/// The servers one cloud run needs (nodes, hubs, what they cost), from its scenario's
+/// `fleet: hcloud` plan (`model::scenario::fleet::FleetPlan`, a different thing: where
+/// the viewers run).
 #[derive(Debug, Clone, PartialEq)]
-pub struct FleetPlan {
+pub struct CloudSizing {
     pub viewers: u32,
     /// Viewers per browser (`viewers.per_browser`): a node's Grid holds a session each.
     pub per_browser: u32,
@@ -123,7 +125,7 @@ pub struct FleetPlan {
     pub notes: Vec<String>,
 }
 
-impl FleetPlan {
+impl CloudSizing {
     /// Even the fleet with the fewest servers needs more than the project's limit.
     pub fn over_limit(&self) -> bool {
         self.servers > self.server_limit
@@ -271,7 +273,7 @@ pub fn plan(
     run: Duration,
     pace: Pace,
     cat: &Catalogue,
-) -> Result<FleetPlan, CloudError> {
+) -> Result<CloudSizing, CloudError> {
     let sessions = viewers.div_ceil(per_browser.max(1));
     plan_for_sessions(spec, viewers, per_browser, sessions, run, pace, cat)
 }
@@ -285,7 +287,7 @@ fn plan_for_sessions(
     run: Duration,
     pace: Pace,
     cat: &Catalogue,
-) -> Result<FleetPlan, CloudError> {
+) -> Result<CloudSizing, CloudError> {
     let mut notes = Vec::new();
     let hubs = plan_hubs(spec, sessions, pace, cat, &mut notes)?;
     let (hub, hub_default) = (hubs.offer.clone(), hubs.default_type);
@@ -333,7 +335,7 @@ fn plan_for_sessions(
     let vat = 1.0 + cat.vat_rate.trim().parse::<f64>().unwrap_or(0.0) / 100.0;
     let total = PROVISIONING_ESTIMATE + run + Duration::from_secs(120);
     let billed_hours = (total.as_secs_f64() / 3600.0).ceil().max(1.0) as u32;
-    Ok(FleetPlan {
+    Ok(CloudSizing {
         viewers,
         per_browser: per_browser.max(1),
         servers: chosen.nodes + hubs.count,
@@ -372,7 +374,7 @@ pub struct MixPlan {
     /// What one light peer costs against one real viewer (CPU or memory, the dearer).
     pub light_as_viewers: f64,
     /// The fleet: its `viewers` counts each light peer as `light_as_viewers`.
-    pub fleet: FleetPlan,
+    pub fleet: CloudSizing,
     /// Whether the fleet fits `fleet.server_limit` (false: even the fewest real viewers
     /// allowed did not).
     pub fits: bool,
@@ -453,7 +455,7 @@ pub fn fit_mix(
 /// real viewers a fleet within the limit holds.
 pub fn render_mix(
     out: &mut impl Write,
-    all_real: &FleetPlan,
+    all_real: &CloudSizing,
     m: &MixPlan,
     most_real: Option<&MixPlan>,
 ) -> std::io::Result<()> {
@@ -514,7 +516,7 @@ pub fn render_mix(
 pub fn render(
     out: &mut impl Write,
     scenario: &str,
-    p: &FleetPlan,
+    p: &CloudSizing,
     budget: &ViewerBudget,
 ) -> std::io::Result<()> {
     writeln!(
@@ -531,7 +533,7 @@ pub fn render(
 /// The per-viewer budget the plan was sized with.
 fn render_budget(
     out: &mut impl Write,
-    p: &FleetPlan,
+    p: &CloudSizing,
     budget: &ViewerBudget,
 ) -> std::io::Result<()> {
     let (cpu, mem) = cost_per_viewer(budget, p.per_browser);
@@ -558,7 +560,7 @@ fn render_budget(
 }
 
 /// The nodes chosen (and why, when the limit decided), and the hub.
-fn render_servers(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
+fn render_servers(out: &mut impl Write, p: &CloudSizing) -> std::io::Result<()> {
     let c = &p.chosen;
     let cur = &p.currency;
     writeln!(
@@ -593,7 +595,7 @@ fn render_servers(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
 }
 
 /// The hubs: how many of which type, what the run asks of each and on what basis.
-fn render_hubs(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
+fn render_hubs(out: &mut impl Write, p: &CloudSizing) -> std::io::Result<()> {
     let h = &p.hubs;
     writeln!(
         out,
@@ -646,7 +648,7 @@ fn render_hubs(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
 }
 
 /// What it costs, what IPv6-only saves, the next cheapest fleets, the notes.
-fn render_cost(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
+fn render_cost(out: &mut impl Write, p: &CloudSizing) -> std::io::Result<()> {
     let cur = &p.currency;
     writeln!(
         out,
@@ -682,7 +684,7 @@ fn render_cost(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
 }
 
 /// The servers against the project's limit and the API's hourly budget.
-fn render_limit(out: &mut impl Write, p: &FleetPlan) -> std::io::Result<()> {
+fn render_limit(out: &mut impl Write, p: &CloudSizing) -> std::io::Result<()> {
     writeln!(
         out,
         "  servers: {} (fleet.server_limit: {}); Hetzner API: about {} requests for `up` and {} for the teardown, of the project's 3600 per hour",

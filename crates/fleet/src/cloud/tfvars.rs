@@ -1,13 +1,13 @@
 //! `plan --tfvars FILE`: the plan as Terraform variables for `terraform/`, so a user who
 //! manages servers with Terraform takes the sizes `plan` chose instead of copying them by hand.
 
-use super::sizing::FleetPlan;
+use super::sizing::CloudSizing;
 use crate::grid::auth::GridSecrets;
 use crate::model::scenario::fleet::HcloudFleetSpec;
 use crate::model::scenario::Plan;
 
 /// What the Terraform module cannot do that the plan asks for, said in the file and on stderr.
-pub fn limits(plan: &Plan, fleet: &FleetPlan) -> Vec<String> {
+pub fn limits(plan: &Plan, fleet: &CloudSizing) -> Vec<String> {
     let mut out = Vec::new();
     if fleet.hubs.count > 1 {
         out.push(format!(
@@ -34,7 +34,7 @@ pub fn limits(plan: &Plan, fleet: &FleetPlan) -> Vec<String> {
 pub fn render(
     plan: &Plan,
     spec: &HcloudFleetSpec,
-    fleet: &FleetPlan,
+    fleet: &CloudSizing,
     ssh_key: &str,
     secrets: &GridSecrets,
 ) -> String {
@@ -75,23 +75,16 @@ pub fn render(
         line(&mut out, "webdriver_open_to_the_internet", "true".into());
     }
     line(&mut out, "ssh_public_key", hcl_string(ssh_key));
-    let link = plan.networks.first().and_then(|class| class.profile);
+    let link = plan
+        .networks
+        .first()
+        .and_then(|class| class.profile)
+        .map(|p| p.link)
+        .unwrap_or_default();
     let value = |v: Option<u32>| v.map_or("null".to_string(), |v| v.to_string());
-    line(
-        &mut out,
-        "slot_down_kbit",
-        value(link.and_then(|l| l.download_kbps)),
-    );
-    line(
-        &mut out,
-        "slot_up_kbit",
-        value(link.and_then(|l| l.upload_kbps)),
-    );
-    line(
-        &mut out,
-        "slot_delay_ms",
-        value(link.and_then(|l| l.latency_ms)),
-    );
+    line(&mut out, "slot_down_kbit", value(link.download_kbps));
+    line(&mut out, "slot_up_kbit", value(link.upload_kbps));
+    line(&mut out, "slot_delay_ms", value(link.latency_ms));
     out.push_str("# The Grid's secrets, new for this file (sensitive: keep it to yourself). Runs reach\n# the hub with VIEWERFLEET_GRID_USER and VIEWERFLEET_GRID_PASSWORD set from these two\n# (`terraform output -raw grid_password`).\n");
     line(
         &mut out,

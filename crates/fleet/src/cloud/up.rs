@@ -5,7 +5,6 @@
 
 use super::api::HcloudApi;
 use super::canary::{self, CanaryCost, CanaryProbe};
-use super::cloudinit::SlotShaping;
 use super::heartbeat::Heartbeat;
 use super::provision::{self, Base, Inventory, Named, ProvisionRequest, ServerInfo};
 use super::reaper::{self, ReaperLink};
@@ -183,7 +182,7 @@ pub async fn size(
     api: &HcloudApi,
     plan: &Plan,
     spec: &HcloudFleetSpec,
-) -> Result<sizing::FleetPlan, CloudError> {
+) -> Result<sizing::CloudSizing, CloudError> {
     let catalogue = pricing::fetch(api, &spec.location).await?;
     let sized = sizing::plan(
         spec,
@@ -224,21 +223,16 @@ pub async fn size(
 fn request(
     plan: &Plan,
     spec: &HcloudFleetSpec,
-    sized: &sizing::FleetPlan,
+    sized: &sizing::CloudSizing,
     ssh_public_key: String,
     opts: &UpOptions,
 ) -> ProvisionRequest {
     let lifetime = sizing::PROVISIONING_ESTIMATE + plan.duration + spec.ttl();
     // A viewer slot holds one browser: with several viewers per browser, its link is theirs
-    // together (the profile's rates that many times, see `fleet::link_profile`).
-    let shaping = plan
+    // together (`packing::link_profile`, the rule of `packing::shared_link`).
+    let slot_link = plan
         .network
-        .map(|n| crate::model::scenario::packing::link_profile(&n, plan.per_browser))
-        .map(|n| SlotShaping {
-            down_kbit: n.download_kbps,
-            up_kbit: n.upload_kbps,
-            delay_ms: n.latency_ms,
-        })
+        .map(|n| crate::model::scenario::packing::link_profile(&n, plan.per_browser).link)
         .unwrap_or_default();
     ProvisionRequest {
         run_id: provision::new_run_id(&plan.name),
@@ -259,7 +253,7 @@ fn request(
             .saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX)),
         ssh_public_key,
         controller_ips: spec.controller_ips.clone(),
-        shaping,
+        slot_link,
         viewer_slots_script: opts.viewer_slots_script.clone(),
         parallel_creates: spec.parallel_creates,
         secrets: crate::grid::auth::GridSecrets::generate(),

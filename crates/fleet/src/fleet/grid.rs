@@ -31,7 +31,7 @@ use crate::model::kinds::{FleetKind, Throttling};
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::{GridFleetPlan, GridHubs};
 use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
-use crate::viewer::{SlotShaping, ViewerSlot};
+use crate::viewer::{TcCoverage, ViewerSlot};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -407,7 +407,7 @@ impl Fleet for GridFleet {
             nat: None,
             // Wherever the Grid puts it, tc gives it this profile (then the browser only
             // adds what tc could not: latency without netem).
-            shaping: SlotShaping {
+            tc: TcCoverage {
                 rates: nodes_shape(&self.nodes)
                     && first.network.as_ref().is_none_or(|p| {
                         p.apply == Some(Throttling::Tc)
@@ -441,7 +441,7 @@ impl Fleet for GridFleet {
                 .as_ref()
                 .is_some_and(|r| !r.as_ref().is_some_and(NodeSlots::rate_shaped))
             {
-                slot.shaping = SlotShaping::NONE;
+                slot.tc = TcCoverage::NONE;
             }
             // The NAT its node's slots are behind, as the node says (`viewerfleet:slots`).
             slot.nat = slots.flatten().map(|r| r.nat.parse().unwrap_or_default());
@@ -547,13 +547,13 @@ fn nodes_delay(nodes: &[(String, Option<NodeSlots>)]) -> bool {
 }
 
 fn tc_matches(nodes: &[(String, Option<NodeSlots>)], profile: &NetworkProfile) -> bool {
-    limits_rate(profile)
+    profile.link.limits_rate()
         && !nodes.is_empty()
         && nodes.iter().all(|(_, r)| {
             r.as_ref().is_some_and(|r| {
                 r.rate_shaped()
-                    && r.down_kbit == profile.download_kbps.unwrap_or(0)
-                    && r.up_kbit == profile.upload_kbps.unwrap_or(0)
+                    && r.down_kbit == profile.link.download_kbps.unwrap_or(0)
+                    && r.up_kbit == profile.link.upload_kbps.unwrap_or(0)
             })
         })
 }
@@ -585,7 +585,7 @@ pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> Fle
             with_slots
         ));
     }
-    for p in profiles.iter().filter(|p| limits_rate(p)) {
+    for p in profiles.iter().filter(|p| p.link.limits_rate()) {
         notes.extend(profile_notes(p, nodes, &shaped, p2p_shaped, cdp));
     }
     let tc = slots_tc(&shaped, total);
@@ -609,17 +609,12 @@ pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> Fle
     }
 }
 
-/// A profile that limits rates (not only latency).
-fn limits_rate(profile: &NetworkProfile) -> bool {
-    profile.download_kbps.is_some() || profile.upload_kbps.is_some()
-}
-
 /// Whether the browser throttles: for a profile that limits rates, unless the profile says
 /// tc, or leaves it to the fleet and tc already gives it exactly its profile (see
 /// `open_viewer`).
 fn browser_throttles(profiles: &[&NetworkProfile], nodes: &[(String, Option<NodeSlots>)]) -> bool {
     profiles.iter().any(|p| {
-        limits_rate(p)
+        p.link.limits_rate()
             && match p.apply {
                 Some(Throttling::HttpOnly | Throttling::CdpAll) => true,
                 Some(Throttling::Tc) => false,
@@ -671,15 +666,15 @@ fn profile_notes(
     let mut notes = Vec::new();
     let asked = format!(
         "{}/{} kbit/s",
-        p.download_kbps.map_or("-".into(), |k| k.to_string()),
-        p.upload_kbps.map_or("-".into(), |k| k.to_string())
+        p.link.download_kbps.map_or("-".into(), |k| k.to_string()),
+        p.link.upload_kbps.map_or("-".into(), |k| k.to_string())
     );
     if p.apply == Some(Throttling::Tc) && !p2p_shaped {
         notes.push(format!("The scenario asks for tc shaping ({asked}) but not every node's slots are rate-limited: viewers placed on those nodes failed."));
     } else if !shaped.is_empty() && !tc_matches(nodes, p) {
         notes.push(format!("The nodes' slot rates differ from the scenario's profile ({asked}): tc limits each browser to its node's slot rate{}.", if cdp { ", and the browser throttles to the profile on top" } else { "" }));
     }
-    if p.latency_ms.is_some() && shaped.iter().any(|r| !r.delay.starts_with("netem")) {
+    if p.link.latency_ms.is_some() && shaped.iter().any(|r| !r.delay.starts_with("netem")) {
         notes.push("latency_ms was not applied by tc on every node (no netem there, or no delay asked of the slots); the browser adds it to HTTP and WebSocket requests only.".into());
     }
     notes
@@ -760,7 +755,7 @@ pub async fn gc_sessions(dry_run: bool) -> Vec<String> {
 fn local_internet(
     local: &crate::grid::local_state::LocalGridState,
 ) -> Option<crate::target::TargetInternet> {
-    if local.nat.is_empty() || local.nat == "none" {
+    if local.nat.unwrap_or_default() == crate::model::kinds::NatKind::None {
         return None;
     }
     let port = local.target_port;

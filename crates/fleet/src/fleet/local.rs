@@ -8,7 +8,7 @@ use crate::model::kinds::FleetKind;
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::LocalFleetPlan;
 use crate::model::scenario::{Plan, ViewerPlan};
-use crate::viewer::{SlotShaping, ViewerSlot};
+use crate::viewer::{TcCoverage, ViewerSlot};
 
 pub struct LocalFleet {
     driver: ChromeDriver,
@@ -75,7 +75,7 @@ impl Fleet for LocalFleet {
             address: None,
             public_addresses: Vec::new(),
             nat: Some(crate::model::kinds::NatKind::None),
-            shaping: SlotShaping::NONE,
+            tc: TcCoverage::NONE,
             viewers: 1,
         })
     }

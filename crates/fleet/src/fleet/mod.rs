@@ -35,10 +35,7 @@ pub struct ThrottlingSummary {
 /// `tc_text`: how this fleet's slots apply tc (None when it has no slots).
 pub fn throttling(plan: &Plan, tc_text: Option<&str>) -> ThrottlingSummary {
     let all = plan.all_profiles();
-    let profiles: Vec<&NetworkProfile> = all
-        .iter()
-        .filter(|p| p.download_kbps.is_some() || p.upload_kbps.is_some() || p.latency_ms.is_some())
-        .collect();
+    let profiles: Vec<&NetworkProfile> = all.iter().filter(|p| !p.link.is_unlimited()).collect();
     // Unset on a fleet whose slots shape (a Grid's fleet-best): tc; else the 2023 conditions.
     let effective = |p: &&NetworkProfile| {
         p.apply.unwrap_or(if tc_text.is_some() {
@@ -122,7 +119,11 @@ pub fn with_packing(mut description: FleetDescription, plan: &Plan) -> FleetDesc
         .flatten()
         .map(|p| {
             let rate = |k: Option<u32>| k.map_or("-".into(), |k| k.to_string());
-            format!("{}/{} kbit/s", rate(p.download_kbps), rate(p.upload_kbps))
+            format!(
+                "{}/{} kbit/s",
+                rate(p.link.download_kbps),
+                rate(p.link.upload_kbps)
+            )
         });
     description.own_address_per_viewer = false;
     description.notes.push(format!(

@@ -10,12 +10,13 @@ use crate::model::kinds::FleetKind;
 use crate::model::kinds::Throttling;
 use crate::model::rawdata::FleetDescription;
 use crate::model::scenario::fleet::netns::{NetnsFleetPlan, MAX_VIEWERS};
-use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
+use crate::model::scenario::packing::shared_link;
+use crate::model::scenario::{BrowserPlan, LinkProfile, NetworkProfile, Plan, ViewerPlan};
 use crate::netns::gc::OWNER_DIR;
 use crate::netns::preflight::HostTools;
-use crate::netns::wrapper::{slot_chromium_args, write_chromium_wrapper};
+use crate::netns::wrapper::{slot_chromium_args, write_chromium_wrapper, BrowserIsolation};
 use crate::netns::{
-    check_host, Shaping, SlotAccess, SlotInfo, SlotNetwork, SystemHostEnv, EMULATED_PUBLIC_IPV4,
+    check_host, SlotAccess, SlotInfo, SlotNetwork, SystemHostEnv, EMULATED_PUBLIC_IPV4,
 };
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -28,36 +29,26 @@ use super::chromedriver::{self, ChromeDriver};
 use super::{Fleet, TargetPlacement};
 use crate::model::kinds::IpStack;
 use crate::target::TargetInternet;
-use crate::viewer::{SlotShaping, ViewerSlot};
+use crate::viewer::{TcCoverage, ViewerSlot};
 
 /// The name viewers open the target at on the emulated internet (`.test`: reserved, RFC
 /// 2606); each browser maps it to an address with `--host-resolver-rules`.
 pub const TARGET_HOST: &str = "target.viewerfleet.test";
 
-/// The tc shaping a viewer gets: none when the profile asks for browser throttling only.
-pub fn tc_shaping(profile: Option<&NetworkProfile>) -> Shaping {
+/// The link tc gives a viewer: its profile's, or an unlimited one when the profile asks for
+/// browser throttling only.
+pub fn tc_link(profile: Option<&NetworkProfile>) -> LinkProfile {
     match profile {
         // Unset is this fleet's best: tc (a plan fills it in; direct users of the fleet may not).
-        Some(p) if p.apply.is_none_or(|a| a == Throttling::Tc) => Shaping {
-            down_kbit: p.download_kbps.unwrap_or(0),
-            up_kbit: p.upload_kbps.unwrap_or(0),
-            delay_ms: p.latency_ms.unwrap_or(0),
-        },
-        _ => Shaping::default(),
+        Some(p) if p.apply.is_none_or(|a| a == Throttling::Tc) => p.link,
+        _ => LinkProfile::UNLIMITED,
     }
 }
 
-/// The tc shaping of a slot holding several viewers' browser: the sum of their rates (see
-/// `fleet::link_profile`), the largest of their latencies.
-pub fn browser_shaping(viewers: &[ViewerPlan]) -> Shaping {
-    viewers
-        .iter()
-        .map(|v| tc_shaping(v.network.as_ref()))
-        .fold(Shaping::default(), |sum, s| Shaping {
-            down_kbit: sum.down_kbit.saturating_add(s.down_kbit),
-            up_kbit: sum.up_kbit.saturating_add(s.up_kbit),
-            delay_ms: sum.delay_ms.max(s.delay_ms),
-        })
+/// The link tc gives the slot of a browser holding `viewers`: their tc links pooled by the
+/// model's one rule (`packing::shared_link`: rates summed, the largest latency).
+pub fn browser_link(viewers: &[ViewerPlan]) -> LinkProfile {
+    shared_link(viewers.iter().map(|v| tc_link(v.network.as_ref())))
 }
 
 /// A running `netns` fleet: the bridge, the target's namespace, ChromeDriver, the slots.
@@ -74,6 +65,8 @@ pub struct NetnsFleet {
     chromedriver: std::sync::Arc<ChromeDriver>,
     open: Mutex<BTreeMap<u32, SlotInfo>>,
     shut: AtomicBool,
+    /// How the slots' browsers run (their user, Chromium's sandbox), for the report.
+    isolation: Option<BrowserIsolation>,
 }
 
 impl NetnsFleet {
@@ -102,7 +95,7 @@ impl NetnsFleet {
             server_access.stack = Some(IpStack::Dual);
         }
         let server = net
-            .up_with(0, 1, Shaping::default(), server_access)
+            .up_with(0, 1, LinkProfile::UNLIMITED, server_access)
             .await
             .context("cannot make the target's namespace")?
             .remove(0);
@@ -120,7 +113,13 @@ impl NetnsFleet {
                 return Err(err);
             }
         };
+        // As root, the first probe makes the browsers' user, before any browser starts.
+        let isolation = tokio::task::spawn_blocking(BrowserIsolation::probe)
+            .await
+            .ok()
+            .flatten();
         Ok(Self {
+            isolation,
             netem: probe_netem(&tools, &server.name).await,
             dir,
             net,
@@ -230,11 +229,15 @@ impl Fleet for NetnsFleet {
                 self.net.prefix(), self.server.name, self.server_address()
             )]
         };
-        if tc && !self.netem && profiles.iter().any(|p| p.latency_ms.is_some()) {
+        if tc && !self.netem && profiles.iter().any(|p| p.link.latency_ms.is_some()) {
             notes.push(
                 "latency_ms was not applied by tc (this kernel has no netem qdisc): it was applied to HTTP and WebSocket requests in the browser instead, so WebRTC ran without it".to_string(),
             );
         }
+        notes.push(self.isolation.as_ref().map_or_else(
+            || "How the browsers were isolated (their user, Chromium's sandbox) could not be checked".to_string(),
+            |i| i.sentence(),
+        ));
         FleetDescription {
             kind: FleetKind::Netns,
             own_address_per_viewer: true,
@@ -294,7 +297,7 @@ impl Fleet for NetnsFleet {
             anyhow::bail!("{who}: the netns fleet makes at most {MAX_VIEWERS} slots");
         }
         let index = browser.index + 1;
-        let shaping = browser_shaping(&browser.viewers);
+        let link = browser_link(&browser.viewers);
         let access = match (self.internet, browser.viewers.first()) {
             (true, Some(first)) => SlotAccess {
                 nat: first.access.nat,
@@ -305,7 +308,7 @@ impl Fleet for NetnsFleet {
         };
         let info = self
             .net
-            .up_with(index, 1, shaping, access)
+            .up_with(index, 1, link, access)
             .await
             .with_context(|| format!("{who}: cannot make its slot"))?
             .remove(0);
@@ -337,7 +340,7 @@ impl Fleet for NetnsFleet {
                 .chain(info.public_ipv4.map(|a| a.to_string()))
                 .collect(),
             nat: Some(info.nat),
-            shaping: SlotShaping {
+            tc: TcCoverage {
                 rates: info.rate_shaped(),
                 latency: info.delay_applied(),
             },
@@ -461,59 +464,92 @@ async fn probe_netem(tools: &HostTools, ns: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::scenario::packing::link_profile;
+
+    fn profile(down: u32, up: u32, latency: u32, apply: Throttling) -> NetworkProfile {
+        NetworkProfile {
+            link: LinkProfile {
+                download_kbps: Some(down),
+                upload_kbps: Some(up),
+                latency_ms: Some(latency),
+            },
+            apply: Some(apply),
+        }
+    }
+
+    fn viewer(index: u32, network: NetworkProfile) -> ViewerPlan {
+        ViewerPlan {
+            index,
+            start_after: std::time::Duration::ZERO,
+            p2p: true,
+            network: Some(network),
+            browser: 0,
+            access: Default::default(),
+        }
+    }
 
     #[test]
     fn only_tc_profiles_get_tc() {
-        let mut profile = NetworkProfile {
-            download_kbps: Some(2000),
-            upload_kbps: Some(300),
-            latency_ms: Some(500),
-            apply: Some(Throttling::Tc),
-        };
-        assert_eq!(
-            tc_shaping(Some(&profile)),
-            Shaping {
-                down_kbit: 2000,
-                up_kbit: 300,
-                delay_ms: 500
-            }
-        );
+        let mut p = profile(2000, 300, 500, Throttling::Tc);
+        assert_eq!(tc_link(Some(&p)), p.link);
         for other in [Throttling::HttpOnly, Throttling::CdpAll] {
-            profile.apply = Some(other);
-            assert!(tc_shaping(Some(&profile)).is_none());
+            p.apply = Some(other);
+            assert!(tc_link(Some(&p)).is_unlimited());
         }
-        assert!(tc_shaping(None).is_none());
+        assert!(tc_link(None).is_unlimited());
     }
 
     #[test]
     fn a_shared_slot_is_shaped_for_all_of_its_viewers() {
-        let viewer = |index, apply| ViewerPlan {
-            index,
-            start_after: std::time::Duration::ZERO,
-            p2p: true,
-            network: Some(NetworkProfile {
-                download_kbps: Some(2000),
-                upload_kbps: Some(300),
-                latency_ms: Some(500),
-                apply: Some(apply),
-            }),
-            browser: 0,
-            access: Default::default(),
-        };
-        let four: Vec<ViewerPlan> = (0..4).map(|i| viewer(i, Throttling::Tc)).collect();
+        let dsl = profile(2000, 300, 500, Throttling::Tc);
+        let four: Vec<ViewerPlan> = (0..4).map(|i| viewer(i, dsl)).collect();
         assert_eq!(
-            browser_shaping(&four),
-            Shaping {
-                down_kbit: 8000,
-                up_kbit: 1200,
-                delay_ms: 500
+            browser_link(&four),
+            LinkProfile {
+                download_kbps: Some(8000),
+                upload_kbps: Some(1200),
+                latency_ms: Some(500),
             }
         );
+        // The packing path (the plan's profile times the viewers per browser) agrees.
+        assert_eq!(browser_link(&four), link_profile(&dsl, 4).link);
+        assert_eq!(browser_link(&four[..1]), tc_link(four[0].network.as_ref()));
+        let http_only: Vec<ViewerPlan> = (0..4)
+            .map(|i| viewer(i, profile(2000, 300, 500, Throttling::HttpOnly)))
+            .collect();
+        assert!(browser_link(&http_only).is_unlimited());
+    }
+
+    #[test]
+    fn mixed_viewers_get_the_same_link_here_as_on_the_packing_path() {
+        let dsl = profile(10_000, 1_000, 49, Throttling::Tc);
+        let mobile = profile(23_600, 7_300, 53, Throttling::Tc);
+        let viewers = [viewer(0, dsl), viewer(1, mobile), viewer(2, dsl)];
+        let pooled = browser_link(&viewers);
         assert_eq!(
-            browser_shaping(&four[..1]),
-            tc_shaping(four[0].network.as_ref())
+            pooled,
+            LinkProfile {
+                download_kbps: Some(43_600),
+                upload_kbps: Some(9_300),
+                latency_ms: Some(53),
+            }
         );
-        let http_only: Vec<ViewerPlan> = (0..4).map(|i| viewer(i, Throttling::HttpOnly)).collect();
-        assert!(browser_shaping(&http_only).is_none());
+        // Each profile times its viewers (the packing path), pooled: the same link.
+        assert_eq!(
+            shared_link([link_profile(&dsl, 2).link, link_profile(&mobile, 1).link]),
+            pooled
+        );
+        // A viewer whose profile tc does not apply has an unlimited link: so has the slot,
+        // where the former sum of limits held it to the others' rates.
+        let cdp = profile(2000, 300, 500, Throttling::HttpOnly);
+        let with_cdp = [viewer(0, dsl), viewer(1, cdp)];
+        assert_eq!(
+            browser_link(&with_cdp),
+            LinkProfile {
+                download_kbps: None,
+                upload_kbps: None,
+                latency_ms: Some(49),
+            }
+        );
     }
 }

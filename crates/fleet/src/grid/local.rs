@@ -33,7 +33,8 @@ use super::load::NODE_LOAD_SCRIPT;
 use super::local_state::{self, LocalGridState, NodeState};
 use super::selenium::{JarError, JarLookup, JarOrigin};
 use super::NodeSlots;
-use crate::netns::{check_host, Shaping, SlotAccess, SlotInfo, SlotNetwork, SystemHostEnv};
+use crate::model::scenario::LinkProfile;
+use crate::netns::{check_host, SlotAccess, SlotInfo, SlotNetwork, SystemHostEnv};
 use crate::sys::cgroup::{self, CpuCgroup};
 use crate::sys::process;
 use anyhow::Context;
@@ -66,8 +67,8 @@ pub struct LocalGridOptions {
     pub config_dir: Option<PathBuf>,
     /// State file [default: /run/viewerfleet/grid/local.json].
     pub state_file: PathBuf,
-    /// tc shaping of every slot (0 = unlimited).
-    pub shaping: Shaping,
+    /// The link tc gives every slot.
+    pub slot_link: LinkProfile,
     /// Port the target listens on in its namespace.
     pub target_port: u16,
     /// How long to wait for the hub and all nodes to be ready.
@@ -143,7 +144,7 @@ impl LocalGridOptions {
             jar: None,
             config_dir: None,
             state_file,
-            shaping: Shaping::default(),
+            slot_link: LinkProfile::UNLIMITED,
             target_port: 8080,
             ready_timeout: Duration::from_secs(300),
             slots_as_namespaces: true,
@@ -561,14 +562,14 @@ async fn make_slots(
         ),
     };
     let target = net
-        .up_with(0, 1, Shaping::default(), target_access)
+        .up_with(0, 1, LinkProfile::UNLIMITED, target_access)
         .await
         .context("making the target's namespace")?
         .remove(0);
     st.target_namespace = target.name.clone();
     st.target_address = target.address.map(|a| a.to_string()).unwrap_or_default();
     st.target_ipv4 = target.ipv4.map(|a| a.to_string()).unwrap_or_default();
-    st.nat = opts.nat.to_string();
+    st.nat = Some(opts.nat);
     local_state::save(&opts.state_file, st)?;
     let mut reports = Vec::new();
     for n in 1..=opts.nodes {
@@ -581,7 +582,7 @@ async fn make_slots(
         });
         local_state::save(&opts.state_file, st)?;
         let applied = tokio::select! {
-            r = net.up_with(first, opts.slots, opts.shaping, slot_access) => {
+            r = net.up_with(first, opts.slots, opts.slot_link, slot_access) => {
                 r.with_context(|| format!("making the viewer slots of node {n}"))?
             }
             _ = cancel.cancelled() => anyhow::bail!("interrupted"),

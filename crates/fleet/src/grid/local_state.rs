@@ -3,6 +3,7 @@
 //! is started and updated as parts come up, so even a crash half-way leaves a complete
 //! record.
 
+use crate::model::kinds::NatKind;
 use crate::sys::cgroup::CpuCgroup;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -26,9 +27,10 @@ pub struct LocalGridState {
     /// The target's IPv4 address on the emulated internet (with `--nat`), else empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub target_ipv4: String,
-    /// The viewer slots' NAT type (`--nat`), empty for public slots.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub nat: String,
+    /// The viewer slots' NAT type (`--nat`, `none` for public slots), by its name; absent
+    /// until the slots' network is made, and in states of Grids made before NATs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nat: Option<NatKind>,
     /// Port the target listens on inside its namespace.
     pub target_port: u16,
     pub nodes: Vec<NodeState>,
@@ -192,6 +194,7 @@ mod tests {
         let path = dir.path().join("local.json");
         save(&path, &state).unwrap();
         assert_eq!(load(&path).unwrap(), Some(state.clone()));
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("\"nat\""));
         // The secrets live beside the state, 0600, never in its JSON.
         let with = LocalGridState {
             dir: dir.path().join("grid-1"),
@@ -225,5 +228,24 @@ mod tests {
         assert!(find_by_hub(dir.path(), "http://127.0.0.1:4444").is_some());
         assert!(find_by_hub(dir.path(), "http://127.0.0.1:4445").is_none());
         assert_eq!(load(&dir.path().join("none.json")).unwrap(), None);
+    }
+
+    #[test]
+    fn the_nat_is_written_and_read_by_its_name_as_before() {
+        let json = |nat: &str| {
+            format!(
+                r#"{{"hub_url":"http://127.0.0.1:4444/","hub_pgid":null,"prefix":"fd00::/64","name_prefix":"vfg1-","target_namespace":"vfg1-0","target_address":"fd00::2",{nat}"target_port":8080,"nodes":[],"dir":""}}"#
+            )
+        };
+        for (written, nat) in [
+            (r#""nat":"home","#, Some(NatKind::Home)),
+            (r#""nat":"none","#, Some(NatKind::None)),
+            ("", None),
+        ] {
+            let text = json(written);
+            let state: LocalGridState = serde_json::from_str(&text).unwrap();
+            assert_eq!(state.nat, nat, "{text}");
+            assert_eq!(serde_json::to_string(&state).unwrap(), text);
+        }
     }
 }

@@ -20,7 +20,7 @@ pub(crate) mod wrapper;
 
 pub use inns::{bind_tcp_in_netns, http_get_in_netns, run_in_netns};
 pub use preflight::{check_host, HostEnv, SystemHostEnv};
-pub use slots::{Shaping, SlotAccess, SlotInfo, SlotNetwork, EMULATED_PUBLIC_IPV4};
+pub use slots::{SlotAccess, SlotInfo, SlotNetwork, EMULATED_PUBLIC_IPV4};
 
 /// Every namespace, bridge and veth this project creates starts with this.
 pub const PROJECT_PREFIX: &str = "vf";

@@ -4,25 +4,24 @@
 
 use super::NetnsError;
 use crate::model::kinds::{IpStack, NatKind};
+use crate::model::scenario::LinkProfile;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 /// The slot script, as shipped in `grid/`.
 pub const SLOT_SCRIPT: &str = include_str!("../../../../grid/viewer-slots.sh");
 
-/// A link profile applied with tc; 0 means "not limited".
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Shaping {
-    pub down_kbit: u32,
-    pub up_kbit: u32,
-    /// Round trip; half is added each way (needs netem).
-    pub delay_ms: u32,
-}
-
-impl Shaping {
-    pub fn is_none(&self) -> bool {
-        *self == Shaping::default()
-    }
+/// The script's shaping arguments for `link`: `--down-kbit`, `--up-kbit`, `--delay-ms`, 0
+/// where the link does not limit (the round trip's half is added each way; needs netem).
+fn shaping_args(link: &LinkProfile) -> Vec<String> {
+    [
+        ("--down-kbit", link.download_kbps),
+        ("--up-kbit", link.upload_kbps),
+        ("--delay-ms", link.latency_ms),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_string(), value.unwrap_or(0).to_string()])
+    .collect()
 }
 
 /// How a slot reaches the emulated internet (`viewer-slots.sh --nat --stack --alternate`).
@@ -186,14 +185,15 @@ impl SlotNetwork {
         Ipv6Addr::from(u128::from(self.base) + u128::from(index) + 2)
     }
 
-    /// Brings slots `first..first+count` up with `shaping`; creates the bridge if needed.
+    /// Brings slots `first..first+count` up, each with tc shaping its link to `link`;
+    /// creates the bridge if needed.
     pub async fn up(
         &self,
         first: u32,
         count: u32,
-        shaping: Shaping,
+        link: LinkProfile,
     ) -> Result<Vec<SlotInfo>, NetnsError> {
-        self.up_with(first, count, shaping, SlotAccess::default())
+        self.up_with(first, count, link, SlotAccess::default())
             .await
     }
 
@@ -202,7 +202,7 @@ impl SlotNetwork {
         &self,
         first: u32,
         count: u32,
-        shaping: Shaping,
+        link: LinkProfile,
         access: SlotAccess,
     ) -> Result<Vec<SlotInfo>, NetnsError> {
         let mut args = self.range_args("up", first, count);
@@ -216,14 +216,7 @@ impl SlotNetwork {
         if access.alternate {
             args.push("--alternate".into());
         }
-        for (flag, value) in [
-            ("--down-kbit", shaping.down_kbit),
-            ("--up-kbit", shaping.up_kbit),
-            ("--delay-ms", shaping.delay_ms),
-        ] {
-            args.push(flag.into());
-            args.push(value.to_string());
-        }
+        args.extend(shaping_args(&link));
         let stdout = self.run_script(args).await?;
         let slots: Vec<SlotInfo> = stdout.lines().filter_map(parse_slot_line).collect();
         if slots.len() != count as usize {
@@ -350,6 +343,23 @@ mod tests {
         assert_eq!(net.address(14).to_string(), "fd00:5f::10");
         assert_eq!(net.ns_name(3), "vfab12-3");
         assert!(SlotNetwork::new("fd00:5f::/64", "VF_", "/bin/bash".into(), None).is_err());
+    }
+
+    #[test]
+    fn a_link_becomes_the_scripts_shaping_arguments_with_0_for_no_limit() {
+        let link = LinkProfile {
+            download_kbps: Some(2000),
+            upload_kbps: None,
+            latency_ms: Some(500),
+        };
+        assert_eq!(
+            shaping_args(&link),
+            ["--down-kbit", "2000", "--up-kbit", "0", "--delay-ms", "500"]
+        );
+        assert_eq!(
+            shaping_args(&LinkProfile::UNLIMITED),
+            ["--down-kbit", "0", "--up-kbit", "0", "--delay-ms", "0"]
+        );
     }
 
     #[test]

@@ -1,9 +1,25 @@
 //! The Chromium wrapper: ChromeDriver stays in the root namespace and starts this script
 //! as its "browser binary"; the script enters the viewer's slot and execs the real
-//! Chromium there. DevTools then runs over `--remote-debugging-pipe` (a pipe crosses
-//! namespaces, a TCP port would not).
+//! Chromium there, as a user of its own and with Chromium's sandbox where the kernel allows
+//! it (`browser_exec`, the same shell code as a Grid node's `grid/slot-chromium.sh`).
+//! DevTools then runs over `--remote-debugging-pipe` (a pipe crosses namespaces and users,
+//! a TCP port would not).
 
 use std::path::{Path, PathBuf};
+
+/// The shell functions that start a slot's Chromium (`browser_exec`) and say how it runs
+/// (`browser_isolation`): the block of `grid/slot-chromium.sh` between its markers, so a
+/// Grid node's browsers and the netns fleet's start alike.
+pub fn browser_exec_block() -> &'static str {
+    const SCRIPT: &str = include_str!("../../../../grid/slot-chromium.sh");
+    const START: &str = "# >>> browser_exec";
+    const END: &str = "# <<< browser_exec\n";
+    let from = SCRIPT
+        .find(START)
+        .expect("slot-chromium.sh holds the browser_exec block");
+    let to = SCRIPT[from..].find(END).expect("the block ends") + from + END.len();
+    &SCRIPT[from..to]
+}
 
 /// Writes `<dir>/chromium-<ns>` (mode 0755) that runs `chromium` inside namespace `ns`.
 pub fn write_chromium_wrapper(
@@ -15,7 +31,8 @@ pub fn write_chromium_wrapper(
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join(format!("chromium-{ns}"));
     let script = format!(
-        "#!/bin/sh\n# viewerfleet: run Chromium inside network namespace {ns}\nexec {} netns exec {ns} {} \"$@\"\n",
+        "#!/bin/sh\n# viewerfleet: run Chromium inside network namespace {ns}\nset -u\n{}browser_exec {} {ns} {} \"$@\"\n",
+        browser_exec_block(),
         shell_quote(&ip.to_string_lossy()),
         shell_quote(&chromium.to_string_lossy()),
     );
@@ -37,6 +54,62 @@ pub fn slot_chromium_args(target_origin: &str) -> Vec<String> {
     ]
 }
 
+/// How a slot's browsers run on this machine: as which user, and whether with Chromium's
+/// sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrowserIsolation {
+    pub user: String,
+    /// A user of their own (the controller ran as root), not the controller's.
+    pub own_user: bool,
+    pub sandbox: bool,
+}
+
+impl BrowserIsolation {
+    /// What the wrapper will do here, asked of the same shell code (as root it makes the
+    /// browser user on first use). `None` when the shell cannot answer.
+    pub fn probe() -> Option<Self> {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{}browser_isolation", browser_exec_block()))
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        Self::parse(&String::from_utf8_lossy(&out.stdout))
+    }
+
+    /// `user=<name> own=yes|no sandbox=on|off`.
+    fn parse(line: &str) -> Option<Self> {
+        let (mut user, mut own_user, mut sandbox) = (None, None, None);
+        for word in line.split_whitespace() {
+            match word.split_once('=') {
+                Some(("user", u)) if !u.is_empty() => user = Some(u.to_string()),
+                Some(("own", o)) => own_user = Some(o == "yes"),
+                Some(("sandbox", s)) => sandbox = Some(s == "on"),
+                _ => {}
+            }
+        }
+        Some(Self {
+            user: user?,
+            own_user: own_user?,
+            sandbox: sandbox?,
+        })
+    }
+
+    /// One sentence for the report.
+    pub fn sentence(&self) -> String {
+        let user = &self.user;
+        match (self.own_user, self.sandbox) {
+            (true, true) => format!("Browsers ran as user {user}, of their own, with Chromium's sandbox"),
+            (true, false) => format!(
+                "Browsers ran as user {user}, of their own, but without Chromium's sandbox: this kernel does not let that user make a user namespace (kernel.unprivileged_userns_clone, user.max_user_namespaces or an AppArmor restriction), so Chromium ran with --no-sandbox"
+            ),
+            (false, _) => format!(
+                "Browsers ran as the controller's user ({user}) without Chromium's sandbox: a user of their own needs a controller running as root that can add one (useradd)"
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,9 +125,30 @@ mod tests {
         )
         .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains(
-            "exec '/usr/sbin/ip' netns exec vf12ab-3 '/usr/lib/chromium/chromium' \"$@\""
-        ));
+        assert!(text
+            .contains("browser_exec '/usr/sbin/ip' vf12ab-3 '/usr/lib/chromium/chromium' \"$@\""));
+        assert!(text.contains("browser_exec() {") && text.contains("setpriv --reuid"));
         assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+        let syntax = std::process::Command::new("sh")
+            .arg("-n")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(syntax.success(), "{text}");
+    }
+
+    #[test]
+    fn isolation_is_read_from_the_wrappers_own_words() {
+        let on = BrowserIsolation::parse("user=viewerfleet-browser own=yes sandbox=on\n").unwrap();
+        assert!(on.sandbox && on.own_user);
+        assert!(on.sentence().contains("with Chromium's sandbox"));
+        let off = BrowserIsolation::parse("user=viewerfleet-browser own=yes sandbox=off").unwrap();
+        assert!(off
+            .sentence()
+            .contains("without Chromium's sandbox: this kernel"));
+        let theirs = BrowserIsolation::parse("user=ann own=no sandbox=off").unwrap();
+        assert!(theirs.sentence().contains("controller's user (ann)"));
+        assert!(BrowserIsolation::parse("user= own=yes sandbox=on").is_none());
+        assert!(BrowserIsolation::parse("").is_none());
     }
 }

@@ -1,7 +1,7 @@
 //! ChromeDriver's vendor endpoints as fantoccini commands: network conditions and raw CDP.
 //! Both also work through Selenium Grid 4, which forwards them to the node's driver.
 
-use crate::model::scenario::NetworkProfile;
+use crate::model::scenario::LinkProfile;
 use fantoccini::wd::WebDriverCompatibleCommand;
 use url::{ParseError, Url};
 
@@ -16,7 +16,7 @@ pub struct NetworkConditions {
 impl NetworkConditions {
     /// kbit/s in the scenario → bytes/s for Chromium (1 kbit = 1000 bit). An unset
     /// direction is left unthrottled (-1 in Chromium's terms is expressed by a huge value).
-    pub fn from_profile(p: &NetworkProfile) -> Self {
+    pub fn from_link(p: &LinkProfile) -> Self {
         let bytes = |kbps: Option<u32>| kbps.map(|k| k as u64 * 1000 / 8).unwrap_or(0);
         Self {
             latency_ms: p.latency_ms.unwrap_or(0),
@@ -112,11 +112,10 @@ mod tests {
 
     #[test]
     fn kbps_become_bytes_per_second() {
-        let c = NetworkConditions::from_profile(&NetworkProfile {
+        let c = NetworkConditions::from_link(&LinkProfile {
             download_kbps: Some(2000),
             upload_kbps: Some(300),
             latency_ms: Some(500),
-            apply: None,
         });
         assert_eq!(c.download_bytes_per_s, 250_000);
         assert_eq!(c.upload_bytes_per_s, 37_500);

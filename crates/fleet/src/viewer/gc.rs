@@ -44,6 +44,16 @@ pub fn collect_leftovers(dry_run: bool) -> anyhow::Result<Vec<String>> {
     Ok(found)
 }
 
+/// The processes whose profile folder's name starts with `prefix` (one controller's).
+pub(crate) fn browsers_of(prefix: &str) -> Vec<u32> {
+    processes_with_profile()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, _, profile)| profile.starts_with(prefix))
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
 /// Processes whose command line names a viewerfleet profile folder: (pid, command line,
 /// profile folder name).
 fn processes_with_profile() -> anyhow::Result<Vec<(u32, String, String)>> {

@@ -14,8 +14,8 @@ pub mod light_host;
 pub use browser::SharedBrowser;
 
 use crate::model::kinds::Throttling;
-use crate::model::scenario::NetworkProfile;
 pub use crate::model::scenario::{BrowserSetup, CHROMIUM_FLAGS};
+use crate::model::scenario::{LinkProfile, NetworkProfile};
 use crate::target::{PlayerStats, Target};
 use commands::{CdpCommand, NetworkConditions};
 use fantoccini::wd::Capabilities;
@@ -37,6 +37,23 @@ pub const PROFILE_PREFIX: &str = "viewerfleet-profile-";
 /// the drivers are down; returns how many were removed.
 pub fn remove_own_profiles() -> usize {
     let mine = format!("{PROFILE_PREFIX}{}-", std::process::id());
+    // A browser of this run still exiting (one whose start a stop signal cut short) would
+    // write into its folder again after it is removed: wait for them, a bounded while,
+    // then end whichever is left.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let alive = gc::browsers_of(&mine);
+        if alive.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            alive
+                .into_iter()
+                .for_each(crate::sys::process::kill_process);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return 0;
     };
@@ -81,22 +98,24 @@ pub struct ViewerSlot {
     /// foreign Grid's node).
     pub nat: Option<crate::model::kinds::NatKind>,
     /// What the slot's kernel queues (tc) already apply below the browser.
-    pub shaping: SlotShaping,
+    pub tc: TcCoverage,
     /// Viewers whose browser runs in this slot (`viewers.per_browser`): they share its
     /// address and, with tc, its link, which is then shaped at that many times the profile.
     pub viewers: u32,
 }
 
-/// What a slot's tc shaping covers (rates both ways; latency needs netem).
+/// Which parts of a viewer's profile the tc shaping of its slot already applies below the
+/// browser (rates both ways; latency needs netem), so the browser throttles only the rest.
+/// Not a link's figures (those are `LinkProfile`): yes or no for each part.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SlotShaping {
+pub struct TcCoverage {
     pub rates: bool,
     pub latency: bool,
 }
 
-impl SlotShaping {
+impl TcCoverage {
     /// A slot with no shaping of its own (local fleet, a Grid node without slots).
-    pub const NONE: SlotShaping = SlotShaping {
+    pub const NONE: TcCoverage = TcCoverage {
         rates: false,
         latency: false,
     };
@@ -227,24 +246,24 @@ impl Viewer {
         slot: &ViewerSlot,
     ) -> Result<(), ViewerError> {
         let bytes = |kbps: Option<u32>| kbps.map(|k| k as u64 * 1000 / 8);
-        let latency = profile.latency_ms.unwrap_or(0);
+        let latency = profile.link.latency_ms.unwrap_or(0);
         // Unset (a Grid's fleet-best): tc where the slot shapes, HTTP-only rules otherwise.
-        let mode = profile.apply.unwrap_or(if slot.shaping.rates {
+        let mode = profile.apply.unwrap_or(if slot.tc.rates {
             Throttling::Tc
         } else {
             Throttling::HttpOnly
         });
         match mode {
-            Throttling::CdpAll => self.emulate_network(profile).await,
+            Throttling::CdpAll => self.emulate_network(&profile.link).await,
             Throttling::HttpOnly => {
                 self.http_rules(commands::http_only_rules(
                     latency,
-                    bytes(profile.download_kbps),
-                    bytes(profile.upload_kbps),
+                    bytes(profile.link.download_kbps),
+                    bytes(profile.link.upload_kbps),
                 ))
                 .await
             }
-            Throttling::Tc if !slot.shaping.rates => Err(ViewerError::Command {
+            Throttling::Tc if !slot.tc.rates => Err(ViewerError::Command {
                 what: "network profile",
                 message: format!(
                     "`apply: tc` needs a slot shaped by tc, and {} has none; use a fleet with \
@@ -253,19 +272,19 @@ impl Viewer {
                 ),
             }),
             Throttling::Tc if slot.viewers > 1 => {
-                let missing_latency = if slot.shaping.latency { 0 } else { latency };
+                let missing_latency = if slot.tc.latency { 0 } else { latency };
                 self.http_rules(commands::http_only_rules(
                     missing_latency,
-                    bytes(profile.download_kbps),
-                    bytes(profile.upload_kbps),
+                    bytes(profile.link.download_kbps),
+                    bytes(profile.link.upload_kbps),
                 ))
                 .await
             }
-            Throttling::Tc if latency > 0 && !slot.shaping.latency => {
+            Throttling::Tc if latency > 0 && !slot.tc.latency => {
                 self.http_rules(commands::http_only_rules(
                     latency,
-                    bytes(profile.download_kbps),
-                    bytes(profile.upload_kbps),
+                    bytes(profile.link.download_kbps),
+                    bytes(profile.link.upload_kbps),
                 ))
                 .await
             }
@@ -276,17 +295,17 @@ impl Viewer {
     /// Chromium's whole-browser emulation: ChromeDriver's network conditions for a session
     /// of its own, the same CDP command on the tab for a shared browser (ChromeDriver's
     /// conditions would apply to every tab of the session).
-    async fn emulate_network(&self, profile: &NetworkProfile) -> Result<(), ViewerError> {
+    async fn emulate_network(&self, link: &LinkProfile) -> Result<(), ViewerError> {
         match &self.kind {
             Kind::Session { client, .. } => self
                 .call(
                     "network conditions",
-                    client.issue_cmd(NetworkConditions::from_profile(profile)),
+                    client.issue_cmd(NetworkConditions::from_link(link)),
                 )
                 .await
                 .map(|_| ()),
             Kind::Tab(tab) => {
-                let c = NetworkConditions::from_profile(profile);
+                let c = NetworkConditions::from_link(link);
                 let unlimited = |v: u64| if v == 0 { -1 } else { v as i64 };
                 tab.cdp(
                     "enabling the network domain",
@@ -663,7 +682,7 @@ mod tests {
             address: None,
             public_addresses: Vec::new(),
             nat: None,
-            shaping: SlotShaping::NONE,
+            tc: TcCoverage::NONE,
             viewers: 1,
         }
     }

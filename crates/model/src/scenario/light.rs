@@ -63,12 +63,18 @@ pub const FIDELITY_SCHEMA_VERSION: u32 = 1;
 /// A `fidelity.json` larger than this is not one.
 const FIDELITY_MAX_BYTES: u64 = 16 << 20;
 
-/// A fidelity verdict: light peers against an all-real swarm of the same size.
+/// A fidelity verdict: a cheaper browser profile against the default one (`calibrate`), or
+/// light peers against an all-real swarm of the same size (`fidelity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FidelityVerdict {
+    /// Within noise of the reference on every rule.
     Pass,
+    /// Outside it on at least one rule: what is measured behaves differently.
     Fail,
+    /// The figures cannot tell: for a profile, the rules held but the basis is too short
+    /// (one segment weighs more than the bytes tolerance); for light peers, a run was not a
+    /// finding or a rule could not be judged.
     Inconclusive,
 }
 

@@ -24,8 +24,8 @@ pub use browser::{BrowserSetup, CHROMIUM_FLAGS, PROJECT_SETUP};
 pub use packing::{BrowserPlan, MAX_PER_BROWSER};
 pub use plan::{AutoRamp, Plan, RunClock, TargetPlan, ViewerPlan, MAX_DURATION};
 pub use spec::{
-    AutoSpec, FailedThreshold, NetworkProfile, ScenarioSpec, TargetSpec, ViewerCountSpec,
-    ViewersSpec,
+    AutoSpec, FailedThreshold, LinkProfile, NetworkProfile, ScenarioSpec, TargetSpec,
+    ViewerCountSpec, ViewersSpec,
 };
 pub use thresholds::{Threshold, ThresholdText};
 

@@ -7,7 +7,7 @@
 //! The classes are assigned per browser, spread evenly over the ramp: the k-th browser
 //! takes the class furthest behind its share so far, so every part of the ramp has each.
 
-use super::spec::NetworkProfile;
+use super::spec::{LinkProfile, NetworkProfile};
 use crate::kinds::{IpStack, NatKind, Throttling};
 use serde::{Deserialize, Serialize};
 
@@ -75,12 +75,20 @@ impl<'de> Deserialize<'de> for ProfileRef {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LibraryProfile {
     pub name: &'static str,
-    pub download_kbps: u32,
-    pub upload_kbps: u32,
-    /// Round trip; applied by netem where the kernel has it, else to HTTP in the browser.
-    pub latency_ms: u32,
+    /// Every figure set; the latency is applied by netem where the kernel has it, else to
+    /// HTTP in the browser.
+    pub link: LinkProfile,
     /// Where each figure comes from (README, "Link profiles").
     pub source: &'static str,
+}
+
+/// A library entry's link: rates in kbit/s, round trip in ms.
+const fn link(download_kbps: u32, upload_kbps: u32, latency_ms: u32) -> LinkProfile {
+    LinkProfile {
+        download_kbps: Some(download_kbps),
+        upload_kbps: Some(upload_kbps),
+        latency_ms: Some(latency_ms),
+    }
 }
 
 /// The profile library. Jitter and loss are not emulated (no netem here; tbf drops only
@@ -88,44 +96,32 @@ pub struct LibraryProfile {
 pub const PROFILES: &[LibraryProfile] = &[
     LibraryProfile {
         name: "peertube-2023",
-        download_kbps: 2_000,
-        upload_kbps: 300,
-        latency_ms: 500,
+        link: link(2_000, 300, 500),
         source: "the PeerTube team's 2023 stress test (every viewer throttled alike)",
     },
     LibraryProfile {
         name: "dsl",
-        download_kbps: 10_000,
-        upload_kbps: 1_000,
-        latency_ms: 49,
+        link: link(10_000, 1_000, 49),
         source: "down: Ofcom, UK Home Broadband Performance, November 2017 (standard ADSL services averaged around 10 Mbit/s); up: assumed (an ADSL2+ upstream tops out near 1 Mbit/s); RTT: FCC Measuring Broadband America 2011, DSL peak-period average 49 ms",
     },
     LibraryProfile {
         name: "cable",
-        download_kbps: 270_600,
-        upload_kbps: 18_400,
-        latency_ms: 32,
+        link: link(270_600, 18_400, 32),
         source: "down: Ofcom, UK Home Broadband Performance, March 2023 (cable average 270.6 Mbit/s); up: the same report's UK median over all technologies (18.4 Mbit/s), cable's own not published there; RTT: FCC MBA 2011, cable 32 ms",
     },
     LibraryProfile {
         name: "fibre",
-        download_kbps: 149_200,
-        upload_kbps: 18_400,
-        latency_ms: 24,
+        link: link(149_200, 18_400, 24),
         source: "down: Ofcom, March 2023 (full-fibre average 149.2 Mbit/s); up: the same report's UK median over all technologies (18.4 Mbit/s); RTT: FCC MBA 2011, fibre-to-the-home 24 ms",
     },
     LibraryProfile {
         name: "uk-median",
-        download_kbps: 69_400,
-        upload_kbps: 18_400,
-        latency_ms: 32,
+        link: link(69_400, 18_400, 32),
         source: "Ofcom, March 2023: UK median 69.4 Mbit/s down, 18.4 Mbit/s up; RTT: FCC MBA 2011 average over terrestrial technologies (34.9 ms), rounded to cable's 32 ms",
     },
     LibraryProfile {
         name: "mobile-4g",
-        download_kbps: 23_600,
-        upload_kbps: 7_300,
-        latency_ms: 53,
+        link: link(23_600, 7_300, 53),
         source: "Opensignal, US Mobile Network Experience, July 2019 (T-Mobile: 23.6 Mbit/s down, 7.3 Mbit/s up, 52.6 ms latency)",
     },
 ];
@@ -205,9 +201,7 @@ pub fn classes(shares: &[NetworkShare]) -> Result<Vec<NetworkClass>, (String, St
                 (
                     Some(p.name.to_string()),
                     Some(NetworkProfile {
-                        download_kbps: Some(p.download_kbps),
-                        upload_kbps: Some(p.upload_kbps),
-                        latency_ms: Some(p.latency_ms),
+                        link: p.link,
                         apply: None,
                     }),
                 )
@@ -301,7 +295,11 @@ mod tests {
     #[test]
     fn the_library_names_its_sources_and_classes_get_names() {
         for p in PROFILES {
-            assert!(!p.source.is_empty() && p.upload_kbps > 0, "{}", p.name);
+            assert!(
+                !p.source.is_empty() && p.link.upload_kbps > Some(0),
+                "{}",
+                p.name
+            );
         }
         let c = classes(&[
             share(0.5, "fibre", NatKind::Home),
@@ -311,7 +309,7 @@ mod tests {
         .unwrap();
         assert_eq!(c[0].name, "fibre/home");
         assert_eq!(c[2].nat, NatKind::Cgnat);
-        assert_eq!(c[1].profile.unwrap().upload_kbps, Some(1_000));
+        assert_eq!(c[1].profile.unwrap().link.upload_kbps, Some(1_000));
         assert_eq!(c[0].stack, IpStack::Dual);
     }
 
@@ -349,7 +347,9 @@ mod tests {
         let link: NetworkShare =
             yaml_serde::from_str("share: 1\nprofile: {download_kbps: 2000, upload_kbps: 300}\n")
                 .unwrap();
-        assert!(matches!(link.profile, Some(ProfileRef::Link(p)) if p.upload_kbps == Some(300)));
+        assert!(
+            matches!(link.profile, Some(ProfileRef::Link(p)) if p.link.upload_kbps == Some(300))
+        );
         assert!(yaml_serde::from_str::<NetworkShare>("share: 1\nprofile: {speed: 3}\n").is_err());
     }
 }

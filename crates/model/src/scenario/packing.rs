@@ -5,7 +5,7 @@
 //! viewer.
 
 use super::plan::{Plan, ViewerPlan};
-use super::spec::NetworkProfile;
+use super::spec::{LinkProfile, NetworkProfile};
 
 /// Viewers one browser may hold. Beyond 16 a browser process crash takes too many viewers
 /// at once, and the measured saving per viewer has flattened out (BENCHMARKS.md).
@@ -42,16 +42,41 @@ pub fn unshaped_under_tc(written: u32, over: Option<u32>, tc_shaped: bool) -> (u
     }
 }
 
-/// The link of a browser holding `viewers` viewers of `profile`: the profile's rates that
-/// many times (their sum), its latency. A slot shaped so gives the viewers together what
-/// they would have had alone; each viewer's HTTP is still held to its own profile in its
-/// tab (`Viewer::throttle`), only WebRTC shares the pooled link.
+/// The one rule for the link of a browser that carries several viewers (a viewer slot
+/// holds one browser, so this is the slot's link): the links its viewers would have alone,
+/// pooled.
+///
+/// - Rates, each way: the sum of the viewers' rates, as a shared link carries what their
+///   links together would; a viewer whose rate is not limited (`None`) leaves the pooled
+///   rate unlimited too, since no sum of limits gives it what it had alone.
+/// - Latency: the largest of the viewers' latencies. A link has one delay, and none of its
+///   viewers gets a shorter one than its own profile says (the price: those with a shorter
+///   one wait longer on the shared link).
+///
+/// No viewers: an unlimited link. Each viewer's HTTP is still held to its own profile in its
+/// tab (`Viewer::throttle`); only WebRTC shares the pooled link.
+pub fn shared_link(links: impl IntoIterator<Item = LinkProfile>) -> LinkProfile {
+    fn sum(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+        Some(a?.saturating_add(b?))
+    }
+    let mut links = links.into_iter();
+    let Some(first) = links.next() else {
+        return LinkProfile::UNLIMITED;
+    };
+    links.fold(first, |pooled, l| LinkProfile {
+        download_kbps: sum(pooled.download_kbps, l.download_kbps),
+        upload_kbps: sum(pooled.upload_kbps, l.upload_kbps),
+        latency_ms: pooled.latency_ms.max(l.latency_ms),
+    })
+}
+
+/// The profile of a browser holding `viewers` viewers of `profile`: [`shared_link`] of
+/// that many of its links (the rates that many times, its latency), applied as `profile`
+/// says.
 pub fn link_profile(profile: &NetworkProfile, viewers: u32) -> NetworkProfile {
-    let times = |kbps: Option<u32>| kbps.map(|k| k.saturating_mul(viewers.max(1)));
     NetworkProfile {
-        download_kbps: times(profile.download_kbps),
-        upload_kbps: times(profile.upload_kbps),
-        ..*profile
+        link: shared_link(std::iter::repeat_n(profile.link, viewers.max(1) as usize)),
+        apply: profile.apply,
     }
 }
 
@@ -144,6 +169,79 @@ mod tests {
         assert_eq!(browsers.len(), 3);
         assert_eq!(browsers[2], BrowserPlan::single(&p.viewer_plans()[2]));
         assert_eq!(browsers[2].viewer_range(), "2");
+    }
+
+    fn link(down: Option<u32>, up: Option<u32>, latency: Option<u32>) -> LinkProfile {
+        LinkProfile {
+            download_kbps: down,
+            upload_kbps: up,
+            latency_ms: latency,
+        }
+    }
+
+    #[test]
+    fn a_shared_link_sums_the_rates_and_keeps_the_largest_latency() {
+        let dsl = link(Some(2_000), Some(300), Some(500));
+        let fibre = link(Some(270_600), Some(18_400), Some(32));
+        let no_latency = link(Some(10_000), Some(1_000), None);
+        let mixed = [dsl, fibre, fibre, no_latency];
+        let pooled = shared_link(mixed);
+        assert_eq!(
+            pooled,
+            link(Some(553_200), Some(38_100), Some(500)),
+            "{pooled:?}"
+        );
+        // The order of the viewers and how they are grouped do not matter: the packing
+        // path (one profile times its viewers) pooled again gives the same link.
+        let mut reversed = mixed;
+        reversed.reverse();
+        assert_eq!(shared_link(reversed), pooled);
+        let by_profile = |p: LinkProfile, n| {
+            link_profile(
+                &NetworkProfile {
+                    link: p,
+                    apply: None,
+                },
+                n,
+            )
+            .link
+        };
+        assert_eq!(
+            shared_link([
+                by_profile(dsl, 1),
+                by_profile(fibre, 2),
+                by_profile(no_latency, 1)
+            ]),
+            pooled
+        );
+        // One viewer: its own link.
+        assert_eq!(shared_link([dsl]), dsl);
+        assert_eq!(by_profile(dsl, 1), dsl);
+        assert_eq!(by_profile(dsl, 0), dsl);
+        assert_eq!(
+            by_profile(dsl, 4),
+            link(Some(8_000), Some(1_200), Some(500))
+        );
+    }
+
+    #[test]
+    fn an_unlimited_rate_leaves_the_shared_link_unlimited_that_way() {
+        let dsl = link(Some(2_000), Some(300), Some(500));
+        let upload_only = link(None, Some(300), None);
+        assert_eq!(
+            shared_link([dsl, upload_only]),
+            link(None, Some(600), Some(500))
+        );
+        assert_eq!(
+            shared_link([dsl, LinkProfile::UNLIMITED]),
+            link(None, None, Some(500))
+        );
+        assert!(shared_link([]).is_unlimited());
+        assert!(shared_link([LinkProfile::UNLIMITED; 3]).is_unlimited());
+        assert_eq!(
+            shared_link([link(Some(u32::MAX), None, None); 2]),
+            link(Some(u32::MAX), None, None)
+        );
     }
 
     #[test]

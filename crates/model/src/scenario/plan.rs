@@ -1056,8 +1056,8 @@ fn check_network(
 ) -> Result<(), ScenarioError> {
     let err = |field: &str, message: String| check.err(field, message);
     for (name, value, max) in [
-        ("download_kbps", network.download_kbps, 10_000_000),
-        ("upload_kbps", network.upload_kbps, 10_000_000),
+        ("download_kbps", network.link.download_kbps, 10_000_000),
+        ("upload_kbps", network.link.upload_kbps, 10_000_000),
     ] {
         if let Some(v) = value {
             if v < 8 || v > max {
@@ -1068,7 +1068,7 @@ fn check_network(
             }
         }
     }
-    if let Some(latency) = network.latency_ms {
+    if let Some(latency) = network.link.latency_ms {
         if latency > 10_000 {
             return Err(err(
                 &format!("{field}.latency_ms"),

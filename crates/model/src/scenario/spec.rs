@@ -122,62 +122,102 @@ fn auto_word<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str("auto")
 }
 
-/// By hand, so a wrong value is told both forms (see `FailedThreshold`).
+/// By hand, so a wrong value is told both forms (see `CountOrText`).
 impl<'de> Deserialize<'de> for ViewerCountSpec {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct CountVisitor;
-        const FORMS: &str = "a whole number of viewers (e.g. 16) or `auto` (as many as this \
-             machine carries below `viewers.auto.cpu_below`)";
-        impl serde::de::Visitor<'_> for CountVisitor {
-            type Value = ViewerCountSpec;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(FORMS)
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                u32::try_from(v).map(ViewerCountSpec::Count).map_err(|_| {
-                    E::custom(format!(
-                        "{v} is more viewers than a run can have; write {FORMS}"
-                    ))
-                })
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                match u64::try_from(v) {
-                    Ok(v) => self.visit_u64(v),
-                    Err(_) => Err(E::custom(format!("{v} is negative; write {FORMS}"))),
-                }
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
-                Err(E::custom(format!(
-                    "{v} is not a whole number; write {FORMS}"
-                )))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                if v == "auto" {
-                    Ok(ViewerCountSpec::Auto)
-                } else {
-                    Err(E::custom(format!("`{v}` is not a count; write {FORMS}")))
-                }
-            }
-        }
-        deserializer.deserialize_any(CountVisitor)
+        deserializer.deserialize_any(CountOrText {
+            forms: "a whole number of viewers (e.g. 16) or `auto` (as many as this machine \
+                    carries below `viewers.auto.cpu_below`)",
+            count: ViewerCountSpec::Count,
+            text: |v| (v == "auto").then_some(ViewerCountSpec::Auto),
+        })
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct NetworkProfile {
-    #[serde(default)]
+/// The rates and latency of one link: a viewer's, a browser's shared by its viewers
+/// ([`super::packing::shared_link`]), a viewer slot's as tc shapes it (the netns slots, a
+/// cloud node's slots), and what a run's manifest records of `viewers.network`. `None`:
+/// not limited. The one type for a link's figures; there is no loss figure (the slots add
+/// none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct LinkProfile {
     pub download_kbps: Option<u32>,
-    #[serde(default)]
     pub upload_kbps: Option<u32>,
-    #[serde(default)]
+    /// Round trip; the slots add half of it each way (netem).
     pub latency_ms: Option<u32>,
+}
+
+impl LinkProfile {
+    /// A link that limits nothing.
+    pub const UNLIMITED: LinkProfile = LinkProfile {
+        download_kbps: None,
+        upload_kbps: None,
+        latency_ms: None,
+    };
+
+    /// Limits nothing: no rate either way, no latency.
+    pub fn is_unlimited(&self) -> bool {
+        *self == Self::UNLIMITED
+    }
+
+    /// Limits a rate (either way), not only latency.
+    pub fn limits_rate(&self) -> bool {
+        self.download_kbps.is_some() || self.upload_kbps.is_some()
+    }
+}
+
+/// `viewers.network` (and `alt_network.profile`, a link written out in `viewers.networks`):
+/// a link and how the scenario wants it applied. Written as one flat map
+/// (`{download_kbps, upload_kbps, latency_ms, apply}`).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(from = "WrittenProfile", into = "WrittenProfile")]
+pub struct NetworkProfile {
+    pub link: LinkProfile,
     /// How the profile is applied: `http-only` (the PeerTube 2023 conditions: HTTP
     /// throttled, P2P free), `tc` (HTTP and P2P on each viewer's own link; needs a fleet with
     /// per-viewer interfaces) or `cdp-all` (Chromium's whole-browser emulation, WebRTC
     /// included) [default: `tc` on the netns fleet, `http-only` elsewhere].
-    #[serde(default)]
     pub apply: Option<Throttling>,
+}
+
+/// How a [`NetworkProfile`] is written: the link's fields and `apply` side by side. Not
+/// `#[serde(flatten)]`, which would read the link's fields from a buffered copy and lose
+/// the line and field path of a wrong value in the scenario's error message.
+#[derive(Deserialize, Serialize)]
+#[serde(rename = "NetworkProfile", deny_unknown_fields)]
+struct WrittenProfile {
+    #[serde(default)]
+    download_kbps: Option<u32>,
+    #[serde(default)]
+    upload_kbps: Option<u32>,
+    #[serde(default)]
+    latency_ms: Option<u32>,
+    #[serde(default)]
+    apply: Option<Throttling>,
+}
+
+impl From<WrittenProfile> for NetworkProfile {
+    fn from(w: WrittenProfile) -> Self {
+        NetworkProfile {
+            link: LinkProfile {
+                download_kbps: w.download_kbps,
+                upload_kbps: w.upload_kbps,
+                latency_ms: w.latency_ms,
+            },
+            apply: w.apply,
+        }
+    }
+}
+
+impl From<NetworkProfile> for WrittenProfile {
+    fn from(p: NetworkProfile) -> Self {
+        WrittenProfile {
+            download_kbps: p.link.download_kbps,
+            upload_kbps: p.link.upload_kbps,
+            latency_ms: p.link.latency_ms,
+            apply: p.apply,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
@@ -196,41 +236,58 @@ pub enum FailedThreshold {
     Share(String),
 }
 
-/// By hand rather than `untagged`, so a wrong value is told what both forms look like (an
-/// untagged enum only says that no variant matched, under its type name, without a line).
+/// By hand rather than `untagged`, so a wrong value is told what both forms look like (see
+/// `CountOrText`).
 impl<'de> Deserialize<'de> for FailedThreshold {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ThresholdVisitor;
-        const FORMS: &str =
-            "a count of viewers (0 or more, e.g. 2) or a share in quotes (e.g. \"5%\")";
-        impl serde::de::Visitor<'_> for ThresholdVisitor {
-            type Value = FailedThreshold;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(FORMS)
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                u32::try_from(v).map(FailedThreshold::Count).map_err(|_| {
-                    E::custom(format!(
-                        "{v} is more viewers than a run can have; write {FORMS}"
-                    ))
-                })
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                match u64::try_from(v) {
-                    Ok(v) => self.visit_u64(v),
-                    Err(_) => Err(E::custom(format!("{v} is negative; write {FORMS}"))),
-                }
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
-                Err(E::custom(format!(
-                    "{v} is not a whole number; write {FORMS}"
-                )))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(FailedThreshold::Share(v.to_string()))
-            }
+        deserializer.deserialize_any(CountOrText {
+            forms: "a count of viewers (0 or more, e.g. 2) or a share in quotes (e.g. \"5%\")",
+            count: FailedThreshold::Count,
+            text: |v| Some(FailedThreshold::Share(v.to_string())),
+        })
+    }
+}
+
+/// A field that holds a count of viewers or a word: one visitor, so that every such field
+/// tells a wrong value (negative, fractional, too large, an unknown word) what both of its
+/// forms look like, where an untagged enum would only say that no variant matched, under
+/// its type name and without a line.
+struct CountOrText<T> {
+    /// Both forms, in words, for the error.
+    forms: &'static str,
+    count: fn(u32) -> T,
+    /// The value a string stands for, or `None` for a string that is no form.
+    text: fn(&str) -> Option<T>,
+}
+
+impl<T> serde::de::Visitor<'_> for CountOrText<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.forms)
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
+        let forms = self.forms;
+        u32::try_from(v).map(self.count).map_err(|_| {
+            E::custom(format!(
+                "{v} is more viewers than a run can have; write {forms}"
+            ))
+        })
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Err(E::custom(format!("{v} is negative; write {}", self.forms))),
         }
-        deserializer.deserialize_any(ThresholdVisitor)
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<T, E> {
+        Err(E::custom(format!(
+            "{v} is not a whole number; write {}",
+            self.forms
+        )))
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+        (self.text)(v)
+            .ok_or_else(|| E::custom(format!("`{v}` is not a count; write {}", self.forms)))
     }
 }
 

@@ -469,12 +469,12 @@ fn a_network_mix_assigns_classes_by_their_shares() {
     assert_eq!(dsl.access.nat, crate::kinds::NatKind::Home);
     assert_eq!(dsl.access.stack, Some(crate::kinds::IpStack::Ipv4));
     // The library's link, applied with tc on the netns fleet.
-    let link = dsl.network.unwrap();
+    let profile = dsl.network.unwrap();
     assert_eq!(
-        (link.download_kbps, link.upload_kbps),
+        (profile.link.download_kbps, profile.link.upload_kbps),
         (Some(10_000), Some(1_000))
     );
-    assert_eq!(link.apply, Some(crate::kinds::Throttling::Tc));
+    assert_eq!(profile.apply, Some(crate::kinds::Throttling::Tc));
     match &plan.fleet {
         fleet::FleetPlan::Netns(n) => assert!(n.internet),
         other => panic!("{other:?}"),
@@ -536,7 +536,7 @@ fn the_shorthand_is_a_two_class_mix_of_public_viewers_assigned_as_before() {
         .map(|v| v.index)
         .collect();
     assert_eq!(alt, [3, 7]);
-    assert_eq!(viewers[3].network.unwrap().download_kbps, Some(20_000));
+    assert_eq!(viewers[3].network.unwrap().link.download_kbps, Some(20_000));
     assert_eq!(viewers[3].access.nat, crate::kinds::NatKind::None);
     assert_eq!(viewers[3].access.stack, None);
 }

@@ -14,9 +14,9 @@
 //! Every rule's constant is here; `honesty::cpu_check` applies the machine rule to this
 //! host for the honesty section.
 
+use super::format::pct;
 use super::load::RunData;
 use super::rates::Bins;
-use super::render::pct;
 use super::summary::{
     FiguresAtT, Headroom, HeadroomFigures, HeadroomVerdict, HeadroomViewers, MachineHeadroom,
     PageLagWindow, Series, SourceTable, Span, UnsampledNode, ViewerHeadroom, ViewerHeadroomStatus,
