@@ -131,3 +131,99 @@ fn the_report_crate_builds_without_a_runtime_a_webdriver_client_or_the_cloud_api
         );
     }
 }
+
+/// How many items a crate's sources declare `pub`, `pub(crate)`/`pub(super)` and private:
+/// functions, types, traits, constants, statics, modules, macros and (for the first two)
+/// re-exports; fields and methods' `self` not told apart from functions, tests included.
+fn declared_items(dir: &Path) -> [usize; 3] {
+    const KINDS: [&str; 13] = [
+        "fn ",
+        "async fn ",
+        "unsafe fn ",
+        "const fn ",
+        "struct ",
+        "enum ",
+        "const ",
+        "static ",
+        "mod ",
+        "use ",
+        "trait ",
+        "type ",
+        "macro_rules! ",
+    ];
+    let is_item = |rest: &str| KINDS.iter().any(|k| rest.starts_with(k));
+    let mut counts = [0; 3];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let line = line.trim_start();
+                if let Some(rest) = line.strip_prefix("pub ") {
+                    counts[0] += usize::from(is_item(rest));
+                } else if let Some(rest) = line
+                    .strip_prefix("pub(crate) ")
+                    .or_else(|| line.strip_prefix("pub(super) "))
+                {
+                    counts[1] += usize::from(is_item(rest));
+                } else if !line.starts_with("use ") && is_item(line) {
+                    counts[2] += 1;
+                }
+            }
+        }
+    }
+    counts
+}
+
+#[test]
+fn architecture_md_counts_each_crates_public_items_as_the_sources_declare_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let section = text
+        .split("### Public items per crate")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a section \"Public items per crate\"");
+    let mut rows = BTreeMap::new();
+    for line in section.lines().skip_while(|l| !l.starts_with('|')) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let Some(name) = cells
+            .get(1)
+            .and_then(|c| c.strip_prefix("`viewerfleet-"))
+            .and_then(|c| c.strip_suffix('`'))
+        else {
+            continue;
+        };
+        let numbers: Vec<usize> = cells[2..5].iter().map(|c| c.parse().unwrap()).collect();
+        rows.insert(name.to_string(), numbers);
+    }
+    let mut wrong = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let counted = declared_items(&dir.join("src")).to_vec();
+        match rows.get(&name) {
+            Some(row) if *row == counted => {}
+            Some(row) => wrong.push(format!(
+                "viewerfleet-{name}: the table says {row:?}, the sources declare {counted:?}"
+            )),
+            None => wrong.push(format!(
+                "viewerfleet-{name}: no row; the sources declare {counted:?}"
+            )),
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE.md, \"Public items per crate\" (pub, pub(crate)/pub(super), private) is out of date; put in these counts (and say why an API grew):\n{}",
+        wrong.join("\n")
+    );
+}
