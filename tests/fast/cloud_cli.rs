@@ -637,6 +637,41 @@ async fn up_and_run_check_the_target_before_creating_any_server() {
     assert_eq!(fake.state.counts().requests, 0, "still not one API request");
 }
 
+/// Cloud nodes are IPv6-only: a target with no IPv6 address is named before any server is
+/// bought (a warning: a NAT64 the user runs is invisible from here); one that answers over
+/// IPv6 is not. The wrong token then ends `up` at its first API request.
+#[tokio::test(flavor = "multi_thread")]
+async fn up_warns_before_buying_when_the_target_has_no_ipv6_address() {
+    let fake = fake(FakeConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let v4 = target().await;
+    let v6 = Stub::serve("[::1]:0".parse().unwrap(), StubConfig::default())
+        .await
+        .unwrap();
+    let mut said = Vec::new();
+    for stub in [&v4, &v6] {
+        let path = scenario(dir.path(), &target_url(stub), 8, "");
+        let out = command(&fake, dir.path())
+            .env("HCLOUD_TOKEN", "not-the-projects-token")
+            .arg("up")
+            .arg(&path)
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success(), "the wrong token stops `up`");
+        said.push(text(&out.stderr));
+    }
+    assert!(
+        said[0].contains("has no IPv6 address (only IPv4: 127.0.0.1)")
+            && said[0].contains("IPv6-only viewer nodes cannot reach it")
+            && said[0].contains("NAT64"),
+        "{}",
+        said[0]
+    );
+    assert!(!said[1].contains("IPv6-only viewer nodes"), "{}", said[1]);
+    assert!(fake.state.servers().is_empty(), "no server bought");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn webdriver_open_to_the_world_is_refused_unless_opted_in_with_a_loud_warning() {
     let fake = fake(FakeConfig {

@@ -2,7 +2,9 @@
 //! nodes without IPv4 (the default on Hetzner: cheaper, and each has a /64 for its viewers'
 //! own addresses) reach only targets with an IPv6 address. The check resolves the target's
 //! host (AAAA) and opens a TCP connection to it over IPv6 from the controller; when either
-//! fails, the error names the choices: nodes with IPv4, or a NAT64 the user provides.
+//! fails, the warning names the choices: a NAT64 the user provides, or an IPv6 address for
+//! the target. Only a warning: a NAT64 is invisible from here, and the controller's own
+//! machine may lack the IPv6 route the nodes have.
 //!
 //! `check_reachable_over_ipv6` is the check with the real resolver and network;
 //! `check_with` takes both as functions, so it is tested without traffic.
@@ -34,7 +36,7 @@ pub enum Ipv6ReachError {
 }
 
 /// The ways out, named in every error.
-pub const CHOICES: &str = "Choose one: (1) viewer nodes with IPv4 as well as IPv6 (their viewers then reach IPv4-only sites through the node's NAT44, sharing its IPv4 address; each node pays for a primary IPv4), or (2) a NAT64 with DNS64 that you provide (point the nodes' resolvers at the DNS64; the viewers keep their own IPv6 addresses), or (3) give the target an IPv6 address (an AAAA record).";
+pub const CHOICES: &str = "viewerfleet's nodes have no IPv4 address. Choose one: (1) give the target an IPv6 address (an AAAA record), or (2) a NAT64 with DNS64 that you provide (point the nodes' resolvers at the DNS64; the viewers keep their own IPv6 addresses); with either in place, this warning can be ignored.";
 
 /// The address the check connected to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,7 +210,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("with IPv4") && text.contains("NAT64"),
+            text.contains("no IPv4 address") && text.contains("NAT64"),
             "{text}"
         );
         assert!(tried.is_empty(), "nothing to connect to over IPv6");

@@ -5,7 +5,7 @@
 use super::peertube::PeerTubeTarget;
 use super::{Target, TargetPlacement};
 use crate::model::exit::{bad_input, unavailable};
-use crate::model::kinds::{TargetKind, VideoKind};
+use crate::model::kinds::{FleetKind, TargetKind, VideoKind};
 use crate::model::scenario::Plan;
 use crate::sys::process::{self, Scope};
 use anyhow::Context;
@@ -121,8 +121,20 @@ pub async fn check_before_fleet(plan: &Plan) -> anyhow::Result<()> {
                     )));
                 }
             }
+            if plan.fleet.kind() == FleetKind::Hcloud {
+                warn_unless_reachable_over_ipv6(&target.viewer_url(true)).await;
+            }
             Ok(())
         }
+    }
+}
+
+/// Cloud nodes are IPv6-only: a target they cannot reach would cost every server's time for
+/// nothing, so `up` and `run` say so before buying them (see `ipv6`).
+async fn warn_unless_reachable_over_ipv6(url: &str) {
+    match super::ipv6::check_reachable_over_ipv6(url).await {
+        Ok(reach) => tracing::info!("the target answers over IPv6 at {}", reach.address),
+        Err(err) => tracing::warn!("{err}"),
     }
 }
 
