@@ -13,6 +13,7 @@ mod cloud_slots;
 mod dashboards_prometheus;
 mod grid_auth;
 mod grid_bench;
+mod grid_light;
 mod grid_local;
 mod grid_nat;
 mod grid_node_loss;
