@@ -28,8 +28,6 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
     };
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
-    // A cloud fleet's reaper writes what it did next to the run's data.
-    crate::cloud::reaper::log_into(&out);
     let outcome = run_scenario(
         plan,
         &RunSource::scenario(&args.scenario, &overrides),

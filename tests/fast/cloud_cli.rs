@@ -1748,3 +1748,63 @@ async fn plan_tfvars_writes_the_chosen_sizes_as_the_terraform_modules_variables(
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("give one scenario"));
 }
+
+/// A suite's cloud runs each keep their reaper's log in their own run folder, where the
+/// user reads the run, not in one shared place.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_cloud_run_of_a_suite_keeps_its_reapers_log_in_its_own_folder() {
+    let sessions = Arc::new(StubCounters::default());
+    let fake = fake(FakeConfig {
+        node_boot: Some(Duration::from_millis(100)),
+        webdriver: Some(webdriver_stub::app(StubConfig::default(), sessions.clone())),
+        ..FakeConfig::default()
+    })
+    .await;
+    let target = target().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), &target_url(&target), 2, "");
+    let yaml = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(
+            "duration: 1m\n",
+            "duration: 5s\nsampling_interval: 500ms\nmeasure_at: 4s\nsteady_window: 2s\n",
+        )
+        .replace(
+            "  url: ",
+            &format!("  exporter: http://{}/metrics\n  url: ", target.addr()),
+        );
+    std::fs::write(&path, yaml).unwrap();
+    let out_dir = dir.path().join("suite");
+    let out = tokio::time::timeout(
+        Duration::from_secs(240),
+        command(&fake, dir.path())
+            .args(["--quiet", "suite", "--repeat", "2", "--out"])
+            .arg(&out_dir)
+            .arg(&path)
+            .output(),
+    )
+    .await
+    .expect("the suite ends")
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+    for k in 1..=2 {
+        let run = out_dir.join(format!("{stem}-{k}"));
+        let log = reaper_finished("the run's reaper to finish", 60, || {
+            std::fs::read_to_string(run.join("reaper.log")).unwrap_or_default()
+        })
+        .await;
+        assert!(
+            log.contains("deleted the run itself"),
+            "{}: {log}",
+            run.display()
+        );
+    }
+    assert!(
+        !dir.path().join("runs").exists(),
+        "no reaper log outside the run folders"
+    );
+    assert!(fake.state.servers().is_empty());
+    fake.no_reaper_left().await;
+}

@@ -142,6 +142,9 @@ pub async fn run_scenario(
         write_report: options.write_report,
         confirm_paid: options.confirm_paid,
     };
+    // A cloud fleet's reaper writes what it did next to this run's data: each run of a
+    // suite, ladder or calibration in its own folder.
+    crate::cloud::reaper::log_into(out);
     tracing::info!("run {}: {}", plan.name, plan.summary_line());
     run::execute(plan, ctx).await
 }
