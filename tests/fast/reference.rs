@@ -354,3 +354,106 @@ fn readme_quotes_dated_measurements_only_through_links_to_results() {
     assert!(dates_in(&prose_of("see [RESULTS](RESULTS.md#x-2026-12-02) and")).is_empty());
     assert!(dates_in(&prose_of("```\nbench on 2026-12-02\n```\n")).is_empty());
 }
+
+// --- links between the manuals resolve -------------------------------------------------------
+
+/// The manuals at the repository's root, which link to each other's headings.
+const MANUALS: &[&str] = &[
+    "README.md",
+    "ARCHITECTURE.md",
+    "RESULTS.md",
+    "BENCHMARKS.md",
+    "REFERENCE.md",
+];
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped (letters, digits, `_`, `-`
+/// and spaces kept), each space a hyphen.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Lines outside fenced blocks, with their numbers.
+fn unfenced_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            lines.push((i + 1, line));
+        }
+    }
+    lines
+}
+
+/// Every heading's anchor; a repeated heading gets `-1`, `-2`, … as on GitHub.
+fn anchors_of(text: &str) -> BTreeSet<String> {
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let mut anchors = BTreeSet::new();
+    for (_, line) in unfenced_lines(text) {
+        let level = line.chars().take_while(|&c| c == '#').count();
+        if !(1..=6).contains(&level) || !line[level..].starts_with(' ') {
+            continue;
+        }
+        let base = anchor_of(&line[level..]);
+        let n = seen.entry(base.clone()).or_insert(0);
+        anchors.insert(if *n == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        });
+        *n += 1;
+    }
+    anchors
+}
+
+#[test]
+fn links_between_the_manuals_reach_their_headings() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let texts: Vec<(&str, String)> = MANUALS
+        .iter()
+        .map(|m| (*m, std::fs::read_to_string(root.join(m)).expect(m)))
+        .collect();
+    let anchors: std::collections::BTreeMap<&str, BTreeSet<String>> = texts
+        .iter()
+        .map(|(m, text)| (*m, anchors_of(text)))
+        .collect();
+    let mut broken = Vec::new();
+    for (manual, text) in &texts {
+        for (number, line) in unfenced_lines(text) {
+            let mut rest = line;
+            while let Some(at) = rest.find("](") {
+                rest = &rest[at + 2..];
+                let Some(end) = rest.find(')') else { break };
+                let target = &rest[..end];
+                rest = &rest[end..];
+                let Some((file, anchor)) = target.split_once('#') else {
+                    continue;
+                };
+                let file = if file.is_empty() { *manual } else { file };
+                if let Some(known) = anchors.get(file) {
+                    if !known.contains(anchor) {
+                        broken.push(format!("{manual}:{number}: {file}#{anchor}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "links to headings that do not exist (a heading renamed or removed?): {broken:#?}"
+    );
+    // The anchors are GitHub's: punctuation dropped, an en dash too, repeats numbered.
+    assert_eq!(
+        anchor_of(" `count: auto`: as many viewers"),
+        "count-auto-as-many-viewers"
+    );
+    assert_eq!(anchor_of("17:40–18:51 UTC"), "17401851-utc");
+    assert!(anchors_of("## A\n## A\n").contains("a-1"));
+}
