@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""viewerfleet node load endpoint: CPU, memory and browsers of a Grid node's machine as
-Prometheus text (0.0.4) on GET /metrics, which the controller samples during a run (a
-starved browser falls back from P2P to HTTP). Named in the node's stereotype
+"""viewerfleet node load endpoint: CPU, memory and browsers (their user, sandbox) of a Grid
+node's machine as Prometheus text (0.0.4) on GET /metrics, which the controller samples
+during a run (a starved browser falls back from P2P to HTTP). Named in the node's stereotype
 ("viewerfleet:load"); run by `viewerfleet grid up --local` (one per node, on 127.0.0.1:0:
 the URL is stdout's first line) and on cloud nodes by viewerfleet-load.service.
 --allow ADDR|CIDR,…: the only clients (others get 403). --cgroup PATH|auto|none: the
@@ -13,6 +13,7 @@ import argparse
 import http.server
 import ipaddress
 import os
+import pwd
 import socket
 import sys
 
@@ -149,14 +150,32 @@ def exposition(cg, comm):
         pids = cg.pids() if os.path.isdir(cg.path) else set()
     else:
         pids = {int(p) for p in os.listdir("/proc") if p.isdigit()}
-    pss = [keyed(read("/proc/%d/smaps_rollup" % p)).get("Pss") for p in pids
-           if (read("/proc/%d/comm" % p) or "").strip() == comm]
+    browsers = [p for p in pids if (read("/proc/%d/comm" % p) or "").strip() == comm]
+    pss = [keyed(read("/proc/%d/smaps_rollup" % p)).get("Pss") for p in browsers]
     pss = [kb for kb in pss if kb is not None]
     where = " in the cgroup" if cg else ""
     add("viewerfleet_node_browsers_pss_bytes", "gauge", "PSS of the browser processes" + where + ".",
         ("", sum(pss) * 1024))
     add("viewerfleet_node_browser_processes", "gauge", "Browser processes" + where + ".", ("", len(pss)))
+    ways = {}
+    for w in filter(None, map(isolation, browsers)):
+        ways[w] = ways.get(w, 0) + 1
+    add("viewerfleet_node_browsers", "gauge", "Browsers (top-level processes)" + where + " by user and sandbox"
+        " (off: --no-sandbox).", *(('user="%s",sandbox="%s"' % w, n) for w, n in sorted(ways.items())))
     return "\n".join(out) + "\n"
+
+
+def isolation(pid):
+    """(user, on|off) of a browser: real uid, --no-sandbox; None for a helper (--type=)."""
+    argv = (read("/proc/%d/cmdline" % pid) or "").replace("\0", " ").split()  # helpers rewrite it
+    uid = [l.split()[1] for l in (read("/proc/%d/status" % pid) or "").splitlines() if l[:4] == "Uid:"]
+    if not argv or not uid or any(a.startswith("--type=") for a in argv):
+        return None
+    try:
+        user = pwd.getpwuid(int(uid[0])).pw_name.replace("\\", "\\\\").replace('"', '\\"')
+    except KeyError:
+        user = uid[0]
+    return user, "off" if "--no-sandbox" in argv else "on"
 
 
 def serve(args, cg, allowed):

@@ -1585,6 +1585,21 @@ async fn a_canary_node_measured_well_above_the_budget_doubles_the_fleet() {
         12,
         "{stderr}"
     );
+    // The nodes counted their browsers by user and sandbox; the report says it, and the
+    // fleet note no longer says they cannot.
+    let summary = viewerfleet::report::write_report(&out_dir).unwrap();
+    assert!(
+        summary.honesty.implications.iter().any(|l| l
+            == "Measured on the nodes: Browsers on all 4 nodes ran as user viewerfleet-browser, \
+                of their own, with Chromium's sandbox."),
+        "{:?}",
+        summary.honesty.implications
+    );
+    assert!(
+        manifest.contains("the nodes count how their browsers ran")
+            && !manifest.contains("do not report"),
+        "{manifest}"
+    );
     assert_eq!(
         sessions.sessions_created.load(Relaxed),
         sessions.sessions_deleted.load(Relaxed)

@@ -1,7 +1,8 @@
 //! The nodes' load endpoint (`grid/node-load.py`, run with this machine's python3) as the
 //! controller reads it: one exposition holds every metric, in the format the controller's
 //! parser takes, with HELP and TYPE lines; a served endpoint answers its allowed clients
-//! only, and only on `GET /metrics`.
+//! only, and only on `GET /metrics`; browsers are counted by the user they run as and
+//! whether with Chromium's sandbox.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -12,8 +13,14 @@ use viewerfleet::sys::cgroup::{self, CpuCgroup};
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/grid/node-load.py");
 
 fn once(cgroup: &str) -> String {
+    once_with(&["--cgroup", cgroup])
+}
+
+fn once_with(args: &[&str]) -> String {
     let out = Command::new("python3")
-        .args([SCRIPT, "--once", "--cgroup", cgroup])
+        .arg(SCRIPT)
+        .arg("--once")
+        .args(args)
         .output()
         .expect("python3 is installed (make system-deps)");
     assert!(
@@ -24,8 +31,8 @@ fn once(cgroup: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Every metric of the exposition is documented, parses, and the reading has it.
-fn check(text: &str, quota: bool) -> LoadReading {
+/// Every metric family of the exposition has HELP and TYPE lines, and counters are named so.
+fn documented(text: &str) {
     let samples = prom_text::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     for s in &samples {
         let family = s.name.as_str();
@@ -40,6 +47,11 @@ fn check(text: &str, quota: bool) -> LoadReading {
             "{family}: counters, and only they, end in _total"
         );
     }
+}
+
+/// Every metric of the exposition is documented, parses, and the reading has it.
+fn check(text: &str, quota: bool) -> LoadReading {
+    documented(text);
     let r = LoadReading::parse(text).unwrap();
     let mut present = vec![
         ("cpus", r.cpus),
@@ -87,6 +99,112 @@ fn one_exposition_holds_every_metric_the_controller_reads() {
         assert_eq!(r.quota_cores, Some(0.5));
         assert_eq!(r.browser_processes, Some(0.0), "nothing runs in it");
     }
+}
+
+/// Processes standing for browsers, killed when dropped.
+struct Dummies(Vec<Child>);
+
+impl Drop for Dummies {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Browsers are told from their helpers by `--type=`, their sandbox by `--no-sandbox` and
+/// their user by their real uid: processes named as the `--browser-comm` given (a link to
+/// this machine's python, sleeping) stand for a browser with and one without the sandbox and
+/// a helper; as root, a copy of `sleep` of that name runs as `nobody` too.
+#[test]
+fn browsers_are_counted_by_user_and_sandbox() {
+    let comm = format!("vfb-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let python = Command::new("python3")
+        .args([
+            "-c",
+            "import os, sys; print(os.path.realpath(sys.executable))",
+        ])
+        .output()
+        .expect("python3 is installed (make system-deps)");
+    let python = String::from_utf8(python.stdout).unwrap();
+    let browser = dir.path().join(&comm);
+    std::os::unix::fs::symlink(python.trim(), &browser).unwrap();
+    let sleeping = |extra: &str| {
+        let mut cmd = Command::new(&browser);
+        cmd.args(["-c", "import time; time.sleep(60)"]);
+        if !extra.is_empty() {
+            cmd.arg(extra);
+        }
+        cmd.spawn().unwrap()
+    };
+    let mut dummies = Dummies(vec![
+        sleeping("--no-sandbox"),
+        sleeping(""),
+        sleeping("--type=renderer"),
+    ]);
+    let root = nix::unistd::geteuid().is_root();
+    let other = tempfile::tempdir().unwrap();
+    if root {
+        use std::os::unix::fs::PermissionsExt;
+        let sleep = other.path().join(&comm);
+        std::fs::copy("/bin/sleep", &sleep).unwrap();
+        std::fs::set_permissions(other.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        dummies.0.push(
+            Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&sleep)
+                .arg("60")
+                .spawn()
+                .expect("setpriv (util-linux)"),
+        );
+    }
+    let me = Command::new("id").arg("-un").output().unwrap();
+    let me = String::from_utf8(me.stdout).unwrap().trim().to_string();
+    // Each process has its name once it runs its program.
+    let named = |c: &Child| {
+        std::fs::read_to_string(format!("/proc/{}/comm", c.id())).unwrap_or_default()
+            == format!("{comm}\n")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !dummies.0.iter().all(named) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dummies did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    let text = once_with(&["--cgroup", "none", "--browser-comm", &comm]);
+    documented(&text);
+    let mut want = vec![
+        format!("viewerfleet_node_browsers{{user=\"{me}\",sandbox=\"off\"}} 1.0"),
+        format!("viewerfleet_node_browsers{{user=\"{me}\",sandbox=\"on\"}} 1.0"),
+    ];
+    if root {
+        want.push("viewerfleet_node_browsers{user=\"nobody\",sandbox=\"on\"} 1.0".into());
+    }
+    want.sort();
+    let mut got: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("viewerfleet_node_browsers{"))
+        .collect();
+    got.sort();
+    assert_eq!(got, want, "the helper (--type=) is not a browser:\n{text}");
+    // The controller's reading: every process counted, the browsers by how they ran.
+    let r = LoadReading::parse(&text).unwrap();
+    assert_eq!(r.browser_processes, Some(dummies.0.len() as f64), "{text}");
+    let ways: Vec<(String, bool, u32)> = r
+        .browsers_by_isolation
+        .iter()
+        .map(|c| (c.isolation.user.clone(), c.isolation.sandbox, c.browsers))
+        .collect();
+    assert!(
+        ways.contains(&(me.clone(), false, 1)) && ways.contains(&(me, true, 1)),
+        "{ways:?}"
+    );
+    drop(dummies);
 }
 
 /// A served endpoint, stopped when dropped.

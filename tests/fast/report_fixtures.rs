@@ -405,6 +405,59 @@ fn a_starved_node_makes_the_run_not_a_finding_and_shows_both_figures() {
     assert_eq!(statuses, [ViewerHeadroomStatus::Starved; 5]);
 }
 
+/// How the nodes' browsers ran, as their load endpoints counted them: node B's without
+/// Chromium's sandbox, said first and with its number of nodes; raw data without the count
+/// (older endpoints, or nodes that counted none) says nothing of it.
+#[test]
+fn the_report_says_how_the_nodes_browsers_ran() {
+    let (_tmp, dir) = copy_of("run-starved");
+    let s = report::write_report(&dir).unwrap();
+    let told: Vec<&String> = s
+        .honesty
+        .implications
+        .iter()
+        .filter(|l| l.starts_with("Measured on the nodes:"))
+        .collect();
+    assert_eq!(told.len(), 1, "{:?}", s.honesty.implications);
+    assert!(
+        told[0].starts_with(
+            "Measured on the nodes: Browsers on 1 of 2 nodes ran as user viewerfleet-browser, \
+             of their own, but without Chromium's sandbox: their kernel does not let that user \
+             make a user namespace"
+        ) && told[0].ends_with(
+            "Browsers on 1 of 2 nodes ran as user viewerfleet-browser, of their own, with \
+             Chromium's sandbox."
+        ),
+        "{}",
+        told[0]
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains(&format!("- {}\n", told[0])), "{md}");
+
+    // The same run as an older endpoint would have left it.
+    let path = dir.join("raw/node_samples.jsonl");
+    let older: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("browsers_by_isolation");
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&path, older.join("\n") + "\n").unwrap();
+    let s = report::write_report(&dir).unwrap();
+    assert!(
+        !s.honesty
+            .implications
+            .iter()
+            .any(|l| l.contains("Measured on the nodes")),
+        "{:?}",
+        s.honesty.implications
+    );
+    assert!(s.not_a_finding(), "the rest of the report reads as before");
+}
+
 /// report.json of schema 1 (before the headroom section) still loads.
 #[test]
 fn a_report_json_without_headroom_still_loads() {

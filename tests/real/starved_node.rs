@@ -5,7 +5,8 @@
 //! from the raw data alone: both nodes' load endpoints were sampled all along (`ok`); after
 //! the drop node 2 used nearly all of its quota and was throttled in most scheduling
 //! periods while node 1 was clearly below its own, and the pages' lag meters ran later on
-//! node 2 than on node 1. Afterwards no process, namespace, cgroup or file of the Grid is
+//! node 2 than on node 1; each node counted its 4 browsers as the slots' wrapper runs them
+//! here (user, sandbox), and the report says so. Afterwards no process, namespace, cgroup or file of the Grid is
 //! left. Needs root (namespaces, cgroups), java, python3, `cd grid && npm ci --ignore-scripts`.
 
 use crate::support::grid as grid_support;
@@ -124,6 +125,22 @@ fleet: {{kind: grid, url: '{}'}}
             eprintln!("node {n}: failed reads: {failed:?}");
         }
     }
+    // How the nodes' browsers ran, as the nodes counted them: each node's 4 browsers as the
+    // slots' wrapper runs them on this machine (its user, the sandbox where the kernel lets
+    // that user have it), and no other way.
+    let expected = viewerfleet::netns::probe_isolation().expect("the wrapper answers");
+    for n in [1, 2] {
+        let counts: Vec<_> = samples
+            .iter()
+            .filter(|s| s.node == node(n))
+            .flat_map(|s| s.browsers_by_isolation.iter())
+            .collect();
+        assert!(
+            counts.iter().all(|c| c.isolation == expected)
+                && counts.iter().map(|c| c.browsers).max() == Some(VIEWERS_PER_NODE),
+            "node {n}'s browsers, expected {VIEWERS_PER_NODE} as {expected:?}: {counts:?}"
+        );
+    }
     let mean = |n: u32, f: fn(&NodeSample) -> Option<f64>| -> f64 {
         let values: Vec<f64> = samples
             .iter()
@@ -212,6 +229,16 @@ fleet: {{kind: grid, url: '{}'}}
     viewerfleet(&["report".as_ref(), out.as_os_str()]);
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let said = format!("Measured on the nodes: {}.", expected.on_nodes(2, 2));
+    assert!(
+        report["honesty"]["implications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str() == Some(said.as_str())),
+        "the report says \"{said}\": {}",
+        report["honesty"]
+    );
     let headroom = &report["headroom"];
     eprintln!("{}", headroom["headline"]);
     assert_eq!(headroom["verdict"], "not-a-finding", "{headroom}");

@@ -7,7 +7,11 @@ use super::load::RunData;
 use super::rates::Gap;
 use super::summary::{CpuCheck, Honesty};
 use super::table::Steady;
+use crate::model::isolation::BrowserIsolation;
 use crate::model::kinds::{FleetKind, Throttling};
+use crate::model::rawdata::NodeSample;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A host sample above this busy share counts as saturated (the machine rule's).
 pub const CPU_BUSY_THRESHOLD: f64 = headroom::HOT_BUSY;
@@ -97,7 +101,32 @@ pub fn implications(run: &RunData) -> Vec<String> {
         );
     }
     out.extend(fleet.notes.iter().map(|n| format!("Fleet note: {n}")));
+    out.extend(node_isolation(&run.node_samples));
     out
+}
+
+/// How the nodes' browsers ran, from what the nodes counted (their load endpoints): after
+/// "Measured on the nodes:", one sentence per way they ran, each with its number of nodes, the ways to worry about (as
+/// root, without Chromium's sandbox) first. A node that ran browsers more than one way
+/// counts under each. `None` when no node counted any browser.
+pub fn node_isolation(samples: &[NodeSample]) -> Option<String> {
+    let mut ways_of: BTreeMap<&str, BTreeSet<&BrowserIsolation>> = BTreeMap::new();
+    for s in samples.iter().filter(|s| s.ok) {
+        for c in s.browsers_by_isolation.iter().filter(|c| c.browsers > 0) {
+            ways_of.entry(&s.node).or_default().insert(&c.isolation);
+        }
+    }
+    let mut nodes_of: BTreeMap<&BrowserIsolation, usize> = BTreeMap::new();
+    for way in ways_of.values().flatten() {
+        *nodes_of.entry(way).or_default() += 1;
+    }
+    let mut ways: Vec<(&BrowserIsolation, usize)> = nodes_of.into_iter().collect();
+    ways.sort_by_key(|(way, nodes)| (!way.root(), way.sandbox, way.own_user(), Reverse(*nodes)));
+    let sentences: Vec<String> = ways
+        .iter()
+        .map(|(way, nodes)| format!("{}.", way.on_nodes(*nodes, ways_of.len())))
+        .collect();
+    (!sentences.is_empty()).then(|| format!("Measured on the nodes: {}", sentences.join(" ")))
 }
 
 /// Host CPU saturation against the stated rule (`headroom`'s machine rule applied to this
@@ -181,10 +210,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_browser_set_up_other_than_the_projects_is_named() {
-        use crate::model::scenario::BrowserSetup;
-        let mut run = RunData {
+    /// A run of the example manifest with these node samples and nothing else.
+    fn run_with(node_samples: Vec<NodeSample>) -> RunData {
+        RunData {
             dir: "/nowhere/run".into(),
             manifest: crate::model::rawdata::Manifest::example(),
             run_events: Vec::new(),
@@ -192,10 +220,16 @@ mod tests {
             viewer_samples: Vec::new(),
             exporter_samples: Vec::new(),
             host_samples: Vec::new(),
-            node_samples: Vec::new(),
+            node_samples,
             light_samples: Vec::new(),
             truncated_files: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_browser_set_up_other_than_the_projects_is_named() {
+        use crate::model::scenario::BrowserSetup;
+        let mut run = run_with(Vec::new());
         let named = |run: &RunData| {
             implications(run)
                 .into_iter()
@@ -214,6 +248,70 @@ mod tests {
         assert_eq!(lines.len(), 1);
         assert!(
             lines[0].contains("`default` set-up (1 Chromium flags, decoding video)"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn the_nodes_browsers_are_told_from_their_counts_worries_first() {
+        use crate::model::isolation::IsolationCount;
+        let sample = |node: &str, ways: &[(&str, bool, u32)]| NodeSample {
+            node: node.into(),
+            ok: true,
+            browsers_by_isolation: ways
+                .iter()
+                .map(|(user, sandbox, browsers)| IsolationCount {
+                    isolation: BrowserIsolation {
+                        user: user.to_string(),
+                        sandbox: *sandbox,
+                    },
+                    browsers: *browsers,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let own = "viewerfleet-browser";
+        assert_eq!(node_isolation(&[]), None);
+        // Older endpoints, failed reads and idle nodes say nothing.
+        let mut failed = sample("c", &[("root", false, 2)]);
+        failed.ok = false;
+        assert_eq!(
+            node_isolation(&[sample("a", &[]), sample("b", &[(own, true, 0)]), failed]),
+            None
+        );
+        let all = node_isolation(&[
+            sample("a", &[(own, true, 4)]),
+            sample("b", &[(own, true, 3)]),
+            sample("a", &[(own, true, 2)]),
+        ])
+        .unwrap();
+        assert_eq!(
+            all,
+            "Measured on the nodes: Browsers on all 2 nodes ran as user viewerfleet-browser, of \
+             their own, with Chromium's sandbox."
+        );
+        let mixed = node_isolation(&[
+            sample("a", &[(own, true, 4)]),
+            sample("b", &[(own, true, 3)]),
+            sample("c", &[(own, false, 3)]),
+            sample("d", &[("root", false, 1), (own, true, 2)]),
+        ])
+        .unwrap();
+        let root = mixed.find("Browsers on 1 of 4 nodes ran as root, not as a user of their own, and without Chromium's sandbox");
+        let unsandboxed = mixed.find("Browsers on 1 of 4 nodes ran as user viewerfleet-browser, of their own, but without Chromium's sandbox");
+        let fine = mixed.find("Browsers on 3 of 4 nodes ran as user viewerfleet-browser, of their own, with Chromium's sandbox");
+        assert!(
+            root == Some("Measured on the nodes: ".len())
+                && unsandboxed > root
+                && fine > unsandboxed,
+            "{mixed}"
+        );
+        let lines = implications(&run_with(vec![sample("a", &[("root", false, 1)])]));
+        assert!(
+            lines
+                .last()
+                .unwrap()
+                .starts_with("Measured on the nodes: Browsers on the node ran as root"),
             "{lines:?}"
         );
     }

@@ -72,7 +72,7 @@ async fn metrics(State(state): State<FakeState>, Path(server): Path<i64>) -> Res
     c.at = now;
     let total_mb = 16384.0 * model.cores;
     let pss = sessions * model.pss_mb_per_session * 1e6;
-    let text = format!(
+    let mut text = format!(
         "# HELP viewerfleet_node_cpu_seconds_total CPU seconds of the node's machine by mode.\n\
          # TYPE viewerfleet_node_cpu_seconds_total counter\n\
          viewerfleet_node_cpu_seconds_total{{mode=\"busy\"}} {busy_s}\n\
@@ -93,5 +93,12 @@ async fn metrics(State(state): State<FakeState>, Path(server): Path<i64>) -> Res
         load1 = busy,
         procs = sessions * 5.0,
     );
+    // Each session's browser, as the node's slots run it.
+    if sessions > 0.0 {
+        text.push_str(&format!(
+            "# TYPE viewerfleet_node_browsers gauge\n\
+             viewerfleet_node_browsers{{user=\"viewerfleet-browser\",sandbox=\"on\"}} {sessions}\n"
+        ));
+    }
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }

@@ -102,7 +102,7 @@ impl Fleet for HcloudFleet {
         }
         notes.extend(grid.notes);
         notes.push(
-            "On the nodes, browsers run as user viewerfleet-browser, with Chromium's sandbox where the node's kernel lets that user make a user namespace (the nodes do not report which)".to_string(),
+            "On the nodes, browsers run as user viewerfleet-browser, with Chromium's sandbox where the node's kernel lets that user make a user namespace (the nodes count how their browsers ran, and the report says it)".to_string(),
         );
         if let Some(s) = &self.cloud.shortfall {
             notes.push(s.clone());

@@ -6,6 +6,7 @@
 //! One ChromeDriver runs in the root namespace; each viewer's "browser binary" is a wrapper
 //! that enters the viewer's slot, and DevTools goes over `--remote-debugging-pipe`.
 
+use crate::model::isolation::BrowserIsolation;
 use crate::model::kinds::FleetKind;
 use crate::model::kinds::Throttling;
 use crate::model::rawdata::FleetDescription;
@@ -14,7 +15,7 @@ use crate::model::scenario::packing::shared_link;
 use crate::model::scenario::{BrowserPlan, LinkProfile, NetworkProfile, Plan, ViewerPlan};
 use crate::netns::gc::OWNER_DIR;
 use crate::netns::preflight::HostTools;
-use crate::netns::wrapper::{slot_chromium_args, write_chromium_wrapper, BrowserIsolation};
+use crate::netns::wrapper::{probe_isolation, slot_chromium_args, write_chromium_wrapper};
 use crate::netns::{
     check_host, SlotAccess, SlotInfo, SlotNetwork, SystemHostEnv, EMULATED_PUBLIC_IPV4,
 };
@@ -114,7 +115,7 @@ impl NetnsFleet {
             }
         };
         // As root, the first probe makes the browsers' user, before any browser starts.
-        let isolation = tokio::task::spawn_blocking(BrowserIsolation::probe)
+        let isolation = tokio::task::spawn_blocking(probe_isolation)
             .await
             .ok()
             .flatten();

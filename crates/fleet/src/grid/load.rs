@@ -6,6 +6,7 @@
 //! shows in the raw data.
 
 use crate::metrics::prom_text;
+use crate::model::isolation::{BrowserIsolation, IsolationCount};
 use crate::model::rawdata::NodeSample;
 use std::time::Duration;
 
@@ -43,6 +44,8 @@ pub struct LoadReading {
     pub load1: Option<f64>,
     pub browsers_pss: Option<f64>,
     pub browser_processes: Option<f64>,
+    /// Top-level browser processes by user and sandbox (`viewerfleet_node_browsers`).
+    pub browsers_by_isolation: Vec<IsolationCount>,
 }
 
 impl LoadReading {
@@ -71,6 +74,25 @@ impl LoadReading {
                 ("viewerfleet_node_load1", _) => r.load1 = v,
                 ("viewerfleet_node_browsers_pss_bytes", _) => r.browsers_pss = v,
                 ("viewerfleet_node_browser_processes", _) => r.browser_processes = v,
+                ("viewerfleet_node_browsers", _) => {
+                    let sandbox = match s.label("sandbox") {
+                        Some("on") => true,
+                        Some("off") => false,
+                        _ => continue,
+                    };
+                    match s.label("user") {
+                        Some(user) if !user.is_empty() && s.value >= 0.0 => {
+                            r.browsers_by_isolation.push(IsolationCount {
+                                isolation: BrowserIsolation {
+                                    user: user.to_string(),
+                                    sandbox,
+                                },
+                                browsers: s.value.min(f64::from(u32::MAX)) as u32,
+                            })
+                        }
+                        _ => {}
+                    }
+                }
                 _ => {}
             }
         }
@@ -198,6 +220,7 @@ impl NodeLoadMeter {
             load1: now.load1,
             browsers_pss_bytes: now.browsers_pss.map(|v| v as u64),
             browser_processes: now.browser_processes.map(|v| v as u32),
+            browsers_by_isolation: now.browsers_by_isolation.clone(),
         }
     }
 }
@@ -333,5 +356,33 @@ mod tests {
             s.ok && s.cpu_busy.is_none() && s.mem_used_bytes.is_none(),
             "{s:?}"
         );
+    }
+
+    #[test]
+    fn browsers_are_counted_by_user_and_sandbox_and_kept_in_the_sample() {
+        let exposition = "# TYPE viewerfleet_node_browsers gauge\n\
+             viewerfleet_node_browsers{user=\"viewerfleet-browser\",sandbox=\"on\"} 3.0\n\
+             viewerfleet_node_browsers{user=\"root\",sandbox=\"off\"} 1.0\n\
+             viewerfleet_node_browsers{user=\"ann\"} 2.0\n\
+             viewerfleet_node_browsers{user=\"\",sandbox=\"on\"} 2.0\n\
+             viewerfleet_node_browsers{user=\"bob\",sandbox=\"maybe\"} 2.0\n";
+        let r = LoadReading::parse(exposition).unwrap();
+        let way = |user: &str, sandbox, browsers| IsolationCount {
+            isolation: BrowserIsolation {
+                user: user.into(),
+                sandbox,
+            },
+            browsers,
+        };
+        let want = vec![way("viewerfleet-browser", true, 3), way("root", false, 1)];
+        assert_eq!(
+            r.browsers_by_isolation, want,
+            "a series without both labels is left out"
+        );
+        let s = NodeLoadMeter::new("n").sample(1.0, Ok(r), 1.0);
+        assert_eq!(s.browsers_by_isolation, want);
+        // An endpoint that does not count them (an older node-load.py): nothing to say.
+        let older = LoadReading::parse(&text(100.0, 300.0, 0.0, None, (0.0, 0.0), 0.0)).unwrap();
+        assert!(older.browsers_by_isolation.is_empty());
     }
 }

@@ -10,7 +10,8 @@
 //! - `slots`: brings slots up and down (runs the embedded script), parses what was applied.
 //! - `inns`: runs code inside a namespace (HTTP GET, TCP listeners) from the root namespace.
 //! - `gc`: finds and removes leftovers of crashed runs, by project prefix and owner PID.
-//! - `wrapper`: the Chromium wrapper that enters a slot.
+//! - `wrapper`: the Chromium wrapper that enters a slot, and how its browsers will run
+//!   (`probe_isolation`).
 
 pub mod gc;
 mod inns;
@@ -21,6 +22,7 @@ pub(crate) mod wrapper;
 pub use inns::{bind_tcp_in_netns, http_get_in_netns, run_in_netns};
 pub use preflight::{check_host, HostEnv, SystemHostEnv};
 pub use slots::{SlotAccess, SlotInfo, SlotNetwork, EMULATED_PUBLIC_IPV4};
+pub use wrapper::probe_isolation;
 
 /// Every namespace, bridge and veth this project creates starts with this.
 pub const PROJECT_PREFIX: &str = "vf";

@@ -5,6 +5,7 @@
 //! DevTools then runs over `--remote-debugging-pipe` (a pipe crosses namespaces and users,
 //! a TCP port would not).
 
+use crate::model::isolation::BrowserIsolation;
 use std::path::{Path, PathBuf};
 
 /// The shell functions that start a slot's Chromium (`browser_exec`) and say how it runs
@@ -54,60 +55,32 @@ pub fn slot_chromium_args(target_origin: &str) -> Vec<String> {
     ]
 }
 
-/// How a slot's browsers run on this machine: as which user, and whether with Chromium's
-/// sandbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrowserIsolation {
-    pub user: String,
-    /// A user of their own (the controller ran as root), not the controller's.
-    pub own_user: bool,
-    pub sandbox: bool,
+/// How a slot's browsers will run on this machine, asked of the same shell code (as root it
+/// makes the browser user on first use). `None` when the shell cannot answer.
+pub fn probe_isolation() -> Option<BrowserIsolation> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{}browser_isolation", browser_exec_block()))
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    parse_isolation(&String::from_utf8_lossy(&out.stdout))
 }
 
-impl BrowserIsolation {
-    /// What the wrapper will do here, asked of the same shell code (as root it makes the
-    /// browser user on first use). `None` when the shell cannot answer.
-    pub fn probe() -> Option<Self> {
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("{}browser_isolation", browser_exec_block()))
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
-        Self::parse(&String::from_utf8_lossy(&out.stdout))
-    }
-
-    /// `user=<name> own=yes|no sandbox=on|off`.
-    fn parse(line: &str) -> Option<Self> {
-        let (mut user, mut own_user, mut sandbox) = (None, None, None);
-        for word in line.split_whitespace() {
-            match word.split_once('=') {
-                Some(("user", u)) if !u.is_empty() => user = Some(u.to_string()),
-                Some(("own", o)) => own_user = Some(o == "yes"),
-                Some(("sandbox", s)) => sandbox = Some(s == "on"),
-                _ => {}
-            }
-        }
-        Some(Self {
-            user: user?,
-            own_user: own_user?,
-            sandbox: sandbox?,
-        })
-    }
-
-    /// One sentence for the report.
-    pub fn sentence(&self) -> String {
-        let user = &self.user;
-        match (self.own_user, self.sandbox) {
-            (true, true) => format!("Browsers ran as user {user}, of their own, with Chromium's sandbox"),
-            (true, false) => format!(
-                "Browsers ran as user {user}, of their own, but without Chromium's sandbox: this kernel does not let that user make a user namespace (kernel.unprivileged_userns_clone, user.max_user_namespaces or an AppArmor restriction), so Chromium ran with --no-sandbox"
-            ),
-            (false, _) => format!(
-                "Browsers ran as the controller's user ({user}) without Chromium's sandbox: a user of their own needs a controller running as root that can add one (useradd)"
-            ),
+/// `user=<name> own=yes|no sandbox=on|off` (`own` follows from the user's name).
+fn parse_isolation(line: &str) -> Option<BrowserIsolation> {
+    let (mut user, mut sandbox) = (None, None);
+    for word in line.split_whitespace() {
+        match word.split_once('=') {
+            Some(("user", u)) if !u.is_empty() => user = Some(u.to_string()),
+            Some(("sandbox", s)) => sandbox = Some(s == "on"),
+            _ => {}
         }
     }
+    Some(BrowserIsolation {
+        user: user?,
+        sandbox: sandbox?,
+    })
 }
 
 #[cfg(test)]
@@ -139,16 +112,16 @@ mod tests {
 
     #[test]
     fn isolation_is_read_from_the_wrappers_own_words() {
-        let on = BrowserIsolation::parse("user=viewerfleet-browser own=yes sandbox=on\n").unwrap();
-        assert!(on.sandbox && on.own_user);
+        let on = parse_isolation("user=viewerfleet-browser own=yes sandbox=on\n").unwrap();
+        assert!(on.sandbox && on.own_user());
         assert!(on.sentence().contains("with Chromium's sandbox"));
-        let off = BrowserIsolation::parse("user=viewerfleet-browser own=yes sandbox=off").unwrap();
+        let off = parse_isolation("user=viewerfleet-browser own=yes sandbox=off").unwrap();
         assert!(off
             .sentence()
             .contains("without Chromium's sandbox: this kernel"));
-        let theirs = BrowserIsolation::parse("user=ann own=no sandbox=off").unwrap();
+        let theirs = parse_isolation("user=ann own=no sandbox=off").unwrap();
         assert!(theirs.sentence().contains("controller's user (ann)"));
-        assert!(BrowserIsolation::parse("user= own=yes sandbox=on").is_none());
-        assert!(BrowserIsolation::parse("").is_none());
+        assert!(parse_isolation("user= own=yes sandbox=on").is_none());
+        assert!(parse_isolation("").is_none());
     }
 }

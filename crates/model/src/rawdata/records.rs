@@ -1,6 +1,7 @@
 //! The records of `raw/*.jsonl`: run and viewer events, the players', exporter's, hosts',
 //! nodes' and light peers' samples.
 
+use crate::isolation::IsolationCount;
 use crate::kinds::named_enum;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -435,6 +436,11 @@ pub struct NodeSample {
     pub browsers_pss_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub browser_processes: Option<u32>,
+    /// The node's browsers (top-level processes) by the user they ran as and whether with
+    /// Chromium's sandbox, as its load endpoint counted them; empty when it counted none
+    /// (no browser running, or an endpoint older than this count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub browsers_by_isolation: Vec<IsolationCount>,
 }
 
 impl RunEvent {
