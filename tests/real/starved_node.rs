@@ -292,7 +292,13 @@ fleet: {{kind: grid, url: '{}'}}
         md.contains("NOT A FINDING") && md.contains(&node(2)),
         "{md}"
     );
-    let comparison = viewerfleet(&["compare".as_ref(), out.as_os_str()]);
+    // Its files in the test's folder, not in the working directory.
+    let comparison = viewerfleet(&[
+        "compare".as_ref(),
+        out.as_os_str(),
+        "--out".as_ref(),
+        dir.path().as_os_str(),
+    ]);
     assert!(
         comparison.contains("NOT A FINDING: run"),
         "the comparison warns: {comparison}"
