@@ -154,6 +154,36 @@ pub(crate) fn scenario(
     path
 }
 
+/// A scenario that `run` drives through the fake's hub: `viewers` viewers for `duration`
+/// (measured 1 s before its end), the stub's exporter read, a heartbeat every second.
+pub(crate) fn driven_scenario(
+    dir: &std::path::Path,
+    target: &Stub,
+    viewers: u32,
+    duration: &str,
+) -> std::path::PathBuf {
+    let path = scenario(
+        dir,
+        &target_url(target),
+        viewers,
+        "  heartbeat_interval: 1s\n",
+    );
+    let measure_at = humantime::parse_duration(duration).unwrap() - Duration::from_secs(1);
+    let yaml = std::fs::read_to_string(&path).unwrap().replace(
+        "duration: 1m\n",
+        &format!(
+            "duration: {duration}\nsampling_interval: 500ms\nmeasure_at: {}s\nsteady_window: 2s\n",
+            measure_at.as_secs()
+        ),
+    );
+    let yaml = yaml.replace(
+        "  url: ",
+        &format!("  exporter: http://{}/metrics\n  url: ", target.addr()),
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
 pub(crate) fn command(fake: &FakeHcloud, dir: &std::path::Path) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.current_dir(dir)
@@ -425,21 +455,7 @@ async fn run_with_fleet_hcloud_plays_through_the_grid_and_deletes_every_server()
     );
     let target = target().await;
     let dir = tempfile::tempdir().unwrap();
-    let path = scenario(
-        dir.path(),
-        &target_url(&target),
-        6,
-        "  heartbeat_interval: 1s\n",
-    );
-    let yaml = std::fs::read_to_string(&path).unwrap().replace(
-        "duration: 1m\n",
-        "duration: 5s\nsampling_interval: 500ms\nmeasure_at: 4s\nsteady_window: 2s\n",
-    );
-    let yaml = yaml.replace(
-        "  url: ",
-        &format!("  exporter: http://{}/metrics\n  url: ", target.addr()),
-    );
-    std::fs::write(&path, yaml).unwrap();
+    let path = driven_scenario(dir.path(), &target, 6, "5s");
     let (out_dir, stderr, stdout) = run_through_the_fake(&fake, dir.path(), &path, &[], 180).await;
     // The hub asks for the run's router password (its node.env names it, as a real hub's
     // grid.toml would): every request of the controller carried it, and the password and

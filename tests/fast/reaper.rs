@@ -1,17 +1,25 @@
 //! The reaper against the fake Hetzner API: the process a cloud command starts so that its
 //! run is deleted however the controller ends. `kill -9` of `up` with creates still in
-//! flight, a kept fleet's TTL, a network that keeps failing, and a panic on `up`'s main path. (A clean `run`, `up` then
+//! flight, of `run` while its viewers play and while it tears down; a kept fleet's TTL, a
+//! network that keeps failing, and a panic on `up`'s main path. (A clean `run`, `up` then
 //! `down`, and SIGINT/SIGTERM/SIGHUP/SIGQUIT are in `cloud_cli.rs`.)
 
 use super::cloud_cli::{
-    command, fake, reaper_finished, reaper_pid, scenario, target, target_url, text, until,
-    up_reaper_log, BIN, TOKEN,
+    command, driven_scenario, fake, reaper_finished, reaper_pid, scenario, target, target_url,
+    text, until, up_reaper_log, BIN, TOKEN,
 };
 use reqwest::Method;
 use std::process::Stdio;
-use std::time::Duration;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use viewerfleet_kit::fake_hcloud::{FakeConfig, FakeHcloud, Fault, FaultKind};
+use viewerfleet_kit::webdriver_stub::{self, StubConfig, StubCounters};
+
+/// With the timings a reaper uses against an endpoint other than Hetzner's (its listing
+/// settles after 3 s), the longest a killed controller's run may stay listed in these tests.
+const REAPED_WITHIN: Duration = Duration::from_secs(30);
 
 fn deletes_of_servers(fake: &FakeHcloud) -> usize {
     fake.state
@@ -89,6 +97,150 @@ async fn kill_9_of_up_leaves_its_reaper_to_delete_every_server_even_those_create
     assert!(fake.state.servers().is_empty());
     assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
     assert_eq!(deletes_of_servers(&fake), 4);
+    fake.no_reaper_left().await;
+}
+
+/// A `run` started on the fake's hub, and what a test watches of it.
+struct DrivenRun {
+    fake: super::cloud_cli::Fake,
+    child: tokio::process::Child,
+    /// The run folder, `<dir>/run`.
+    out_dir: std::path::PathBuf,
+    sessions: Arc<StubCounters>,
+    /// The target; it answers the run's checks until the test ends.
+    _target: viewerfleet_kit::webdriver_stub::Stub,
+}
+
+/// `viewerfleet run --no-report` of `viewers` stub viewers for `duration` on the fake's hub.
+async fn start_driven_run(
+    config: FakeConfig,
+    dir: &std::path::Path,
+    viewers: u32,
+    duration: &str,
+) -> DrivenRun {
+    let sessions = Arc::new(StubCounters::default());
+    let fake = fake(FakeConfig {
+        node_boot: Some(Duration::from_millis(100)),
+        webdriver: Some(webdriver_stub::app(StubConfig::default(), sessions.clone())),
+        ..config
+    })
+    .await;
+    let target = target().await;
+    let path = driven_scenario(dir, &target, viewers, duration);
+    let out_dir = dir.join("run");
+    let child = command(&fake, dir)
+        .args(["run", "--no-report"])
+        .arg(&path)
+        .arg("--out")
+        .arg(&out_dir)
+        .spawn()
+        .unwrap();
+    DrivenRun {
+        fake,
+        child,
+        out_dir,
+        sessions,
+        _target: target,
+    }
+}
+
+/// The run's reaper log once it says it finished, and how long after `since` that was.
+async fn reaped(out_dir: &std::path::Path, since: Instant) -> (String, Duration) {
+    let log = reaper_finished("the reaper to finish", 120, || {
+        std::fs::read_to_string(out_dir.join("reaper.log")).unwrap_or_default()
+    })
+    .await;
+    (log, since.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_of_run_while_its_viewers_play_leaves_its_reaper_to_delete_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let DrivenRun {
+        fake,
+        mut child,
+        out_dir,
+        sessions,
+        _target,
+    } = start_driven_run(FakeConfig::default(), dir.path(), 6, "10m").await;
+    // Every viewer has its session and plays; the run has ten minutes to go.
+    until("six sessions", 120, || {
+        sessions.sessions_created.load(Relaxed) >= 6
+    })
+    .await;
+    until("the viewers playing", 60, || {
+        std::fs::read_to_string(out_dir.join("raw/viewer_events.jsonl"))
+            .unwrap_or_default()
+            .matches("\"playing\"")
+            .count()
+            >= 6
+    })
+    .await;
+    assert_eq!(fake.state.servers_matching("viewerfleet-run").len(), 3);
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let killed = Instant::now();
+
+    let (log, took) = reaped(&out_dir, killed).await;
+    assert!(log.contains("the controller is gone"), "{log}");
+    assert!(
+        log.contains("deleted 3 server(s), 2 firewall(s), 1 SSH key(s)"),
+        "{log}"
+    );
+    assert!(log.contains("nothing of run"), "{log}");
+    assert!(took < REAPED_WITHIN, "the reaper took {took:?}");
+    assert!(fake.state.servers().is_empty());
+    assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
+    // What the run recorded before it died is on disk.
+    assert!(out_dir.join("manifest.json").is_file());
+    fake.no_reaper_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_of_run_while_it_tears_down_leaves_its_reaper_to_finish_the_teardown() {
+    // A server's deletion takes 2 s: the controller dies with its deletes in flight and its
+    // firewalls and key not yet deleted.
+    let dir = tempfile::tempdir().unwrap();
+    let config = FakeConfig {
+        action_time: Duration::from_secs(2),
+        ..FakeConfig::default()
+    };
+    let DrivenRun {
+        fake,
+        mut child,
+        out_dir,
+        _target,
+        ..
+    } = start_driven_run(config, dir.path(), 6, "5s").await;
+    until("the run's teardown", 180, || {
+        fake.state
+            .recorded()
+            .iter()
+            .any(|r| r.method == "DELETE" && r.path.starts_with("/v1/servers/"))
+    })
+    .await;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let killed = Instant::now();
+    let deletes_before = fake.state.recorded().len();
+    assert!(!fake.state.firewalls().is_empty() && !fake.state.ssh_keys().is_empty());
+
+    let (log, took) = reaped(&out_dir, killed).await;
+    assert!(log.contains("the controller is gone"), "{log}");
+    assert!(log.contains("nothing of run"), "{log}");
+    assert!(took < REAPED_WITHIN, "the reaper took {took:?}");
+    assert!(fake.state.servers().is_empty());
+    assert!(fake.state.firewalls().is_empty() && fake.state.ssh_keys().is_empty());
+    // The firewalls and the key went by the reaper's requests, after the controller died.
+    let after = &fake.state.recorded()[deletes_before..];
+    for kind in ["/v1/firewalls/", "/v1/ssh_keys/"] {
+        assert!(
+            after
+                .iter()
+                .any(|r| r.method == "DELETE" && r.path.starts_with(kind)),
+            "no DELETE {kind}… after the kill"
+        );
+    }
     fake.no_reaper_left().await;
 }
 
