@@ -504,6 +504,7 @@ fn request(key: &std::path::Path, run_id: &str) -> provision::ProvisionRequest {
         nodes: 2,
         viewers_per_node: 4,
         browsers_per_node: 4,
+        sessions: 8,
         expires_at: now() + 3600,
         ssh_public_key: std::fs::read_to_string(key).unwrap(),
         controller_ips: vec!["198.51.100.7/32".into()],

@@ -1401,8 +1401,13 @@ async fn a_ramp_one_hub_cannot_follow_splits_the_fleet_over_two_hubs() {
         12,
         "  viewers_per_node: 3\n  heartbeat_interval: 1s\n",
     );
+    let peertube = format!(
+        "  kind: peertube\n  video: live\n  url: {}\n",
+        target_url(&target)
+    );
     let yaml = std::fs::read_to_string(&path)
         .unwrap()
+        .replace(&peertube, "  kind: refsite\n  video: live\n")
         .replace("  viewers_per_node: 4\n", "")
         .replace(
             "  count: 12\n",
@@ -1542,8 +1547,13 @@ async fn a_canary_node_measured_well_above_the_budget_doubles_the_fleet() {
         12,
         "  budget: {cpu_per_viewer: 0.5, memory_mb_per_viewer: 100, cpu_per_browser: 0, memory_mb_per_browser: 0, cpu_target: 0.8, node_reserve_cpu: 0.2}\n  canary: {warmup: 1s, window: 10s}\n",
     );
+    let peertube = format!(
+        "  kind: peertube\n  video: live\n  url: {}\n",
+        target_url(&target)
+    );
     let yaml = std::fs::read_to_string(&path)
         .unwrap()
+        .replace(&peertube, "  kind: refsite\n  video: live\n")
         .replace("  viewers_per_node: 4\n", "")
         .replace(
             "duration: 1m\n",
@@ -1837,5 +1847,112 @@ async fn each_cloud_run_of_a_suite_keeps_its_reapers_log_in_its_own_folder() {
         "no reaper log outside the run folders"
     );
     assert!(fake.state.servers().is_empty());
+    fake.no_reaper_left().await;
+}
+
+/// `up` of a swarm of real viewers and light peers buys the fleet `plan` prints for that
+/// mix: nodes sized for what the light peers cost, and a Grid slot for every page of them.
+#[tokio::test(flavor = "multi_thread")]
+async fn up_buys_the_fleet_plan_prints_for_a_mix_of_viewers_and_light_peers() {
+    let fake = fake(FakeConfig {
+        node_boot: Some(Duration::from_millis(100)),
+        ..FakeConfig::default()
+    })
+    .await;
+    let target = target().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), &target_url(&target), 8, "");
+    // The budget sizes the nodes; 400 light peers in pages of 25.
+    let peertube = format!(
+        "  kind: peertube\n  video: live\n  url: {}\n",
+        target_url(&target)
+    );
+    let yaml = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(&peertube, "  kind: refsite\n  video: live\n")
+        .replace("  viewers_per_node: 4\n", "")
+        + "swarm:\n  light_peers: 400\n  per_page: 25\n";
+    std::fs::write(&path, yaml).unwrap();
+
+    let out = command(&fake, dir.path())
+        .args(["plan", "--json"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let planned = &doc["plan"]["scenarios"][0];
+    let mix = &planned["light_mix"];
+    assert_eq!(
+        (mix["real_viewers"].as_u64(), mix["light_peers"].as_u64()),
+        (Some(8), Some(400)),
+        "{mix}"
+    );
+    let mix_servers = mix["servers"].as_u64().unwrap();
+    assert!(
+        mix_servers < planned["servers"].as_u64().unwrap(),
+        "the mix is smaller than 408 real viewers: {planned}"
+    );
+
+    let inventory = dir.path().join("inventory.json");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        command(&fake, dir.path())
+            .arg("up")
+            .arg(&path)
+            .arg("--inventory")
+            .arg(&inventory)
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("8 real viewers + 400 light peers (pages of 25"),
+        "{stderr}"
+    );
+    let inv: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&inventory).unwrap()).unwrap();
+    let run = inv["run"].as_str().unwrap().to_string();
+    let servers = fake
+        .state
+        .servers_matching(&format!("viewerfleet-run={run}"));
+    assert_eq!(
+        servers.len() as u64,
+        mix_servers,
+        "up buys plan's mix: {stderr}"
+    );
+    // Every node offers its share of the 8 viewers' browsers and 16 light pages.
+    let slots: u32 = fake
+        .state
+        .recorded()
+        .iter()
+        .filter(|r| {
+            r.method == "POST"
+                && r.path == "/v1/servers"
+                && r.body["labels"]["viewerfleet-role"] == "node"
+        })
+        .map(|r| {
+            let user_data = r.body["user_data"].as_str().unwrap_or_default();
+            user_data
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("MAX_SESSIONS="))
+                .unwrap_or_else(|| panic!("MAX_SESSIONS in a node's user data"))
+                .parse::<u32>()
+                .unwrap()
+        })
+        .sum();
+    assert!(slots >= 8 + 16, "{slots} Grid slots for 24 sessions");
+
+    let out = command(&fake, dir.path())
+        .arg("down")
+        .arg(&run)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
     fake.no_reaper_left().await;
 }

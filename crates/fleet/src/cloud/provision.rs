@@ -110,8 +110,11 @@ pub struct ProvisionRequest {
     pub nodes: u32,
     pub viewers_per_node: u32,
     /// Browsers (Grid sessions, viewer slots) per node: `viewers_per_node` with one viewer
-    /// per browser, fewer with several.
+    /// per browser, fewer with several, more with pages of light peers.
     pub browsers_per_node: u32,
+    /// Grid sessions the whole run opens (viewers' browsers and light pages): a node
+    /// re-sized by its canary still offers its share of them.
+    pub sessions: u32,
     /// Unix time after which `gc` may delete everything of this run.
     pub expires_at: i64,
     pub ssh_public_key: String,

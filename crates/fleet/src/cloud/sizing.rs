@@ -121,11 +121,26 @@ pub struct CloudSizing {
     pub ipv4_hourly_net: f64,
     pub servers: u32,
     pub server_limit: u32,
+    /// Grid sessions the run opens: one per browser of real viewers, one per page of light
+    /// peers.
+    pub sessions: u32,
     /// Deprecated types used, listed types skipped, and why.
     pub notes: Vec<String>,
 }
 
 impl CloudSizing {
+    /// Grid slots a node offers: its viewers' browsers, or more when a mix's light pages
+    /// (many peers a session, each dearer than a viewer's share) need more sessions than
+    /// that over the fleet's nodes.
+    pub fn slots_per_node(&self) -> u32 {
+        slots_per_node(
+            self.chosen.viewers_per_node,
+            self.per_browser,
+            self.sessions,
+            self.chosen.nodes,
+        )
+    }
+
     /// Even the fleet with the fewest servers needs more than the project's limit.
     pub fn over_limit(&self) -> bool {
         self.servers > self.server_limit
@@ -278,6 +293,14 @@ pub fn plan(
     plan_for_sessions(spec, viewers, per_browser, sessions, run, pace, cat)
 }
 
+/// A node's Grid slots: enough for its viewers' browsers and for its share of the run's
+/// `sessions` over `nodes`.
+pub fn slots_per_node(viewers_per_node: u32, per_browser: u32, sessions: u32, nodes: u32) -> u32 {
+    viewers_per_node
+        .div_ceil(per_browser.max(1))
+        .max(sessions.div_ceil(nodes.max(1)))
+}
+
 /// [`plan`], the hubs sized for `sessions` (a mix's light pages hold many peers a session).
 fn plan_for_sessions(
     spec: &HcloudFleetSpec,
@@ -356,6 +379,7 @@ fn plan_for_sessions(
         run_net: hourly_net * billed_hours as f64,
         run_gross: hourly_net * vat * billed_hours as f64,
         server_limit: spec.server_limit,
+        sessions,
         notes,
     })
 }

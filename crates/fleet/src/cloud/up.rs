@@ -57,7 +57,8 @@ fn confirmed(confirm: &Option<Confirm>, what: String) -> Result<(), CloudError> 
 #[derive(Clone)]
 pub struct Canary {
     pub probe: std::sync::Arc<dyn CanaryProbe>,
-    /// Viewers of the whole run and per browser.
+    /// Viewers of the whole run (light peers counted at their cost in viewers, set by
+    /// `up` from its sizing) and per browser.
     pub viewers: u32,
     pub per_browser: u32,
 }
@@ -184,14 +185,42 @@ pub async fn size(
     spec: &HcloudFleetSpec,
 ) -> Result<sizing::CloudSizing, CloudError> {
     let catalogue = pricing::fetch(api, &spec.location).await?;
-    let sized = sizing::plan(
-        spec,
-        plan.viewers,
-        plan.per_browser,
-        plan.duration,
-        sizing::Pace::of(plan),
-        &catalogue,
-    )?;
+    let pace = sizing::Pace::of(plan);
+    let sized = match plan.light.as_ref().filter(|l| l.peers > 0) {
+        // Light peers run in browser pages on the nodes beside the viewers: the fleet is
+        // sized for what they cost (`plan_mix`, as `plan` prints it), with a Grid slot for
+        // every page.
+        Some(light) => {
+            let mix = sizing::plan_mix(
+                spec,
+                plan.viewers + light.peers,
+                plan.viewers,
+                light.per_page,
+                plan.per_browser,
+                plan.duration,
+                pace,
+                &catalogue,
+            )?;
+            tracing::info!(
+                "{} real viewers + {} light peers (pages of {}; a light peer costs {:.3} of a viewer): the fleet is sized for {} viewers' worth, {} Grid sessions",
+                mix.real,
+                mix.light,
+                mix.per_page,
+                mix.light_as_viewers,
+                mix.fleet.viewers,
+                mix.fleet.sessions
+            );
+            mix.fleet
+        }
+        None => sizing::plan(
+            spec,
+            plan.viewers,
+            plan.per_browser,
+            plan.duration,
+            pace,
+            &catalogue,
+        )?,
+    };
     if let Some(cheapest) = &sized.cheapest_over_limit {
         tracing::info!(
             "fleet.server_limit {}: {} × {} ({} servers, {:.4} {cur}/h) instead of the cheapest {} × {} ({} servers, {:.4} {cur}/h)",
@@ -244,10 +273,8 @@ fn request(
         node_type: sized.chosen.offer.name.clone(),
         nodes: sized.chosen.nodes,
         viewers_per_node: sized.chosen.viewers_per_node,
-        browsers_per_node: sized
-            .chosen
-            .viewers_per_node
-            .div_ceil(plan.per_browser.max(1)),
+        browsers_per_node: sized.slots_per_node(),
+        sessions: sized.sessions,
         expires_at: chrono::Utc::now()
             .timestamp()
             .saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX)),
@@ -277,6 +304,11 @@ impl CloudFleet {
         let limited_before = api.rate_limited();
         gc::warn_about_leftovers(api, None).await;
         let sized = size(api, plan, spec).await?;
+        // A canary sizes the nodes for the fleet's viewers, light peers counted at their cost.
+        let mut opts = opts;
+        if let Some(canary) = opts.canary.as_mut() {
+            canary.viewers = sized.viewers;
+        }
         // Nothing that costs money has been asked of the API before this.
         confirmed(
             &opts.confirm,
@@ -644,7 +676,7 @@ async fn canary_node(
         )?;
     }
     req.viewers_per_node = per_node;
-    req.browsers_per_node = per_node.div_ceil(c.per_browser.max(1));
+    req.browsers_per_node = sizing::slots_per_node(per_node, c.per_browser, req.sessions, made.1);
     req.nodes = made.1;
     let keep = req.viewers_per_node >= planned.0;
     if !keep {
