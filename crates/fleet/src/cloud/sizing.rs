@@ -132,7 +132,7 @@ impl CloudSizing {
     /// Grid slots a node offers: its viewers' browsers, or more when a mix's light pages
     /// (many peers a session, each dearer than a viewer's share) need more sessions than
     /// that over the fleet's nodes.
-    pub fn slots_per_node(&self) -> u32 {
+    pub(crate) fn slots_per_node(&self) -> u32 {
         slots_per_node(
             self.chosen.viewers_per_node,
             self.per_browser,
@@ -295,7 +295,12 @@ pub fn plan(
 
 /// A node's Grid slots: enough for its viewers' browsers and for its share of the run's
 /// `sessions` over `nodes`.
-pub fn slots_per_node(viewers_per_node: u32, per_browser: u32, sessions: u32, nodes: u32) -> u32 {
+pub(crate) fn slots_per_node(
+    viewers_per_node: u32,
+    per_browser: u32,
+    sessions: u32,
+    nodes: u32,
+) -> u32 {
     viewers_per_node
         .div_ceil(per_browser.max(1))
         .max(sessions.div_ceil(nodes.max(1)))
