@@ -19,10 +19,14 @@
 
 import { M3U8Parser } from "hls.js";
 import { generateStreamShortId } from "p2p-media-loader-core";
-import { coreConfig, liveSyncDurationCount } from "/web/p2p-config.js";
+import { coreConfig, liveSyncDurationCount, masterPlaylistUrl } from "/web/p2p-config.js";
 
-const cfg = JSON.parse(document.getElementById("refsite-config").textContent);
-const query = new URLSearchParams(location.search);
+// On a site without this page (a PeerTube instance), the controller loads this module into
+// one of the site's own pages and hands it the settings, the query and the engine's URL
+// (light_inject.js): `window.viewerfleetLightSetup`.
+const injected = window.viewerfleetLightSetup;
+const cfg = injected?.config ?? JSON.parse(document.getElementById("refsite-config").textContent);
+const query = new URLSearchParams(injected?.query ?? location.search);
 const intParam = (name, fallback) => {
   const v = Number.parseInt(query.get(name) ?? "", 10);
   return Number.isFinite(v) && v >= 0 ? v : fallback;
@@ -32,7 +36,8 @@ const FIRST = intParam("first", 0);
 const DOWN_KBPS = intParam("down_kbps", 0);
 const RTT_MS = intParam("rtt_ms", 0);
 const SPREAD_MS = intParam("spread_ms", 0);
-const SEND_METRICS = query.get("metrics") !== "0";
+// A PeerTube instance can turn playback reports off (openTelemetry.metrics.enabled).
+const SEND_METRICS = query.get("metrics") !== "0" && cfg.sendMetrics !== false;
 // p2p_off=I,J,…: these peers (by number) have P2P off, as a viewer of the run's P2P-off share.
 const P2P_OFF = new Set(
   (query.get("p2p_off") ?? "")
@@ -56,7 +61,8 @@ const RETRY_MS = 1000;
 // loads its own copy of the module (a URL of its own makes the browser evaluate it anew), so
 // it has its own peer id and socket, as a viewer in a page of its own has.
 const ENGINE_URL = "/web/node_modules/p2p-media-loader-core/dist/p2p-media-loader-core.es.min.js";
-const engineModule = (number) => import(`${ENGINE_URL}?light_peer=${number}`);
+const engineModule = (number) =>
+  import(injected ? injected.engineUrl(number) : `${ENGINE_URL}?light_peer=${number}`);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const nativeFetch = window.fetch.bind(window);
@@ -207,7 +213,7 @@ class LightPeer {
   /** Master playlist, rendition, first media playlist, then the clocks. */
   async start() {
     if (!this.core) await this.createCore();
-    const masterUrl = new URL(cfg.playlistPath, location.href).href;
+    const masterUrl = masterPlaylistUrl(cfg);
     const master = M3U8Parser.parseMasterPlaylist(await this.fetchText(masterUrl), masterUrl);
     this.core.setManifestResponseUrl(masterUrl);
     // As p2p-media-loader-hlsjs's SegmentManager.processMainManifest: one stream per level.

@@ -469,7 +469,7 @@ pub fn light_mix(
             "created": f.created,
             "file": f.file,
         })),
-        "target_hosts_light_peers": plan.target.kind == crate::model::kinds::TargetKind::Refsite,
+        "target_hosts_light_peers": true,
         "most_real_viewers_within_limit": most_real.map(|most| json!({
             "real_viewers": most.real,
             "servers": most.fleet.servers,

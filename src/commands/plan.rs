@@ -267,7 +267,7 @@ fn mix_notes(plan: &Plan) -> Vec<String> {
     }];
     if plan.target.kind != crate::model::kinds::TargetKind::Refsite {
         out.push(format!(
-            "light peers on a `{}` target are not available yet (they join refsite swarms only): this mix is an estimate of the fleet, not a run `up` can start",
+            "light peers on a `{}` target run p2p-media-loader-core 2.x in browser pages of the instance: they share the real viewers' swarm only where the instance's player runs that engine too",
             plan.target.kind
         ));
     }

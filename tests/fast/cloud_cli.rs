@@ -1059,7 +1059,7 @@ async fn plan_fits_every_1000_viewer_scenario_within_10_servers_with_light_peers
         "{mix}"
     );
     assert_eq!(mix["fidelity"], serde_json::Value::Null);
-    assert_eq!(mix["target_hosts_light_peers"], false);
+    assert_eq!(mix["target_hosts_light_peers"], true);
     // All real viewers do not fit, the mix does: the plan fits, and plan exits 0.
     assert_eq!(vod["fits_server_limit"], true, "{vod}");
     let fewest = vod["fewest_servers"].as_u64().unwrap();
@@ -1074,7 +1074,7 @@ async fn plan_fits_every_1000_viewer_scenario_within_10_servers_with_light_peers
         "(within fleet.server_limit 10)",
         "the mix saves",
         "fidelity: no verdict measured",
-        "light peers on a `peertube` target are not available yet",
+        "light peers on a `peertube` target run p2p-media-loader-core 2.x in browser pages of the instance",
     ] {
         assert!(shown.contains(words), "no {words:?} in:\n{shown}");
     }

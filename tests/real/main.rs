@@ -23,6 +23,7 @@ mod grid_tls;
 mod headroom;
 mod ladder_local;
 mod light_peers;
+mod light_peertube;
 mod nat_pairs;
 mod nat_types;
 mod netns_gc;

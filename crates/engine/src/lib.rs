@@ -6,6 +6,7 @@ mod abort;
 mod browsers;
 pub mod canary;
 mod governor;
+mod light_inject;
 mod light_task;
 mod manifest;
 mod node_sampler;
@@ -22,6 +23,7 @@ pub mod suite;
 
 use viewerfleet_fleet::{cloud, fleet, grid, metrics, netns, target, viewer};
 use viewerfleet_model as model;
+use viewerfleet_refsite as refsite;
 use viewerfleet_report as report;
 use viewerfleet_sys as sys;
 

@@ -5,10 +5,11 @@
 //! they run on its nodes), read every sampling interval into `raw/light_samples.jsonl`, and
 //! closed with its session and slot on every exit path.
 
+use super::light_inject::Injection;
 use super::recorder::Record;
 use super::shared::Shared;
 use crate::fleet::Fleet;
-use crate::model::kinds::Throttling;
+use crate::model::kinds::{TargetKind, Throttling};
 use crate::model::rawdata::{FleetDescription, LightSample, LightSummary, PageLag, RunEventKind};
 use crate::model::scenario::fleet::netns::MAX_VIEWERS;
 use crate::model::scenario::light::{LightGroup, LightRuntime};
@@ -203,15 +204,40 @@ pub(super) enum LightHost {
     Node(LightHostInstall),
     /// A Chromium page per page, one WebDriver session.
     Browser,
+    /// A Chromium page per page on a site without a light page (PeerTube): one of the
+    /// site's own pages with the light peers' module loaded into it.
+    Injected(Arc<Injection>),
 }
 
 impl LightHost {
     fn name(&self) -> &'static str {
         match self {
             LightHost::Node(_) => "node",
-            LightHost::Browser => "browser",
+            LightHost::Browser | LightHost::Injected(_) => "browser",
         }
     }
+}
+
+/// On a PeerTube target, browser pages load the light peers' module into the instance's
+/// own page ([`Injection`]), read from its API once here; refsite serves a light page.
+pub(super) async fn for_target(
+    host: Option<LightHost>,
+    plan: &Plan,
+    viewer_url: &str,
+) -> anyhow::Result<Option<LightHost>> {
+    if plan.target.kind == TargetKind::Refsite {
+        return Ok(host);
+    }
+    Ok(match host {
+        None => None,
+        Some(LightHost::Node(_)) => anyhow::bail!(
+            "swarm.runtime: node runs refsite's light page; on a `{}` target light peers run in browser pages: set `swarm.runtime: browser`",
+            plan.target.kind
+        ),
+        Some(_) => Some(LightHost::Injected(Arc::new(
+            Injection::prepare(viewer_url).await?,
+        ))),
+    })
 }
 
 /// Resolves `swarm.runtime` against the fleet: `node` where the fleet runs on this machine
@@ -394,7 +420,7 @@ async fn open_page(
                 install, &prefix, url, log,
             )?))
         }
-        LightHost::Browser => {
+        LightHost::Browser | LightHost::Injected(_) => {
             let viewer = {
                 let _permit = shared.starts.acquire().await?;
                 match Viewer::create_with(slot, shared.timeouts.clone(), &shared.browser).await {
@@ -408,13 +434,26 @@ async fn open_page(
             if let Some(id) = &viewer.session_id {
                 shared.fleet.session_placed(slot, id).await;
             }
-            if let Err(err) = viewer.goto(url).await {
+            let opened = match host {
+                LightHost::Injected(injection) => inject(&viewer, injection, url).await,
+                _ => viewer.goto(url).await.map_err(anyhow::Error::from),
+            };
+            if let Err(err) = opened {
                 OpenPage::Browser(viewer).close(shared).await;
-                return Err(err.into());
+                return Err(err);
             }
             Ok(OpenPage::Browser(viewer))
         }
     }
+}
+
+/// Opens the site's own page and loads the light peers into it, with `url`'s query.
+async fn inject(viewer: &Viewer, injection: &Injection, url: &str) -> anyhow::Result<()> {
+    viewer.goto(&injection.host_page).await?;
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let (script, args) = injection.script(query);
+    viewer.execute_async(script, args).await?;
+    Ok(())
 }
 
 /// Reads the page until the run ends; a last read and a stop request then.

@@ -291,6 +291,7 @@ async fn run_with_fleet(
     *target_slot = Some(started);
     rec.run_event(RunEventKind::TargetReady, Some(viewer_url.clone()));
     let light_host = light_task::choose_host(plan, fleet.as_ref())?;
+    let light_host = light_task::for_target(light_host, plan, &viewer_url).await?;
     manifest::write_manifest(
         plan,
         ctx,

@@ -57,6 +57,7 @@ pub fn app(state: AppState) -> Router {
         .route("/static/streaming-playlists/hls/{id}/{*path}", get(media))
         .route("/api/v1/metrics/playback", post(playback))
         .route("/api/v1/videos", get(video_list))
+        .route("/api/v1/videos/{id}", get(video_details))
         .route("/api/v1/config", get(server_config))
         .route("/metrics", get(metrics))
         .route("/tracker/socket", get(tracker_socket))
@@ -218,10 +219,15 @@ async fn page(state: &AppState, id: &str, kind: page::PageKind) -> Response {
     }
 }
 
-/// PeerTube's server configuration, the part a player reads: `webrtc.stunServers`.
+/// PeerTube's server configuration, the part a player reads: `webrtc.stunServers`, and
+/// whether and how often it reports playback (`openTelemetry.metrics`).
 async fn server_config(State(state): State<AppState>) -> Response {
     axum::Json(serde_json::json!({
         "webrtc": { "stunServers": *state.stun_servers },
+        "openTelemetry": { "metrics": {
+            "enabled": true,
+            "playbackStatsInterval": state.metrics_interval.as_millis() as u64,
+        }},
     }))
     .into_response()
 }
@@ -363,6 +369,40 @@ async fn video_list(State(state): State<AppState>) -> Response {
         })
         .collect();
     axum::Json(serde_json::json!({"total": list.len(), "data": list})).into_response()
+}
+
+/// PeerTube's `VideoDetails`, the part a player (and viewerfleet's light peers on a
+/// PeerTube target) reads: the HLS playlist and the trackers, as absolute URLs on the host
+/// the request named.
+async fn video_details(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(video) = state.video(&id) else {
+        return not_found(format!("no video {id}; see /api/v1/videos for the list"));
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    axum::Json(video_details_json(video, host)).into_response()
+}
+
+fn video_details_json(video: &Video, host: &str) -> serde_json::Value {
+    let base = format!("http://{host}/static/streaming-playlists/hls/{}", video.id);
+    serde_json::json!({
+        "uuid": video.id,
+        "isLive": video.kind == VideoKind::Live,
+        "streamingPlaylists": [{
+            "id": 1,
+            "type": 1,
+            "playlistUrl": format!("{base}/master.m3u8"),
+        }],
+        "trackerUrls": [
+            format!("ws://{host}/tracker/socket"),
+        ],
+    })
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {

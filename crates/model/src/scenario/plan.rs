@@ -464,11 +464,14 @@ fn light(
         std::path::Path::new(check.file),
     )
     .map_err(|(field, message)| check.err(&field, message))?;
-    if light.is_some() && target.kind != TargetKind::Refsite {
+    let node = light
+        .as_ref()
+        .is_some_and(|l| l.runtime == super::light::LightRuntime::Node);
+    if node && target.kind != TargetKind::Refsite {
         return Err(check.err(
-            "swarm.light_peers",
+            "swarm.runtime",
             format!(
-                "light peers join refsite's swarm only for now, not a `{}` target: remove `swarm.light_peers` (or give `--light-peers 0`), or run against `target.kind: refsite`",
+                "light peers in Node.js load refsite's light page, which a `{}` target does not have: set `swarm.runtime: browser` (the light peers' module is then loaded into the instance's own page)",
                 target.kind
             ),
         ));

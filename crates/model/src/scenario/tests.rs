@@ -131,6 +131,23 @@ fn peertube_needs_url_and_refsite_rejects_it() {
 }
 
 #[test]
+fn light_peers_on_peertube_run_in_browser_pages_and_node_is_refused_with_the_fix() {
+    let peertube = GOOD
+        .replace("kind: refsite", "kind: peertube")
+        .replace(
+            "  latency: normal",
+            "  latency: normal\n  url: http://x/w/1",
+        )
+        .replace("fleet:", "swarm:\n  light_peers: 30\nfleet:");
+    let plan = parse(&peertube, "s.yaml", &Overrides::default()).unwrap();
+    assert_eq!(plan.light.as_ref().map(|l| l.peers), Some(30));
+    let err =
+        parse_err(&peertube.replace("  light_peers: 30", "  light_peers: 30\n  runtime: node"));
+    assert_eq!(err.field, "swarm.runtime");
+    assert!(err.message.contains("swarm.runtime: browser"), "{err}");
+}
+
+#[test]
 fn latency_on_vod_is_rejected() {
     let err = parse_err(&GOOD.replace("video: live", "video: vod"));
     assert_eq!(err.field, "target.latency");
