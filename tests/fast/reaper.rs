@@ -144,6 +144,18 @@ async fn start_driven_run(
     }
 }
 
+/// Removes the profile folders a controller killed with `kill -9` had no chance to remove
+/// (what `gc --local` would do for it, without touching the other tests' runs).
+fn remove_profiles_of(pid: Option<u32>) {
+    let Some(pid) = pid else { return };
+    let prefix = format!("{}{pid}-", viewerfleet::viewer::PROFILE_PREFIX);
+    for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// The run's reaper log once it says it finished, and how long after `since` that was.
 async fn reaped(out_dir: &std::path::Path, since: Instant) -> (String, Duration) {
     let log = reaper_finished("the reaper to finish", 120, || {
@@ -177,9 +189,11 @@ async fn kill_9_of_run_while_its_viewers_play_leaves_its_reaper_to_delete_the_ru
     })
     .await;
     assert_eq!(fake.state.servers_matching("viewerfleet-run").len(), 3);
+    let pid = child.id();
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     let killed = Instant::now();
+    remove_profiles_of(pid);
 
     let (log, took) = reaped(&out_dir, killed).await;
     assert!(log.contains("the controller is gone"), "{log}");
@@ -219,9 +233,11 @@ async fn kill_9_of_run_while_it_tears_down_leaves_its_reaper_to_finish_the_teard
             .any(|r| r.method == "DELETE" && r.path.starts_with("/v1/servers/"))
     })
     .await;
+    let pid = child.id();
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     let killed = Instant::now();
+    remove_profiles_of(pid);
     let deletes_before = fake.state.recorded().len();
     assert!(!fake.state.firewalls().is_empty() && !fake.state.ssh_keys().is_empty());
 
