@@ -1,7 +1,7 @@
 //! Command-line types only (clap). They are turned into validated configuration by the
 //! module that owns each command; no core module imports clap types beyond its `cli_*` entry.
 //! Flags several commands share are groups flattened into each (`ScaleArgs`, `SwarmArgs`,
-//! `PaidArgs`); a command whose help words one differently says so with `mut_arg`, which
+//! `PaidArgs`, `JsonArgs`); a command whose help words one differently says so with `mut_arg`, which
 //! keeps the flag's place in `--help`. `commands::overrides` turns the groups into the
 //! scenario's `Overrides`.
 
@@ -37,6 +37,10 @@ pub enum Command {
     /// Run one scenario: start the fleet and viewers, sample, write raw data and a report.
     Run(RunArgs),
     /// Serve the built-in reference P2P video site (PeerTube-compatible interfaces).
+    ///
+    /// Once the site listens, it prints `READY` and its addresses (JSON) on stdout, or with
+    /// `--json` the JSON document instead, and nothing after it; it serves until Ctrl-C or
+    /// SIGTERM.
     Refsite(RefsiteArgs),
     /// Build report.{json,md,html} and CSV time series from a run folder's raw data.
     Report(ReportArgs),
@@ -72,7 +76,8 @@ pub enum Command {
     /// finding (saturated, starved, cut short, failed) makes the verdict `inconclusive`. The
     /// table goes to stdout and the verdict to OUT/fidelity.json, which a scenario names in
     /// `swarm.fidelity` so its runs' reports say which verdict they rely on. Exit code 0 on
-    /// pass, 1 on FAIL or inconclusive, 130/143 when interrupted.
+    /// pass, 1 on FAIL or inconclusive, 130/143 when interrupted. With `--json`, stdout holds
+    /// fidelity.json's document in the `--json` envelope and the table goes to stderr.
     Fidelity(FidelityArgs),
     /// The watchdog a cloud command starts: deletes the run if the controller dies first.
     #[command(hide = true)]
@@ -147,10 +152,8 @@ pub struct CalibrateArgs {
     /// calibration's runs.
     #[arg(long, default_value = "runs/calibration")]
     pub out: PathBuf,
-    /// Print a JSON summary on stdout (schema: schemas/calibrate-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 /// `viewerfleet fidelity SCENARIO --swarm N [--real K] [--repeat K] --out DIR [--json]`.
@@ -182,22 +185,20 @@ pub struct FidelityArgs {
     /// Override the scenario's duration in both arms (e.g. 5m).
     #[arg(long, value_parser = duration)]
     pub duration: Option<Duration>,
-    /// Print fidelity.json's document on stdout, in the `--json` envelope (schema:
-    /// schemas/fidelity-summary.v1.json); the table then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
     #[command(flatten)]
     pub paid: PaidArgs,
 }
 
+/// `--json` (`JsonArgs`) is global here: it goes before or after the `grid` subcommand.
 #[derive(Debug, Args)]
+#[command(mut_arg("json", |a| a.global(true)))]
 pub struct GridArgs {
     #[command(subcommand)]
     pub action: GridAction,
-    /// Print a JSON summary on stdout (schema: schemas/grid-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long, global = true)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -304,10 +305,8 @@ pub struct RunArgs {
     pub canary: bool,
     #[command(flatten)]
     pub paid: PaidArgs,
-    /// Print a JSON summary on stdout (schema: schemas/run-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -355,10 +354,8 @@ pub struct RefsiteArgs {
     /// repeatable), e.g. a cloud fleet's 2001:db8:0:a::/64 [default: from everyone].
     #[arg(long, value_name = "CIDR")]
     pub reports_from: Vec<String>,
-    /// Print one JSON document on stdout once the site listens, instead of the `READY`
-    /// line (schema: schemas/refsite-summary.v1.json); nothing else goes to stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -374,10 +371,8 @@ pub struct ReportArgs {
     /// Write report.{json,md,html} and the CSV files here instead of into the run folder.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Print a JSON summary on stdout (schema: schemas/report-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -397,10 +392,8 @@ pub struct CompareArgs {
     /// read, never written.
     #[arg(long, value_name = "FILE|EXPR")]
     pub thresholds: Vec<String>,
-    /// Print a JSON summary on stdout (schema: schemas/compare-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 /// The shared groups (`ScaleArgs`) with the words of a command that runs several scenarios.
@@ -457,10 +450,8 @@ pub struct SuiteArgs {
     /// then exit without starting anything.
     #[arg(long, conflicts_with = "json")]
     pub dry_run: bool,
-    /// Print a JSON summary on stdout (schema: schemas/suite-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
     #[command(flatten)]
     pub paid: PaidArgs,
 }
@@ -484,10 +475,8 @@ pub struct GcArgs {
     /// controller died) [default: 10m].
     #[arg(long, value_parser = duration)]
     pub heartbeat_grace: Option<Duration>,
-    /// Print a JSON summary on stdout (schema: schemas/gc-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -512,10 +501,8 @@ pub struct PlanArgs {
     /// profile); --cpu-per-viewer / --memory-mb-per-viewer still win.
     #[arg(long)]
     pub calibration: Option<PathBuf>,
-    /// Print a JSON summary on stdout (schema: schemas/plan-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
     /// Also write the plan as Terraform variables for `terraform/` (one scenario; needs the
     /// scenario's `controller_ips` and an SSH public key, as `up` does).
     #[arg(long, value_name = "FILE")]
@@ -528,7 +515,8 @@ pub struct PlanArgs {
 pub struct UpArgs {
     /// Scenario file with `fleet: kind: hcloud`.
     pub scenario: PathBuf,
-    /// Write the fleet's inventory (run id, hub URL, nodes) as JSON here [default: stdout].
+    /// Write the fleet's inventory (run id, hub URL, nodes) as JSON here [default: stdout,
+    /// or with --json only inside its document].
     #[arg(long)]
     pub inventory: Option<PathBuf>,
     /// The viewer-slot script to install on the nodes [default: the one built into this binary].
@@ -543,20 +531,16 @@ pub struct UpArgs {
     pub canary: bool,
     #[command(flatten)]
     pub paid: PaidArgs,
-    /// Print a JSON summary on stdout, the inventory included (schema:
-    /// schemas/up-summary.v1.json); the human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct DownArgs {
     /// The run id printed by `viewerfleet up` (label `viewerfleet-run`).
     pub run: String,
-    /// Print a JSON summary on stdout (schema: schemas/down-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -569,10 +553,8 @@ pub struct ValidateArgs {
     /// 69 when one does not, 2 when it asks for a password not given.
     #[arg(long)]
     pub check_grid: bool,
-    /// Print a JSON summary on stdout (schema: schemas/validate-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -611,10 +593,8 @@ pub struct LadderArgs {
     pub usable_share: f64,
     #[command(flatten)]
     pub paid: PaidArgs,
-    /// Print a JSON summary on stdout (schema: schemas/ladder-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 /// How many viewers and for how long, instead of what the scenario writes (`run`, `suite`;
@@ -649,6 +629,17 @@ pub struct SwarmArgs {
     /// each, every fleet) or `auto`.
     #[arg(long, value_name = "RUNTIME")]
     pub light_runtime: Option<crate::model::kinds::LightRuntime>,
+}
+
+/// `--json` of every command but the hidden `reaper` (README, "JSON output"): `main` sends
+/// the text to stderr, and each command returns its figures for the document.
+#[derive(Debug, Clone, Args)]
+pub struct JsonArgs {
+    /// Print one JSON document on stdout and nothing else: the outcome, the exit code and
+    /// this command's figures (schema: schemas/<command>-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `--yes` of the commands that may buy cloud servers.

@@ -65,6 +65,7 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<super::Done> {
     Ok(super::Done {
         exit,
         figures: args
+            .stdout
             .json
             .then(|| super::json::compare(&cmp, &out, given.is_some())),
     })

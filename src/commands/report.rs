@@ -44,7 +44,7 @@ pub async fn run(args: ReportArgs) -> anyhow::Result<Done> {
     };
     Ok(Done {
         exit,
-        figures: args.json.then(|| {
+        figures: args.stdout.json.then(|| {
             super::json::report(
                 &args.run_dir,
                 written.as_deref(),

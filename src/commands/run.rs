@@ -48,6 +48,6 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let exit = Exit::from_code(outcome.exit_code).unwrap_or(Exit::Internal);
     Ok(super::Done {
         exit,
-        figures: args.json.then(|| super::json::run(&outcome)),
+        figures: args.stdout.json.then(|| super::json::run(&outcome)),
     })
 }
