@@ -1,8 +1,8 @@
 //! Command-line types only (clap). They are turned into validated configuration by the
 //! module that owns each command; no core module imports clap types beyond its `cli_*` entry.
 //! Flags several commands share are groups flattened into each (`ScaleArgs`, `SwarmArgs`,
-//! `PaidArgs`, `JsonArgs`); a command whose help words one differently says so with `mut_arg`, which
-//! keeps the flag's place in `--help`. `commands::overrides` turns the groups into the
+//! `PaidArgs`, `JsonArgs`, `OutArgs`); a command whose help words one differently says so
+//! with `mut_arg`, which keeps the flag's place in `--help`. `commands::overrides` turns the groups into the
 //! scenario's `Overrides`.
 
 use crate::model::kinds::{FleetKind, Throttling, VideoKind};
@@ -74,7 +74,7 @@ pub enum Command {
     /// its median and p90 within 2× of A's, B's real viewers all played and stall at most
     /// 0.05 times per viewer-minute more, and every light peer joined. A run that is not a
     /// finding (saturated, starved, cut short, failed) makes the verdict `inconclusive`. The
-    /// table goes to stdout and the verdict to OUT/fidelity.json, which a scenario names in
+    /// table goes to stdout and the verdict to fidelity.json in `--out`, which a scenario names in
     /// `swarm.fidelity` so its runs' reports say which verdict they rely on. Exit code 0 on
     /// pass, 1 on FAIL or inconclusive, 130/143 when interrupted. With `--json`, stdout holds
     /// fidelity.json's document in the `--json` envelope and the table goes to stderr.
@@ -150,7 +150,7 @@ pub struct CalibrateArgs {
     /// Output folder for calibration.json, calibration.md and one run folder per
     /// measurement (`runs/<video>-<profile>-r<round>/`); it must not hold an earlier
     /// calibration's runs.
-    #[arg(long, default_value = "runs/calibration")]
+    #[arg(long, value_name = "DIR", default_value = "runs/calibration")]
     pub out: PathBuf,
     #[command(flatten)]
     pub stdout: JsonArgs,
@@ -172,9 +172,9 @@ pub struct FidelityArgs {
     /// Runs of each arm, interleaved A B A B … so a drift of the machine hits both.
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
-    /// Output folder: one run folder per run, fidelity.json; it must not hold an earlier
-    /// measurement's runs.
-    #[arg(long)]
+    /// Output folder for one run folder per run and fidelity.json; it must not hold an
+    /// earlier measurement's runs.
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Apply every network profile this way in both arms: `http-only`, `tc` or `cdp-all`.
     #[arg(long)]
@@ -271,13 +271,14 @@ pub struct GridDownArgs {
     pub state: Option<PathBuf>,
 }
 
+/// `--out` (`OutArgs`) in the words of `run`.
 #[derive(Debug, Args)]
+#[command(mut_arg("out", |a| a.help("Output folder for the run's raw data and reports [default: runs/<scenario>-<timestamp>]")))]
 pub struct RunArgs {
     /// Scenario file (YAML); see scenarios/ for examples.
     pub scenario: PathBuf,
-    /// Output folder for raw data and reports [default: runs/<scenario>-<timestamp>].
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutArgs,
     #[command(flatten)]
     pub scale: ScaleArgs,
     /// Run on this fleet instead of the scenario's: `local` or `netns` (as root).
@@ -358,7 +359,9 @@ pub struct RefsiteArgs {
     pub stdout: JsonArgs,
 }
 
+/// `--out` (`OutArgs`) in the words of `report`.
 #[derive(Debug, Args)]
+#[command(mut_arg("out", |a| a.help("Output folder for report.{json,md,html} and the CSV files [default: the run folder]")))]
 pub struct ReportArgs {
     /// A run folder written by `viewerfleet run`.
     pub run_dir: PathBuf,
@@ -368,21 +371,21 @@ pub struct ReportArgs {
     /// folder then, unless --out names it.
     #[arg(long, value_name = "FILE|EXPR")]
     pub thresholds: Vec<String>,
-    /// Write report.{json,md,html} and the CSV files here instead of into the run folder.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutArgs,
     #[command(flatten)]
     pub stdout: JsonArgs,
 }
 
+/// `--out` (`OutArgs`) in the words of `compare`.
 #[derive(Debug, Args)]
+#[command(mut_arg("out", |a| a.help("Output folder for compare.{md,html,json,csv} [default: the current folder]")))]
 pub struct CompareArgs {
     /// Run folders to compare.
     #[arg(required = true)]
     pub run_dirs: Vec<PathBuf>,
-    /// Folder for compare.{md,html,json,csv} [default: current folder].
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutArgs,
     /// Group runs of the same scenario: mean and 95% confidence interval per scenario.
     #[arg(long)]
     pub group: bool,
@@ -407,8 +410,8 @@ pub struct SuiteArgs {
     /// Scenario files, run in this order.
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
-    /// Output folder: one sub-folder per run plus the comparison.
-    #[arg(long)]
+    /// Output folder for one run folder per run and the comparison.
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Run each scenario this many times; rates get a 95% confidence interval.
     #[arg(long, default_value_t = 1)]
@@ -567,8 +570,8 @@ pub struct LadderArgs {
     /// Duration of each step (scales the scenario's timeline) [default: the scenario's].
     #[arg(long, value_parser = duration)]
     pub hold: Option<Duration>,
-    /// Output folder: one `step-<viewers>` run folder per step plus the capacity report.
-    #[arg(long)]
+    /// Output folder for one `step-<viewers>` run folder per step and the capacity report.
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Do not run anything: rebuild the capacity report from the step folders in --out.
     #[arg(long)]
@@ -629,6 +632,17 @@ pub struct SwarmArgs {
     /// each, every fleet) or `auto`.
     #[arg(long, value_name = "RUNTIME")]
     pub light_runtime: Option<crate::model::kinds::LightRuntime>,
+}
+
+/// `--out` of the commands whose output folder may be left out (`run`, `report`, `compare`),
+/// each saying what it writes there and where it writes without it. The commands that need
+/// one (`suite`, `ladder`, `fidelity`) or have a fixed default (`calibrate`) declare their
+/// own `--out <DIR>`, worded the same way.
+#[derive(Debug, Clone, Args)]
+pub struct OutArgs {
+    /// Output folder [default: the command's own].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// `--json` of every command but the hidden `reaper` (README, "JSON output"): `main` sends
