@@ -1,8 +1,8 @@
 //! Command-line types only (clap). They are turned into validated configuration by the
 //! module that owns each command; no core module imports clap types beyond its `cli_*` entry.
 //! Flags several commands share are groups flattened into each (`ScaleArgs`, `SwarmArgs`,
-//! `PaidArgs`); a command whose help words one differently says so with `mut_arg`, which
-//! keeps the flag's place in `--help`. `commands::overrides` turns the groups into the
+//! `PaidArgs`, `JsonArgs`, `OutArgs`); a command whose help words one differently says so
+//! with `mut_arg`, which keeps the flag's place in `--help`. `commands::overrides` turns the groups into the
 //! scenario's `Overrides`.
 
 use crate::model::kinds::{FleetKind, Throttling, VideoKind};
@@ -37,6 +37,10 @@ pub enum Command {
     /// Run one scenario: start the fleet and viewers, sample, write raw data and a report.
     Run(RunArgs),
     /// Serve the built-in reference P2P video site (PeerTube-compatible interfaces).
+    ///
+    /// Once the site listens, it prints `READY` and its addresses (JSON) on stdout, or with
+    /// `--json` the JSON document instead, and nothing after it; it serves until Ctrl-C or
+    /// SIGTERM.
     Refsite(RefsiteArgs),
     /// Build report.{json,md,html} and CSV time series from a run folder's raw data.
     Report(ReportArgs),
@@ -70,9 +74,10 @@ pub enum Command {
     /// its median and p90 within 2× of A's, B's real viewers all played and stall at most
     /// 0.05 times per viewer-minute more, and every light peer joined. A run that is not a
     /// finding (saturated, starved, cut short, failed) makes the verdict `inconclusive`. The
-    /// table goes to stdout and the verdict to OUT/fidelity.json, which a scenario names in
+    /// table goes to stdout and the verdict to fidelity.json in `--out`, which a scenario names in
     /// `swarm.fidelity` so its runs' reports say which verdict they rely on. Exit code 0 on
-    /// pass, 1 on FAIL or inconclusive, 130/143 when interrupted.
+    /// pass, 1 on FAIL or inconclusive, 130/143 when interrupted. With `--json`, stdout holds
+    /// fidelity.json's document in the `--json` envelope and the table goes to stderr.
     Fidelity(FidelityArgs),
     /// The watchdog a cloud command starts: deletes the run if the controller dies first.
     #[command(hide = true)]
@@ -145,12 +150,10 @@ pub struct CalibrateArgs {
     /// Output folder for calibration.json, calibration.md and one run folder per
     /// measurement (`runs/<video>-<profile>-r<round>/`); it must not hold an earlier
     /// calibration's runs.
-    #[arg(long, default_value = "runs/calibration")]
+    #[arg(long, value_name = "DIR", default_value = "runs/calibration")]
     pub out: PathBuf,
-    /// Print a JSON summary on stdout (schema: schemas/calibrate-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 /// `viewerfleet fidelity SCENARIO --swarm N [--real K] [--repeat K] --out DIR [--json]`.
@@ -169,9 +172,9 @@ pub struct FidelityArgs {
     /// Runs of each arm, interleaved A B A B … so a drift of the machine hits both.
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
-    /// Output folder: one run folder per run, fidelity.json; it must not hold an earlier
-    /// measurement's runs.
-    #[arg(long)]
+    /// Output folder for one run folder per run and fidelity.json; it must not hold an
+    /// earlier measurement's runs.
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Apply every network profile this way in both arms: `http-only`, `tc` or `cdp-all`.
     #[arg(long)]
@@ -182,22 +185,20 @@ pub struct FidelityArgs {
     /// Override the scenario's duration in both arms (e.g. 5m).
     #[arg(long, value_parser = duration)]
     pub duration: Option<Duration>,
-    /// Print fidelity.json's document on stdout, in the `--json` envelope (schema:
-    /// schemas/fidelity-summary.v1.json); the table then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
     #[command(flatten)]
     pub paid: PaidArgs,
 }
 
+/// `--json` (`JsonArgs`) is global here: it goes before or after the `grid` subcommand.
 #[derive(Debug, Args)]
+#[command(mut_arg("json", |a| a.global(true)))]
 pub struct GridArgs {
     #[command(subcommand)]
     pub action: GridAction,
-    /// Print a JSON summary on stdout (schema: schemas/grid-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long, global = true)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -270,13 +271,14 @@ pub struct GridDownArgs {
     pub state: Option<PathBuf>,
 }
 
+/// `--out` (`OutArgs`) in the words of `run`.
 #[derive(Debug, Args)]
+#[command(mut_arg("out", |a| a.help("Output folder for the run's raw data and reports [default: runs/<scenario>-<timestamp>]")))]
 pub struct RunArgs {
     /// Scenario file (YAML); see scenarios/ for examples.
     pub scenario: PathBuf,
-    /// Output folder for raw data and reports [default: runs/<scenario>-<timestamp>].
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutArgs,
     #[command(flatten)]
     pub scale: ScaleArgs,
     /// Run on this fleet instead of the scenario's: `local` or `netns` (as root).
@@ -304,10 +306,8 @@ pub struct RunArgs {
     pub canary: bool,
     #[command(flatten)]
     pub paid: PaidArgs,
-    /// Print a JSON summary on stdout (schema: schemas/run-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -355,13 +355,13 @@ pub struct RefsiteArgs {
     /// repeatable), e.g. a cloud fleet's 2001:db8:0:a::/64 [default: from everyone].
     #[arg(long, value_name = "CIDR")]
     pub reports_from: Vec<String>,
-    /// Print one JSON document on stdout once the site listens, instead of the `READY`
-    /// line (schema: schemas/refsite-summary.v1.json); nothing else goes to stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
+/// `--out` (`OutArgs`) in the words of `report`.
 #[derive(Debug, Args)]
+#[command(mut_arg("out", |a| a.help("Output folder for report.{json,md,html} and the CSV files [default: the run folder]")))]
 pub struct ReportArgs {
     /// A run folder written by `viewerfleet run`.
     pub run_dir: PathBuf,
@@ -371,23 +371,21 @@ pub struct ReportArgs {
     /// folder then, unless --out names it.
     #[arg(long, value_name = "FILE|EXPR")]
     pub thresholds: Vec<String>,
-    /// Write report.{json,md,html} and the CSV files here instead of into the run folder.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Print a JSON summary on stdout (schema: schemas/report-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutArgs,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
+/// `--out` (`OutArgs`) in the words of `compare`.
 #[derive(Debug, Args)]
+#[command(mut_arg("out", |a| a.help("Output folder for compare.{md,html,json,csv} [default: the current folder]")))]
 pub struct CompareArgs {
     /// Run folders to compare.
     #[arg(required = true)]
     pub run_dirs: Vec<PathBuf>,
-    /// Folder for compare.{md,html,json,csv} [default: current folder].
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutArgs,
     /// Group runs of the same scenario: mean and 95% confidence interval per scenario.
     #[arg(long)]
     pub group: bool,
@@ -397,10 +395,8 @@ pub struct CompareArgs {
     /// read, never written.
     #[arg(long, value_name = "FILE|EXPR")]
     pub thresholds: Vec<String>,
-    /// Print a JSON summary on stdout (schema: schemas/compare-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 /// The shared groups (`ScaleArgs`) with the words of a command that runs several scenarios.
@@ -414,8 +410,8 @@ pub struct SuiteArgs {
     /// Scenario files, run in this order.
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
-    /// Output folder: one sub-folder per run plus the comparison.
-    #[arg(long)]
+    /// Output folder for one run folder per run and the comparison.
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Run each scenario this many times; rates get a 95% confidence interval.
     #[arg(long, default_value_t = 1)]
@@ -457,10 +453,8 @@ pub struct SuiteArgs {
     /// then exit without starting anything.
     #[arg(long, conflicts_with = "json")]
     pub dry_run: bool,
-    /// Print a JSON summary on stdout (schema: schemas/suite-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
     #[command(flatten)]
     pub paid: PaidArgs,
 }
@@ -484,10 +478,8 @@ pub struct GcArgs {
     /// controller died) [default: 10m].
     #[arg(long, value_parser = duration)]
     pub heartbeat_grace: Option<Duration>,
-    /// Print a JSON summary on stdout (schema: schemas/gc-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -512,10 +504,8 @@ pub struct PlanArgs {
     /// profile); --cpu-per-viewer / --memory-mb-per-viewer still win.
     #[arg(long)]
     pub calibration: Option<PathBuf>,
-    /// Print a JSON summary on stdout (schema: schemas/plan-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
     /// Also write the plan as Terraform variables for `terraform/` (one scenario; needs the
     /// scenario's `controller_ips` and an SSH public key, as `up` does).
     #[arg(long, value_name = "FILE")]
@@ -528,7 +518,8 @@ pub struct PlanArgs {
 pub struct UpArgs {
     /// Scenario file with `fleet: kind: hcloud`.
     pub scenario: PathBuf,
-    /// Write the fleet's inventory (run id, hub URL, nodes) as JSON here [default: stdout].
+    /// Write the fleet's inventory (run id, hub URL, nodes) as JSON here [default: stdout,
+    /// or with --json only inside its document].
     #[arg(long)]
     pub inventory: Option<PathBuf>,
     /// The viewer-slot script to install on the nodes [default: the one built into this binary].
@@ -543,20 +534,16 @@ pub struct UpArgs {
     pub canary: bool,
     #[command(flatten)]
     pub paid: PaidArgs,
-    /// Print a JSON summary on stdout, the inventory included (schema:
-    /// schemas/up-summary.v1.json); the human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct DownArgs {
     /// The run id printed by `viewerfleet up` (label `viewerfleet-run`).
     pub run: String,
-    /// Print a JSON summary on stdout (schema: schemas/down-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -569,10 +556,8 @@ pub struct ValidateArgs {
     /// 69 when one does not, 2 when it asks for a password not given.
     #[arg(long)]
     pub check_grid: bool,
-    /// Print a JSON summary on stdout (schema: schemas/validate-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -585,8 +570,8 @@ pub struct LadderArgs {
     /// Duration of each step (scales the scenario's timeline) [default: the scenario's].
     #[arg(long, value_parser = duration)]
     pub hold: Option<Duration>,
-    /// Output folder: one `step-<viewers>` run folder per step plus the capacity report.
-    #[arg(long)]
+    /// Output folder for one `step-<viewers>` run folder per step and the capacity report.
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Do not run anything: rebuild the capacity report from the step folders in --out.
     #[arg(long)]
@@ -611,10 +596,8 @@ pub struct LadderArgs {
     pub usable_share: f64,
     #[command(flatten)]
     pub paid: PaidArgs,
-    /// Print a JSON summary on stdout (schema: schemas/ladder-summary.v1.json); the
-    /// human-readable text then goes to stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub stdout: JsonArgs,
 }
 
 /// How many viewers and for how long, instead of what the scenario writes (`run`, `suite`;
@@ -649,6 +632,28 @@ pub struct SwarmArgs {
     /// each, every fleet) or `auto`.
     #[arg(long, value_name = "RUNTIME")]
     pub light_runtime: Option<crate::model::kinds::LightRuntime>,
+}
+
+/// `--out` of the commands whose output folder may be left out (`run`, `report`, `compare`),
+/// each saying what it writes there and where it writes without it. The commands that need
+/// one (`suite`, `ladder`, `fidelity`) or have a fixed default (`calibrate`) declare their
+/// own `--out <DIR>`, worded the same way.
+#[derive(Debug, Clone, Args)]
+pub struct OutArgs {
+    /// Output folder [default: the command's own].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// `--json` of every command but the hidden `reaper` (README, "JSON output"): `main` sends
+/// the text to stderr, and each command returns its figures for the document.
+#[derive(Debug, Clone, Args)]
+pub struct JsonArgs {
+    /// Print one JSON document on stdout and nothing else: the outcome, the exit code and
+    /// this command's figures (schema: schemas/<command>-summary.v1.json); the
+    /// human-readable text then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `--yes` of the commands that may buy cloud servers.

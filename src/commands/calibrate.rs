@@ -34,6 +34,7 @@ pub async fn run(args: CalibrateArgs) -> anyhow::Result<super::Done> {
         json.display()
     );
     let figures = args
+        .stdout
         .json
         .then(|| super::json::calibrate(&calibration, &json));
     if shutdown.is_triggered() {

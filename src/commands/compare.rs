@@ -7,7 +7,7 @@ use crate::model::exit::Exit;
 use crate::report::{compare, comparison_text, render};
 
 pub async fn run(args: CompareArgs) -> anyhow::Result<super::Done> {
-    let out = args.out.clone().unwrap_or_else(|| ".".into());
+    let out = args.output.out.clone().unwrap_or_else(|| ".".into());
     let given = crate::report::thresholds_from_cli(&args.thresholds)?;
     let cmp = compare::compare_dirs_judged(&args.run_dirs, args.group, given.as_deref());
     if cmp.groups.is_empty() {
@@ -65,6 +65,7 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<super::Done> {
     Ok(super::Done {
         exit,
         figures: args
+            .stdout
             .json
             .then(|| super::json::compare(&cmp, &out, given.is_some())),
     })

@@ -62,6 +62,7 @@ pub async fn run(args: DownArgs) -> anyhow::Result<Done> {
     Ok(Done {
         exit: Exit::Ok,
         figures: args
+            .stdout
             .json
             .then(|| super::json::down(&args.run, &deleted, api.requests())),
     })

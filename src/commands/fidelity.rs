@@ -55,6 +55,7 @@ pub async fn run(args: FidelityArgs, quiet: bool) -> anyhow::Result<super::Done>
     Ok(super::Done {
         exit,
         figures: args
+            .stdout
             .json
             .then(|| serde_json::to_value(&result.fidelity).unwrap_or_default()),
     })

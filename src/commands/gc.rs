@@ -27,6 +27,7 @@ pub async fn run(args: GcArgs) -> anyhow::Result<Done> {
             return Ok(Done {
                 exit: Exit::Ok,
                 figures: args
+                    .stdout
                     .json
                     .then(|| super::json::gc(args.dry_run, None, cloud)),
             });
@@ -52,6 +53,7 @@ pub async fn run(args: GcArgs) -> anyhow::Result<Done> {
     Ok(Done {
         exit: Exit::Ok,
         figures: args
+            .stdout
             .json
             .then(|| super::json::gc(args.dry_run, Some(&removed), cloud)),
     })

@@ -11,7 +11,7 @@ use crate::model::scenario::LinkProfile;
 use tokio_util::sync::CancellationToken;
 
 pub async fn run(args: GridArgs) -> anyhow::Result<Done> {
-    let json = args.json;
+    let json = args.stdout.json;
     let done = |figures: serde_json::Value| Done {
         exit: Exit::Ok,
         figures: json.then_some(figures),

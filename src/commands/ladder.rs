@@ -49,6 +49,7 @@ pub async fn run(args: LadderArgs, quiet: bool) -> anyhow::Result<Done> {
             Exit::Ok
         },
         figures: args
+            .stdout
             .json
             .then(|| super::json::ladder(&report, &args.out, outcome.interrupted)),
     })

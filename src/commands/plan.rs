@@ -22,7 +22,7 @@ pub(super) fn hcloud_spec(plan: &Plan) -> Option<HcloudFleetSpec> {
 pub async fn run(args: PlanArgs) -> anyhow::Result<super::Done> {
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals()?;
-    let json = args.json;
+    let json = args.stdout.json;
     tokio::select! {
         r = plan_all(args) => r.map(|(plans, over)| {
             // A fleet that cannot be bought is no estimate to go on: its own exit code.

@@ -110,7 +110,7 @@ pub async fn run(args: RefsiteArgs) -> anyhow::Result<Done> {
     }
     eprintln!("  metrics {}", info.metrics_url);
     // Flushed at once; a reader that already left does not stop the site.
-    if args.json {
+    if args.stdout.json {
         super::output::json(&super::json::document(
             "refsite",
             Exit::Ok,

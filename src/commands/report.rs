@@ -15,7 +15,7 @@ pub async fn run(args: ReportArgs) -> anyhow::Result<Done> {
         crate::report::rejudge(&mut report, given);
     }
     // Where the files go: --out, else the run folder unless thresholds were given.
-    let written = match (&args.out, &given) {
+    let written = match (&args.output.out, &given) {
         (Some(out), _) => Some(out.clone()),
         (None, None) => Some(args.run_dir.clone()),
         (None, Some(_)) => None,
@@ -44,7 +44,7 @@ pub async fn run(args: ReportArgs) -> anyhow::Result<Done> {
     };
     Ok(Done {
         exit,
-        figures: args.json.then(|| {
+        figures: args.stdout.json.then(|| {
             super::json::report(
                 &args.run_dir,
                 written.as_deref(),

@@ -18,7 +18,7 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
     // Validate before anything else, so a bad file costs nothing; the engine runs this plan.
     let plan = scenario::load(&args.scenario, &overrides)?;
     let name = plan.name.clone();
-    let out = match args.out {
+    let out = match args.output.out {
         Some(out) => out,
         None => PathBuf::from("runs").join(format!(
             "{}-{}",
@@ -48,6 +48,6 @@ pub async fn run(args: RunArgs, quiet: bool) -> anyhow::Result<super::Done> {
     let exit = Exit::from_code(outcome.exit_code).unwrap_or(Exit::Internal);
     Ok(super::Done {
         exit,
-        figures: args.json.then(|| super::json::run(&outcome)),
+        figures: args.stdout.json.then(|| super::json::run(&outcome)),
     })
 }

@@ -58,7 +58,10 @@ pub async fn run(args: SuiteArgs, quiet: bool) -> anyhow::Result<super::Done> {
     };
     Ok(super::Done {
         exit,
-        figures: args.json.then(|| super::json::suite(&result, &args.out)),
+        figures: args
+            .stdout
+            .json
+            .then(|| super::json::suite(&result, &args.out)),
     })
 }
 

@@ -111,7 +111,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Done> {
                         .with_context(|| format!("--inventory {}", path.display()))?
                 }
                 // Under --json the inventory (without the password) is in the document.
-                None if args.json => {}
+                None if args.stdout.json => {}
                 None => {
                     println!("{}", serde_json::to_string_pretty(&fleet.inventory())?);
                     eprintln!(
@@ -128,7 +128,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<Done> {
             );
             Ok(Done {
                 exit: Exit::Ok,
-                figures: args.json.then(|| {
+                figures: args.stdout.json.then(|| {
                     super::json::up(
                         fleet.inventory(),
                         args.inventory.as_deref(),

@@ -51,7 +51,7 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Done> {
                 grid_exit = Some(*exit);
             }
         }
-        if args.json {
+        if args.stdout.json {
             let mut file = super::json::validated_file(path, &result);
             if let Some((_, doc)) = grid {
                 file["grid"] = doc;
@@ -66,7 +66,7 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Done> {
     };
     Ok(Done {
         exit,
-        figures: args.json.then(|| super::json::validate(files)),
+        figures: args.stdout.json.then(|| super::json::validate(files)),
     })
 }
 
