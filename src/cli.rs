@@ -258,7 +258,7 @@ pub struct GridUpArgs {
     /// be repeated. Default: no quota, a node may use the whole machine.
     #[arg(long, value_name = "CORES[@NODE]")]
     pub node_cpus: Vec<String>,
-    /// Every viewer slot behind this NAT: none, home, cgnat or symmetric (README, "NAT
+    /// Every viewer slot behind this NAT: none, home, cgnat or symmetric (GUIDE.md, "NAT
     /// types"); the slots are then dual-stack and refsite runs a STUN server.
     #[arg(long, default_value = "none")]
     pub nat: String,
@@ -497,7 +497,7 @@ pub struct PlanArgs {
     #[arg(long)]
     pub viewers: Option<u32>,
     /// Viewers per browser instead of the scenario's `viewers.per_browser` (1 to 16; they
-    /// share the browser's address and link, see README "Several viewers per browser").
+    /// share the browser's address and link, see GUIDE.md "Several viewers per browser").
     #[arg(long)]
     pub per_browser: Option<u32>,
     /// Take CPU and memory per viewer from `viewerfleet calibrate` output (its `project`
@@ -620,11 +620,11 @@ pub struct ScaleArgs {
 #[derive(Debug, Clone, Args)]
 pub struct SwarmArgs {
     /// Viewers per browser instead of the scenario's `viewers.per_browser` (1 to 16; they
-    /// share the browser's address and link, see README "Several viewers per browser").
+    /// share the browser's address and link, see GUIDE.md "Several viewers per browser").
     #[arg(long)]
     pub per_browser: Option<u32>,
     /// Light peers instead of the scenario's `swarm.light_peers` (0 turns them off; see
-    /// README "Light peers").
+    /// GUIDE.md "Light peers").
     #[arg(long, value_name = "N")]
     pub light_peers: Option<u32>,
     /// What runs the light peers instead of the scenario's `swarm.runtime`: `node` (a

@@ -367,7 +367,7 @@ async fn every_panel_queries_by_run_a_metric_the_controller_really_exposes() {
 
 /// The bundle connects as shipped: on Linux both containers on the host's network, so
 /// Prometheus reaches the loopback-only controller; both listen on loopback; Prometheus
-/// scrapes the address the README's `--metrics-listen` gives, honouring the relayed labels;
+/// scrapes the address GUIDE.md's `--metrics-listen` gives, honouring the relayed labels;
 /// Docker Desktop's variant differs only in how the host is reached.
 #[test]
 fn the_compose_bundle_reaches_the_controller_as_shipped() {
@@ -385,10 +385,10 @@ fn the_compose_bundle_reaches_the_controller_as_shipped() {
             })
             .unwrap_or_default()
     };
-    let readme = std::fs::read_to_string("README.md").unwrap();
+    let guide = std::fs::read_to_string("GUIDE.md").unwrap();
     assert!(
-        readme.contains("--metrics-listen 127.0.0.1:9464"),
-        "README's address"
+        guide.contains("--metrics-listen 127.0.0.1:9464"),
+        "GUIDE.md's address"
     );
 
     let linux = read("docker-compose.yml");

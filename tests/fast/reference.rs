@@ -283,7 +283,7 @@ fn reference_describes_every_scenario_field_the_parser_accepts() {
     );
 }
 
-// --- README is a manual, RESULTS.md the notebook ---------------------------------------------
+// --- README and GUIDE are the manual, RESULTS.md the notebook ---------------------------------------------
 
 /// Markdown prose without fenced blocks (the tool's own output) and without link targets.
 fn prose_of(text: &str) -> String {
@@ -341,14 +341,16 @@ fn dates_in(text: &str) -> Vec<String> {
 }
 
 #[test]
-fn readme_quotes_dated_measurements_only_through_links_to_results() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
-    let dates = dates_in(&prose_of(&readme));
-    assert!(
-        dates.is_empty(),
-        "README.md dates a measurement in its prose; move it to RESULTS.md and link it: {dates:#?}"
-    );
+fn the_manual_quotes_dated_measurements_only_through_links_to_results() {
+    for manual in ["README.md", "GUIDE.md"] {
+        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(manual))
+            .expect(manual);
+        let dates = dates_in(&prose_of(&text));
+        assert!(
+            dates.is_empty(),
+            "{manual} dates a measurement in its prose; move it to RESULTS.md and link it: {dates:#?}"
+        );
+    }
     // The check itself finds a date in prose and ignores one in a link.
     assert_eq!(dates_in(&prose_of("measured on 2026-12-02 here")).len(), 1);
     assert!(dates_in(&prose_of("see [RESULTS](RESULTS.md#x-2026-12-02) and")).is_empty());
@@ -360,6 +362,7 @@ fn readme_quotes_dated_measurements_only_through_links_to_results() {
 /// The manuals at the repository's root, which link to each other's headings.
 const MANUALS: &[&str] = &[
     "README.md",
+    "GUIDE.md",
     "ARCHITECTURE.md",
     "RESULTS.md",
     "BENCHMARKS.md",

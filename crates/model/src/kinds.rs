@@ -148,7 +148,7 @@ named_enum! {
 }
 
 named_enum! {
-    /// How a viewer's network profile is applied (README, "Throttling modes").
+    /// How a viewer's network profile is applied (GUIDE.md, "Throttling modes").
     pub enum Throttling {
         /// HTTP(S) and WebSocket requests throttled in the browser, per request (CDP
         /// `Network.emulateNetworkConditionsByRule`); WebRTC not throttled: the PeerTube
@@ -212,7 +212,7 @@ named_enum! {
 }
 
 named_enum! {
-    /// What stands between a viewer and the internet (README, "NAT types"): the slot's router
+    /// What stands between a viewer and the internet (GUIDE.md, "NAT types"): the slot's router
     /// (`grid/viewer-slots.sh --nat`), as RFC 4787 classifies its mapping and filtering.
     #[derive(Default)]
     pub enum NatKind {

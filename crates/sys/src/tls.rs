@@ -4,7 +4,7 @@
 //! The roots are read with `rustls-native-certs`, which follows OpenSSL's conventions: the
 //! system's store (`/etc/ssl/certs` on Debian), or, when `SSL_CERT_FILE` (a PEM file) or
 //! `SSL_CERT_DIR` is set, only what they name. A Grid behind a proxy with a private CA is
-//! trusted with `SSL_CERT_FILE=ca.pem` (README, "A Grid behind TLS"). The same configuration serves
+//! trusted with `SSL_CERT_FILE=ca.pem` (GUIDE.md, "A Grid behind TLS"). The same configuration serves
 //! every client of the tool: the WebDriver client (fantoccini), the BiDi socket
 //! (tokio-tungstenite) and every HTTP client ([`http_client_builder`]: the Grid's `/status`,
 //! the target's checks, the exporter's scrapes, the nodes' load endpoints, the Hetzner API) —

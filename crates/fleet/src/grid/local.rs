@@ -78,7 +78,7 @@ pub struct LocalGridOptions {
     pub slots_as_namespaces: bool,
     /// CPU quota of the nodes, in cores (`--node-cpus`); none: a node may use the machine.
     pub node_cpus: NodeCpus,
-    /// Every viewer slot behind this NAT type (`--nat`; README, "NAT types"); with one, the
+    /// Every viewer slot behind this NAT type (`--nat`; GUIDE.md, "NAT types"); with one, the
     /// bridge also carries the emulated public IPv4 range, the slots are dual-stack, and
     /// refsite runs a STUN server beside the site.
     pub nat: crate::model::kinds::NatKind,

@@ -231,7 +231,7 @@ impl GridStatus {
 /// A hub answered 401: its router asks for a user name and password that were not sent or
 /// not accepted.
 #[derive(Debug, thiserror::Error)]
-#[error("the Grid at {hub} asks for a user name and password ({why}); set {user} and {password} to the hub's router credentials (README, \"What protects a cloud run\")", user = auth::USER_ENV, password = auth::PASSWORD_ENV)]
+#[error("the Grid at {hub} asks for a user name and password ({why}); set {user} and {password} to the hub's router credentials (GUIDE.md, \"What protects a cloud run\")", user = auth::USER_ENV, password = auth::PASSWORD_ENV)]
 pub struct Unauthorized {
     pub hub: String,
     pub why: &'static str,

@@ -78,7 +78,7 @@ pub struct LibraryProfile {
     /// Every figure set; the latency is applied by netem where the kernel has it, else to
     /// HTTP in the browser.
     pub link: LinkProfile,
-    /// Where each figure comes from (README, "Link profiles").
+    /// Where each figure comes from (GUIDE.md, "Link profiles").
     pub source: &'static str,
 }
 

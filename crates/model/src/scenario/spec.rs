@@ -86,12 +86,12 @@ pub struct ViewersSpec {
     #[serde(default)]
     pub per_browser: Option<u32>,
 
-    // --- Internet swarms (README, "Internet swarms"): the mix of networks. ---
+    // --- Internet swarms (GUIDE.md, "Internet swarms"): the mix of networks. ---
     /// The viewers' networks, each a share of the swarm with its link profile, NAT and
     /// address families; instead of `network` + `alt_network`.
     #[serde(default)]
     pub networks: Option<Vec<super::networks::NetworkShare>>,
-    /// Viewers who leave and are replaced, and who join late (README, "Churn").
+    /// Viewers who leave and are replaced, and who join late (GUIDE.md, "Churn").
     #[serde(default)]
     pub churn: Option<super::churn::ChurnSpec>,
 }
