@@ -35,7 +35,7 @@ pub(super) struct Entry {
 impl Entry {
     /// Marks the browser lost (the first caller's words stay) and returns the reason its
     /// viewers record: which browser, how many viewers it held, what happened.
-    pub fn mark_lost(&self, detail: &str) -> String {
+    pub(crate) fn mark_lost(&self, detail: &str) -> String {
         let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
         lost.get_or_insert_with(|| {
             let held = *self.users.lock().unwrap_or_else(|e| e.into_inner());

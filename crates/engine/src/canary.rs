@@ -26,14 +26,14 @@ const IDLE_WINDOW: Duration = Duration::from_secs(5);
 
 /// How long the canary plays.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CanaryTiming {
+pub(crate) struct CanaryTiming {
     /// After the last viewer's first frame, before the window.
     pub warmup: Duration,
     pub window: Duration,
 }
 
 /// The engine as a `CanaryProbe`: `plan` is the scenario, `dir` the canary's run folder.
-pub struct EngineCanary {
+pub(crate) struct EngineCanary {
     pub plan: Plan,
     pub dir: PathBuf,
     pub timing: CanaryTiming,
@@ -42,7 +42,12 @@ pub struct EngineCanary {
 
 /// The canary's plan: the scenario on the hub's only node, every viewer at once, a
 /// timeline from the last first frame through the warm-up to the end of the window.
-pub fn canary_plan(base: &Plan, grid: GridFleetPlan, viewers: u32, timing: CanaryTiming) -> Plan {
+pub(crate) fn canary_plan(
+    base: &Plan,
+    grid: GridFleetPlan,
+    viewers: u32,
+    timing: CanaryTiming,
+) -> Plan {
     let mut plan = base.clone();
     plan.name = format!("{}-canary", base.name);
     plan.viewers = viewers;

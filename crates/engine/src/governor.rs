@@ -148,7 +148,7 @@ pub(super) fn reason(stop: &Stop, m: &Measured, viewers: u32, auto: AutoRamp) ->
 
 /// Where the ramp settled, for the summary.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Settled {
+pub(crate) struct Settled {
     pub viewers: u32,
     /// The most viewers measured below the limit: `viewers`, or one step fewer when the
     /// last step took the host over it. What a suite keeps as the size for its next runs.

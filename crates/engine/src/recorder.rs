@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Disk space held back for the end of a run that lost a record: the `record_lost` event,
 /// the manifest and the report (a few hundred kB for a short run).
-pub const RESERVE_BYTES: usize = 2 * 1024 * 1024;
+pub(crate) const RESERVE_BYTES: usize = 2 * 1024 * 1024;
 /// The reserve's file, in the run folder's `raw/`.
 const RESERVE_FILE: &str = "raw/.space-reserve";
 
@@ -37,7 +37,7 @@ pub enum Record {
 
 /// Cheap handle for producers: stamps times relative to the run's start.
 #[derive(Clone)]
-pub struct RecorderHandle {
+pub(crate) struct RecorderHandle {
     tx: mpsc::UnboundedSender<Record>,
     started: Instant,
     lost: CancellationToken,
@@ -61,7 +61,7 @@ impl RecorderHandle {
         }
     }
 
-    pub fn run_event(&self, event: RunEventKind, detail: Option<String>) {
+    pub(crate) fn run_event(&self, event: RunEventKind, detail: Option<String>) {
         self.send(Record::Run(RunEvent {
             t: self.now(),
             event,
@@ -72,7 +72,7 @@ impl RecorderHandle {
     }
 }
 
-pub struct Recorder {
+pub(crate) struct Recorder {
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     lost_reason: Arc<Mutex<Option<String>>>,
     reserve: PathBuf,

@@ -27,7 +27,7 @@ const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 const VIEWERS_CLOSE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Everything a run needs besides the plan.
-pub struct RunContext {
+pub(crate) struct RunContext {
     pub out: PathBuf,
     /// The command that re-runs exactly this run.
     pub rerun_command: Vec<String>,

@@ -34,13 +34,13 @@ impl LiveState {
     }
 
     /// Viewers whose last event so far is `failed` or `lost` (the progress line).
-    pub fn ended_badly(&self) -> usize {
+    pub(crate) fn ended_badly(&self) -> usize {
         self.count(ViewerEventKind::Failed) + self.count(ViewerEventKind::Lost)
     }
 
     /// Viewers that failed (never-started ones included) or were lost, plus those of the
     /// `requested` that left no event at all: every requested viewer is accounted for.
-    pub fn failed_or_lost(&self, requested: u32) -> usize {
+    pub(crate) fn failed_or_lost(&self, requested: u32) -> usize {
         let silent = (requested as usize).saturating_sub(self.states.len());
         self.ended_badly() + silent
     }
@@ -114,7 +114,7 @@ impl Shared {
     }
 
     /// `viewers.churn`; replacements are numbered from `viewers` on.
-    pub fn with_churn(
+    pub(crate) fn with_churn(
         mut self,
         churn: Option<crate::model::scenario::churn::ChurnPlan>,
         viewers: u32,
@@ -125,7 +125,7 @@ impl Shared {
     }
 
     /// The plan's network classes (`viewers.networks`).
-    pub fn with_networks(
+    pub(crate) fn with_networks(
         mut self,
         networks: Vec<crate::model::scenario::networks::NetworkClass>,
     ) -> Self {

@@ -49,10 +49,10 @@ pub enum Exit {
 impl Exit {
     pub const SUCCESS: u8 = 0;
     pub const FAILED: u8 = 1;
-    pub const BAD_INPUT: u8 = 2;
-    pub const UNAVAILABLE: u8 = 69;
-    pub const INTERNAL: u8 = 70;
-    pub const RECORD_LOST: u8 = 74;
+    pub(crate) const BAD_INPUT: u8 = 2;
+    pub(crate) const UNAVAILABLE: u8 = 69;
+    pub(crate) const INTERNAL: u8 = 70;
+    pub(crate) const RECORD_LOST: u8 = 74;
     pub const OVER_SERVER_LIMIT: u8 = 78;
     pub const THRESHOLDS_FAILED: u8 = 99;
     pub const SIGINT: u8 = 130;

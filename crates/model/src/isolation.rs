@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The system user the viewer slots' Chromium wrapper runs browsers as (`browser_exec` in
 /// `grid/slot-chromium.sh`): a user of their own.
-pub const BROWSER_USER: &str = "viewerfleet-browser";
+pub(crate) const BROWSER_USER: &str = "viewerfleet-browser";
 
 /// How browsers ran on one machine.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -25,7 +25,7 @@ macro_rules! named_enum {
             #[allow(dead_code)]
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
             /// Every name, in declaration order.
-            pub const NAMES: &'static [&'static str] = &[$($text),+];
+            pub(crate) const NAMES: &'static [&'static str] = &[$($text),+];
 
             /// The one name of this value.
             pub const fn as_str(self) -> &'static str {
@@ -201,7 +201,7 @@ named_enum! {
 
 named_enum! {
     /// A viewer's state as exported on the controller's `/metrics`.
-    pub enum ViewerState {
+    pub(crate) enum ViewerState {
         Starting = "starting",
         Playing = "playing",
         Stalled = "stalled",

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Chunk size handed to the connection.
-pub const CHUNK: usize = 16 * 1024;
+pub(crate) const CHUNK: usize = 16 * 1024;
 
 /// In-memory content streamed in chunks and counted as it goes.
 #[derive(Debug)]
-pub struct CountingBody {
+pub(crate) struct CountingBody {
     data: Bytes,
     offset: usize,
     pending: usize,

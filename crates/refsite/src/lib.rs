@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 /// One served video.
 #[derive(Debug, Clone)]
-pub struct Video {
+pub(crate) struct Video {
     /// UUID (random per start).
     pub id: String,
     pub kind: VideoKind,

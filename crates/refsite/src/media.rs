@@ -16,20 +16,20 @@ use tokio_util::sync::CancellationToken;
 /// Segment length in seconds.
 pub const SEGMENT_SECONDS: u32 = 2;
 /// Frames per second of the test pattern.
-pub const FPS: u32 = 25;
+pub(crate) const FPS: u32 = 25;
 /// Bumped whenever the encoding recipe changes, so old caches are not reused.
 const RECIPE_VERSION: u32 = 1;
 
 /// One VOD rendition.
 #[derive(Debug, Clone, Copy)]
-pub struct Rendition {
+pub(crate) struct Rendition {
     pub width: u32,
     pub height: u32,
     pub video_kbps: u32,
 }
 
 /// PeerTube-like ladder; the top rendition is ≈1.2 Mbit/s with audio.
-pub const VOD_LADDER: [Rendition; 4] = [
+pub(crate) const VOD_LADDER: [Rendition; 4] = [
     Rendition {
         width: 426,
         height: 240,
@@ -52,15 +52,15 @@ pub const VOD_LADDER: [Rendition; 4] = [
     },
 ];
 /// Audio bitrate of every rendition.
-pub const AUDIO_KBPS: u32 = 64;
+pub(crate) const AUDIO_KBPS: u32 = 64;
 /// The live rendition: ≈650 kbit/s on the wire (video + audio + MPEG-TS overhead).
-pub const LIVE_RENDITION: Rendition = Rendition {
+pub(crate) const LIVE_RENDITION: Rendition = Rendition {
     width: 426,
     height: 240,
     video_kbps: 530,
 };
 /// Playlist window of the live stream, in segments.
-pub const LIVE_LIST_SIZE: u32 = 6;
+pub(crate) const LIVE_LIST_SIZE: u32 = 6;
 
 /// Errors of media generation and the live encoder.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +87,7 @@ pub enum MediaError {
 }
 
 /// Checks that ffmpeg can be run.
-pub fn check_ffmpeg() -> Result<(), MediaError> {
+pub(crate) fn check_ffmpeg() -> Result<(), MediaError> {
     match std::process::Command::new("ffmpeg")
         .arg("-version")
         .stdout(Stdio::null())
@@ -185,7 +185,7 @@ async fn run_to_end(
 
 /// Makes the VOD ladder under `cache` (or reuses it) and returns its folder, which holds
 /// `master.m3u8` and `v<N>/index.m3u8` + segments.
-pub async fn ensure_vod(
+pub(crate) async fn ensure_vod(
     cache: &Path,
     length: Duration,
     cancel: &CancellationToken,
@@ -335,7 +335,7 @@ async fn lock_file(path: PathBuf) -> std::io::Result<nix::fcntl::Flock<std::fs::
 }
 
 /// Master playlist of the live stream (one rendition; the encoder writes `index.m3u8`).
-pub fn live_master_playlist() -> String {
+pub(crate) fn live_master_playlist() -> String {
     let r = LIVE_RENDITION;
     format!(
         "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-STREAM-INF:BANDWIDTH={},RESOLUTION={}x{},CODECS=\"avc1.42c01e,mp4a.40.2\"\nindex.m3u8\n",
@@ -367,13 +367,13 @@ fn live_command(dir: &Path) -> Command {
 }
 
 /// Number of segments listed in a media playlist.
-pub fn playlist_segments(text: &str) -> usize {
+pub(crate) fn playlist_segments(text: &str) -> usize {
     text.lines().filter(|l| l.starts_with("#EXTINF")).count()
 }
 
 /// Keeps the live encoder running in `dir` until `cancel` fires; restarts it when it dies.
 /// Returns once the child is killed and reaped.
-pub async fn supervise_live(dir: PathBuf, cancel: CancellationToken) {
+pub(crate) async fn supervise_live(dir: PathBuf, cancel: CancellationToken) {
     let mut restarts = 0u32;
     loop {
         let child = live_command(&dir).spawn();
@@ -424,7 +424,7 @@ async fn sleep_or_cancel(d: Duration, cancel: &CancellationToken) -> bool {
 }
 
 /// Waits until the live playlist lists at least `segments` segments.
-pub async fn wait_live_ready(
+pub(crate) async fn wait_live_ready(
     dir: &Path,
     segments: usize,
     timeout: Duration,

@@ -7,14 +7,15 @@ use super::{Video, VideoKind};
 use std::time::Duration;
 
 /// The npm packages whose `dist/` files the page loads.
-pub const NPM_PACKAGES: [&str; 3] = ["hls.js", "p2p-media-loader-core", "p2p-media-loader-hlsjs"];
+pub(crate) const NPM_PACKAGES: [&str; 3] =
+    ["hls.js", "p2p-media-loader-core", "p2p-media-loader-hlsjs"];
 
 /// The project's own scripts under `web/`: the player, the light peers' page, and the P2P
 /// configuration both share.
-pub const SCRIPTS: [&str; 3] = ["player.js", "light.js", "p2p-config.js"];
+pub(crate) const SCRIPTS: [&str; 3] = ["player.js", "light.js", "p2p-config.js"];
 
 /// Content type of a servable `web/` path, or `None` if it must not be served.
-pub fn servable_web_path(path: &str) -> Option<&'static str> {
+pub(crate) fn servable_web_path(path: &str) -> Option<&'static str> {
     if path
         .split('/')
         .any(|c| c.is_empty() || c == ".." || c.starts_with('.'))
@@ -59,7 +60,7 @@ fn page_config(
 
 /// A page of the site: the player (`embed.html`) or the light peers (`light.html`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageKind {
+pub(crate) enum PageKind {
     Embed,
     Light,
 }
@@ -75,7 +76,7 @@ impl PageKind {
 
 /// Renders the embed page from `web/embed.html`, or the light peers' page from
 /// `web/light.html`: the same settings injected into each.
-pub async fn page_html(
+pub(crate) async fn page_html(
     kind: PageKind,
     web: &super::web::WebFiles,
     video: &Video,
@@ -95,7 +96,7 @@ pub async fn page_html(
 }
 
 /// The index page listing the videos.
-pub fn index_html(videos: &[Video]) -> String {
+pub(crate) fn index_html(videos: &[Video]) -> String {
     let mut items = String::new();
     for v in videos {
         items.push_str(&format!(

@@ -13,7 +13,7 @@ const PLAYER_MODES: [&str; 3] = ["p2p-media-loader", "web-video", "webtorrent"];
 
 /// Why a report was refused (sent back as the 400 body).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum PlaybackError {
+pub(crate) enum PlaybackError {
     #[error("body is not JSON: {0}")]
     NotJson(String),
     #[error("body must be a JSON object")]
@@ -30,7 +30,7 @@ pub enum PlaybackError {
 }
 
 /// Parses and validates one report body. `known_video` says whether an id exists.
-pub fn parse_report(
+pub(crate) fn parse_report(
     body: &[u8],
     known_video: impl Fn(&str) -> bool,
 ) -> Result<PlaybackReport, PlaybackError> {

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Everything the handlers share.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     pub stats: Arc<SiteStats>,
     pub tracker: Arc<Tracker>,
     pub videos: Arc<Vec<Video>>,

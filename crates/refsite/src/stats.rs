@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// What an HTTP response carried, for `refsite_origin_sent_bytes_total{kind}` and
 /// `refsite_http_requests_total{kind}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ServedKind {
+pub(crate) enum ServedKind {
     /// A media segment (`.ts`).
     Segment,
     /// An HLS playlist (`.m3u8`).
@@ -49,7 +49,7 @@ impl ServedKind {
 
 /// Label set of PeerTube's playback counters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PlaybackLabels {
+pub(crate) struct PlaybackLabels {
     pub video_origin: String,
     pub player_mode: String,
     pub resolution: String,
@@ -60,7 +60,7 @@ pub struct PlaybackLabels {
 
 /// Values of PeerTube's playback counters for one label set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PlaybackValues {
+pub(crate) struct PlaybackValues {
     pub http_downloaded: u64,
     pub p2p_downloaded: u64,
     pub p2p_uploaded: u64,
@@ -74,7 +74,7 @@ pub struct PlaybackValues {
 
 /// One validated playback report (deltas since the player's previous report).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlaybackReport {
+pub(crate) struct PlaybackReport {
     pub labels: PlaybackLabels,
     pub http_downloaded: u64,
     pub p2p_downloaded: u64,
@@ -110,21 +110,21 @@ pub struct SiteStats {
 /// Label sets the playback counters keep: a run has a few per video (resolution, fps, P2P
 /// on or off); beyond this a report with a new set is refused, so made-up labels cannot grow
 /// `/metrics` without end.
-pub const MAX_PLAYBACK_LABEL_SETS: usize = 1024;
+pub(crate) const MAX_PLAYBACK_LABEL_SETS: usize = 1024;
 /// Distinct client addresses remembered (a run's viewers); later ones are not counted.
-pub const MAX_CLIENTS: usize = 65_536;
+pub(crate) const MAX_CLIENTS: usize = 65_536;
 
 /// A playback report with a label set beyond [`MAX_PLAYBACK_LABEL_SETS`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("too many label sets ({MAX_PLAYBACK_LABEL_SETS}): a report with new labels is refused")]
-pub struct TooManyLabelSets;
+pub(crate) struct TooManyLabelSets;
 
 /// Label value used for bytes that belong to no video (front-end files, index page).
-pub const NO_VIDEO: &str = "none";
+pub(crate) const NO_VIDEO: &str = "none";
 
 impl SiteStats {
     /// Adds bytes written to a client's connection.
-    pub fn add_sent(&self, video: &str, kind: ServedKind, bytes: u64) {
+    pub(crate) fn add_sent(&self, video: &str, kind: ServedKind, bytes: u64) {
         if bytes == 0 {
             return;
         }
@@ -133,14 +133,14 @@ impl SiteStats {
     }
 
     /// Counts one request.
-    pub fn add_request(&self, kind: ServedKind) {
+    pub(crate) fn add_request(&self, kind: ServedKind) {
         let mut requests = lock(&self.requests);
         *requests.entry(kind).or_default() += 1;
     }
 
     /// Counts a response whose client went away before its last byte, after `bytes` of it
     /// had been taken by the connection.
-    pub fn add_aborted(&self, video: &str, kind: ServedKind, bytes: u64) {
+    pub(crate) fn add_aborted(&self, video: &str, kind: ServedKind, bytes: u64) {
         let mut aborted = lock(&self.aborted);
         *aborted.entry(kind).or_default() += 1;
         drop(aborted);
@@ -151,7 +151,7 @@ impl SiteStats {
     }
 
     /// Remembers a client address (distinct addresses = viewers seen).
-    pub fn saw_client(&self, ip: IpAddr) {
+    pub(crate) fn saw_client(&self, ip: IpAddr) {
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
             v4 => v4,
@@ -163,7 +163,7 @@ impl SiteStats {
     }
 
     /// Applies one validated playback report, unless its labels would be one set too many.
-    pub fn add_playback(&self, report: PlaybackReport) -> Result<(), TooManyLabelSets> {
+    pub(crate) fn add_playback(&self, report: PlaybackReport) -> Result<(), TooManyLabelSets> {
         let mut playback = lock(&self.playback);
         if !playback.contains_key(&report.labels) && playback.len() >= MAX_PLAYBACK_LABEL_SETS {
             return Err(TooManyLabelSets);
@@ -188,7 +188,7 @@ impl SiteStats {
     }
 
     /// Counts a rejected playback report.
-    pub fn add_rejected_playback(&self) {
+    pub(crate) fn add_rejected_playback(&self) {
         self.playback_rejected.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -201,7 +201,7 @@ impl SiteStats {
     }
 
     /// A copy of the playback counters.
-    pub fn playback_snapshot(&self) -> BTreeMap<PlaybackLabels, PlaybackValues> {
+    pub(crate) fn playback_snapshot(&self) -> BTreeMap<PlaybackLabels, PlaybackValues> {
         lock(&self.playback).clone()
     }
 

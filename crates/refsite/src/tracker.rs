@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Largest text message accepted (offers with ICE candidates are a few KB each).
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// At most this many offers are forwarded per announce (bittorrent-tracker's cap).
 const MAX_OFFERS: usize = 50;
 /// Messages queued for one connection; beyond that a slow client loses messages (its
@@ -83,7 +83,7 @@ pub struct Tracker {
 
 /// A message the tracker refused, with the reason sent back as `failure reason`.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum TrackerError {
+pub(crate) enum TrackerError {
     #[error("invalid JSON: {0}")]
     Json(String),
     #[error("message must be a JSON object")]

@@ -16,7 +16,7 @@ use crate::model::kinds::RateSource;
 use crate::model::rawdata::{ExporterSample, PlanSummary, RunEventKind};
 
 /// Width of the bins counter deltas are spread into.
-pub const BIN_S: f64 = 1.0;
+pub(crate) const BIN_S: f64 = 1.0;
 
 pub fn build(run: &RunData) -> RunReport {
     let super::plausibility::Screened { run, warnings } = super::plausibility::screen(run);

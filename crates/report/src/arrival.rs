@@ -13,19 +13,19 @@ use std::collections::BTreeMap;
 
 /// A session that came later than this after its viewer's arrival time means the fleet
 /// was behind the ramp (a Chromium session through a Grid takes 2–5 s on its own).
-pub const LAG_TOLERANCE_S: f64 = 10.0;
+pub(crate) const LAG_TOLERANCE_S: f64 = 10.0;
 
 /// Series names (also `timeseries.csv` columns): viewers asked for, with a session, and
 /// playing a first frame, cumulative.
 pub(crate) mod names {
-    pub const ASKED: &str = "arrivals_asked";
-    pub const SESSIONS: &str = "arrivals_sessions";
-    pub const FIRST_FRAMES: &str = "arrivals_first_frames";
+    pub(crate) const ASKED: &str = "arrivals_asked";
+    pub(crate) const SESSIONS: &str = "arrivals_sessions";
+    pub(crate) const FIRST_FRAMES: &str = "arrivals_first_frames";
 }
 
 /// One viewer's arrival: when it was due and when each step first happened.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ViewerArrival {
+pub(crate) struct ViewerArrival {
     pub due_s: Option<f64>,
     pub creating_s: Option<f64>,
     pub session_s: Option<f64>,
@@ -53,7 +53,7 @@ pub fn per_viewer(events: &[ViewerEvent]) -> BTreeMap<u32, ViewerArrival> {
 
 /// What the run asked for and got, and the three cumulative curves on the bin grid up to
 /// `end_s`. `None` when the raw data has no arrival times (runs recorded before they were).
-pub fn analyse(
+pub(crate) fn analyse(
     arrivals: &BTreeMap<u32, ViewerArrival>,
     end_s: f64,
     bin_s: f64,

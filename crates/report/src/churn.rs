@@ -27,7 +27,7 @@ pub struct Churn {
 }
 
 /// `None` for runs without churn (no plan for it and no `left` event).
-pub fn analyse(run: &RunData) -> Option<Churn> {
+pub(crate) fn analyse(run: &RunData) -> Option<Churn> {
     let plan = &run.manifest.plan;
     let any_left = run
         .viewer_events

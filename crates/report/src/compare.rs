@@ -226,7 +226,7 @@ impl Comparison {
     }
 
     /// Any group with repeats (then columns show mean ± 95% CI).
-    pub fn has_repeats(&self) -> bool {
+    pub(crate) fn has_repeats(&self) -> bool {
         self.groups.iter().any(|g| g.runs.len() > 1)
     }
 
@@ -304,7 +304,7 @@ impl Comparison {
 
     /// The lines under the table naming the runs whose P2P figure is not a finding, each
     /// with its headroom line (what `viewerfleet run` printed).
-    pub fn headroom_warnings(&self) -> Vec<String> {
+    pub(crate) fn headroom_warnings(&self) -> Vec<String> {
         let runs: Vec<&RunReport> = self
             .groups
             .iter()
@@ -391,7 +391,7 @@ fn undelivered_cell(v: Option<MeanCi>) -> String {
 }
 
 /// What the comparison table's columns mean, printed under it.
-pub const LEGEND: &str =
+pub(crate) const LEGEND: &str =
     "Rates in Mbit/s. T = each run's measurement point; \"at T\" = mean over its \
 steady window; peak = highest trailing-window mean; HTTP share = HTTP / (HTTP + P2P); P2P savings \
 = 1 - HTTP share; TTFF = time to first frame; Stalls/v-min = stalls per viewer-minute; P2P \

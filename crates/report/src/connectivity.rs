@@ -91,7 +91,7 @@ fn label(n: &ViewerNetwork) -> String {
 }
 
 /// Builds the section; `None` when the run recorded neither networks nor connections.
-pub fn analyse(run: &RunData) -> Option<Connectivity> {
+pub(crate) fn analyse(run: &RunData) -> Option<Connectivity> {
     let networks: Vec<ViewerNetwork> =
         rawdata::read_jsonl::<ViewerNetwork>(&run.dir.join(rawdata::VIEWER_NETWORKS))
             .map(|c| c.records)
@@ -300,7 +300,7 @@ fn notes(
 }
 
 /// The pair table, for every renderer.
-pub fn pair_table(c: &Connectivity) -> super::text_table::Table {
+pub(crate) fn pair_table(c: &Connectivity) -> super::text_table::Table {
     let mut t = super::text_table::Table::new(&[
         "viewer class",
         "peer class",
@@ -333,7 +333,7 @@ pub fn pair_table(c: &Connectivity) -> super::text_table::Table {
 }
 
 /// The per-class table.
-pub fn class_table(c: &Connectivity) -> super::text_table::Table {
+pub(crate) fn class_table(c: &Connectivity) -> super::text_table::Table {
     let mut t = super::text_table::Table::new(&[
         "class",
         "NAT",
@@ -377,7 +377,7 @@ pub fn lines(c: &Connectivity) -> Vec<String> {
 }
 
 /// `## Connectivity` for Markdown.
-pub fn markdown_section(out: &mut String, c: &Connectivity) {
+pub(crate) fn markdown_section(out: &mut String, c: &Connectivity) {
     out.push_str("## Connectivity: who reached whom over P2P\n\n");
     for line in lines(c) {
         out.push_str(&format!("- {line}\n"));
@@ -390,7 +390,7 @@ pub fn markdown_section(out: &mut String, c: &Connectivity) {
 }
 
 /// The same for HTML.
-pub fn html_section(out: &mut String, c: &Connectivity) {
+pub(crate) fn html_section(out: &mut String, c: &Connectivity) {
     use super::svg::esc;
     out.push_str("<h2>Connectivity: who reached whom over P2P</h2>\n<ul>");
     for line in lines(c) {

@@ -168,7 +168,7 @@ pub fn browser_cost(run: &RunData, window: Window) -> Result<BrowserCost, String
 /// What the Node.js light-peer hosts cost over `window` (host samples of `node` processes
 /// below the controller); `None` when no sample in it carries them (browser pages, or a
 /// run recorded before they were sampled).
-pub fn light_host_cost(run: &RunData, window: Window) -> Option<BrowserCost> {
+pub(crate) fn light_host_cost(run: &RunData, window: Window) -> Option<BrowserCost> {
     let interval = run.manifest.plan.sampling_interval_s.max(0.1);
     let series: Vec<Reading> = run
         .host_samples

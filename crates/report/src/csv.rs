@@ -7,7 +7,7 @@ use super::render::Renderer;
 use super::summary::{FiguresAtT, RunReport};
 use std::collections::BTreeMap;
 
-pub struct CsvRenderer;
+pub(crate) struct CsvRenderer;
 
 /// One CSV file: the header, then one record per row, written by the `csv` crate, which
 /// quotes a field holding a comma, a quote, `\r` or `\n` (a failure reason quoting a

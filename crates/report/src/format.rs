@@ -45,7 +45,7 @@ pub fn num(v: Option<f64>, digits: usize) -> String {
 }
 
 /// `mean ± ci` with a formatter for the mean.
-pub fn mean_ci(v: Option<MeanCi>, scale: f64, digits: usize, suffix: &str) -> String {
+pub(crate) fn mean_ci(v: Option<MeanCi>, scale: f64, digits: usize, suffix: &str) -> String {
     match v {
         None => NONE.into(),
         Some(MeanCi {

@@ -14,11 +14,11 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A host sample above this busy share counts as saturated (the machine rule's).
-pub const CPU_BUSY_THRESHOLD: f64 = headroom::HOT_BUSY;
+pub(crate) const CPU_BUSY_THRESHOLD: f64 = headroom::HOT_BUSY;
 /// The run is flagged when saturated for more than this share of the sampled time…
-pub const CPU_RUN_SHARE: f64 = headroom::SATURATED_RUN_SHARE;
+pub(crate) const CPU_RUN_SHARE: f64 = headroom::SATURATED_RUN_SHARE;
 /// …or for more than this share of the steady window.
-pub const CPU_STEADY_SHARE: f64 = headroom::SATURATED_STEADY_SHARE;
+pub(crate) const CPU_STEADY_SHARE: f64 = headroom::SATURATED_STEADY_SHARE;
 
 /// What the fleet implies, one sentence each.
 pub fn implications(run: &RunData) -> Vec<String> {
@@ -109,7 +109,7 @@ pub fn implications(run: &RunData) -> Vec<String> {
 /// "Measured on the nodes:", one sentence per way they ran, each with its number of nodes, the ways to worry about (as
 /// root, without Chromium's sandbox) first. A node that ran browsers more than one way
 /// counts under each. `None` when no node counted any browser.
-pub fn node_isolation(samples: &[NodeSample]) -> Option<String> {
+pub(crate) fn node_isolation(samples: &[NodeSample]) -> Option<String> {
     let mut ways_of: BTreeMap<&str, BTreeSet<&BrowserIsolation>> = BTreeMap::new();
     for s in samples.iter().filter(|s| s.ok) {
         for c in s.browsers_by_isolation.iter().filter(|c| c.browsers > 0) {
@@ -132,7 +132,7 @@ pub fn node_isolation(samples: &[NodeSample]) -> Option<String> {
 /// Host CPU saturation against the stated rule (`headroom`'s machine rule applied to this
 /// host); `None` without host samples. When the browsers ran elsewhere it measured the
 /// controller's machine only and says so (`viewers_machine`).
-pub fn cpu_check(run: &RunData, steady: (f64, f64), sampling_s: f64) -> Option<CpuCheck> {
+pub(crate) fn cpu_check(run: &RunData, steady: (f64, f64), sampling_s: f64) -> Option<CpuCheck> {
     let steady = Steady {
         from_s: steady.0,
         to_s: steady.1,

@@ -12,7 +12,7 @@ use super::svg::{self, esc, BarChart, BarSet, Line, LineChart};
 use crate::model::kinds::RateSource;
 use std::fmt::Write;
 
-pub struct HtmlRenderer;
+pub(crate) struct HtmlRenderer;
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;\
 max-width:1100px;margin:1.5em auto;padding:0 1em;color:#212529;line-height:1.45}\

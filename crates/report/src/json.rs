@@ -4,7 +4,7 @@ use super::compare::Comparison;
 use super::render::Renderer;
 use super::summary::RunReport;
 
-pub struct JsonRenderer;
+pub(crate) struct JsonRenderer;
 
 impl Renderer for JsonRenderer {
     fn run(&self, report: &RunReport) -> anyhow::Result<Vec<(String, String)>> {

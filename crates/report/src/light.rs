@@ -26,9 +26,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Distinct last errors listed (most frequent first); the rest are counted in `errors`.
-pub const ERRORS_LISTED: usize = 5;
+pub(crate) const ERRORS_LISTED: usize = 5;
 /// Starved groups shown in a report's table (all are in `report.json`).
-pub const STARVED_GROUPS_SHOWN: usize = 20;
+pub(crate) const STARVED_GROUPS_SHOWN: usize = 20;
 
 /// `report.json` `light`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,7 +142,7 @@ pub struct LightGroup {
 }
 
 /// `None` for runs without light peers (no plan for them and no read).
-pub fn analyse(run: &RunData, ply: &PlayerTraffic, steady: Steady) -> Option<LightReport> {
+pub(crate) fn analyse(run: &RunData, ply: &PlayerTraffic, steady: Steady) -> Option<LightReport> {
     let plan = run.manifest.plan.light.as_ref();
     if plan.is_none() && run.light_samples.is_empty() {
         return None;
@@ -495,7 +495,7 @@ pub fn lines(l: &LightReport) -> Vec<String> {
 }
 
 /// Which fidelity verdict the run relied on, or that it relied on none.
-pub fn fidelity_line(l: &LightReport) -> String {
+pub(crate) fn fidelity_line(l: &LightReport) -> String {
     let light = l.planned.unwrap_or(l.reported);
     let real = l.viewers_planned;
     let Some(f) = &l.fidelity else {
@@ -530,7 +530,7 @@ pub fn fidelity_line(l: &LightReport) -> String {
 }
 
 /// P2P upload per member: the light peers against the real viewers.
-pub fn upload_table(l: &LightReport) -> Table {
+pub(crate) fn upload_table(l: &LightReport) -> Table {
     let mut t = Table::new(&[
         "P2P upload per member",
         "Members",
@@ -565,7 +565,7 @@ pub fn upload_table(l: &LightReport) -> Table {
 }
 
 /// The starved groups with their page's meter and their peers' figures.
-pub fn starved_groups_table(l: &LightReport) -> Table {
+pub(crate) fn starved_groups_table(l: &LightReport) -> Table {
     let mut t = Table::new(&[
         "Group",
         "Meter read over",
@@ -610,7 +610,7 @@ pub fn starved_groups_table(l: &LightReport) -> Table {
 const TITLE: &str = "Light peers";
 
 /// The section in Markdown.
-pub fn markdown_section(out: &mut String, l: &LightReport) {
+pub(crate) fn markdown_section(out: &mut String, l: &LightReport) {
     out.push_str(&format!("## {TITLE}\n\n"));
     for line in lines(l) {
         out.push_str(&format!("- {line}\n"));
@@ -627,7 +627,7 @@ pub fn markdown_section(out: &mut String, l: &LightReport) {
 }
 
 /// The section in HTML.
-pub fn html_section(out: &mut String, l: &LightReport) {
+pub(crate) fn html_section(out: &mut String, l: &LightReport) {
     use super::svg::esc;
     out.push_str(&format!("<h2>{TITLE}</h2>\n<ul>"));
     for line in lines(l) {

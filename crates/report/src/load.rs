@@ -137,7 +137,7 @@ impl RunData {
     }
 
     /// Last time any record was written: how far the raw data goes.
-    pub fn last_t(&self) -> f64 {
+    pub(crate) fn last_t(&self) -> f64 {
         let mut last: f64 = 0.0;
         for t in self
             .run_events

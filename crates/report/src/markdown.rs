@@ -7,7 +7,7 @@ use super::sections;
 use super::summary::{Headroom, RunReport};
 use std::fmt::Write;
 
-pub struct MarkdownRenderer;
+pub(crate) struct MarkdownRenderer;
 
 fn bullets(out: &mut String, lines: &[String]) {
     for line in lines {

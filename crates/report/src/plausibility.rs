@@ -15,16 +15,16 @@ use std::path::Path;
 
 /// Time after the planned end that records may still carry (teardown, a slow target, a
 /// cloud fleet's set-up before the clock started).
-pub const SLACK_S: f64 = 24.0 * 3600.0;
+pub(crate) const SLACK_S: f64 = 24.0 * 3600.0;
 /// What one viewer's counters may grow by per second: a 100 Gbit/s link.
-pub const MAX_BYTES_PER_S: f64 = 12.5e9;
+pub(crate) const MAX_BYTES_PER_S: f64 = 12.5e9;
 /// The largest value an exporter counter or gauge may hold (an exabyte).
-pub const MAX_EXPORTER_VALUE: f64 = 1e18;
+pub(crate) const MAX_EXPORTER_VALUE: f64 = 1e18;
 /// Lines of one file named in the warning; the rest are counted.
 const EXAMPLES: usize = 3;
 
 /// The run's data with impossible records left out, and what was left out.
-pub struct Screened<'a> {
+pub(crate) struct Screened<'a> {
     pub run: Cow<'a, RunData>,
     /// One sentence per file (and one per implausible manifest value), for the honesty
     /// section's warnings.

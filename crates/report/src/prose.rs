@@ -6,7 +6,7 @@ use super::headroom::HOST_NAME;
 use super::summary::{Arrival, Headroom, HeadroomVerdict, MachineHeadroom, ReportSummary, Span};
 
 /// Header facts: what ran, on what.
-pub fn run_lines(s: &ReportSummary) -> Vec<String> {
+pub(crate) fn run_lines(s: &ReportSummary) -> Vec<String> {
     let m = &s.measured_on;
     let mut out = vec![
         format!("Started at {}.", s.started_at),
@@ -69,7 +69,7 @@ pub fn run_lines(s: &ReportSummary) -> Vec<String> {
 }
 
 /// " (N never started)" when requested viewers never played.
-pub fn never_started(s: &ReportSummary) -> String {
+pub(crate) fn never_started(s: &ReportSummary) -> String {
     match s.viewers.not_started {
         0 => String::new(),
         n => format!(" ({n} never started)"),
@@ -77,7 +77,7 @@ pub fn never_started(s: &ReportSummary) -> String {
 }
 
 /// The arrivals asked for against the sessions and first frames obtained.
-pub fn arrival_lines(a: &Arrival) -> Vec<String> {
+pub(crate) fn arrival_lines(a: &Arrival) -> Vec<String> {
     let rate = |r: Option<f64>| r.map_or_else(|| "n/a".into(), |r| format!("{r:.0}/min"));
     let mut out = vec![
         a.headline.clone(),
@@ -109,7 +109,7 @@ pub fn arrival_lines(a: &Arrival) -> Vec<String> {
 }
 
 /// How the table's numbers were computed.
-pub fn method_lines(s: &ReportSummary) -> Vec<String> {
+pub(crate) fn method_lines(s: &ReportSummary) -> Vec<String> {
     let w = &s.windows;
     let mut out = vec![
         "Sources: exporter = the platform's Prometheus counters, fed by the players' \
@@ -166,7 +166,7 @@ pub fn method_lines(s: &ReportSummary) -> Vec<String> {
 }
 
 /// Ground truth (refsite only).
-pub fn origin_lines(s: &ReportSummary) -> Vec<String> {
+pub(crate) fn origin_lines(s: &ReportSummary) -> Vec<String> {
     let Some(o) = &s.origin else {
         return Vec::new();
     };
@@ -192,7 +192,7 @@ pub fn origin_lines(s: &ReportSummary) -> Vec<String> {
 }
 
 /// Where the origin's bytes went, and P2P sent vs delivered (see `reconcile`).
-pub fn reconciliation_lines(s: &ReportSummary) -> Vec<String> {
+pub(crate) fn reconciliation_lines(s: &ReportSummary) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(r) = &s.http_reconciliation {
         out.extend(super::reconcile::http_lines(r));
@@ -203,7 +203,7 @@ pub fn reconciliation_lines(s: &ReportSummary) -> Vec<String> {
     out
 }
 
-pub fn qoe_lines(s: &ReportSummary) -> Vec<String> {
+pub(crate) fn qoe_lines(s: &ReportSummary) -> Vec<String> {
     let q = &s.qoe;
     vec![
         format!(
@@ -234,7 +234,7 @@ pub fn qoe_lines(s: &ReportSummary) -> Vec<String> {
     ]
 }
 
-pub fn honesty_lines(s: &ReportSummary) -> Vec<String> {
+pub(crate) fn honesty_lines(s: &ReportSummary) -> Vec<String> {
     let h = &s.honesty;
     let mut out = vec![format!(
         "Fleet `{}` (shaping: {}).",
@@ -316,7 +316,7 @@ pub fn honesty_lines(s: &ReportSummary) -> Vec<String> {
 }
 
 /// One sentence on the scenario's thresholds: how many passed, which failed.
-pub fn thresholds_line(s: &ReportSummary) -> String {
+pub(crate) fn thresholds_line(s: &ReportSummary) -> String {
     let failed: Vec<String> = s
         .thresholds
         .iter()
@@ -341,7 +341,7 @@ pub fn thresholds_line(s: &ReportSummary) -> String {
 
 /// The banner at the top of a run whose P2P figure is not a finding (plain text; the
 /// renderers make it prominent).
-pub fn not_a_finding_banner(s: &ReportSummary) -> Option<String> {
+pub(crate) fn not_a_finding_banner(s: &ReportSummary) -> Option<String> {
     let h = s.headroom.as_ref()?;
     (h.verdict == HeadroomVerdict::NotAFinding).then(|| {
         format!(
@@ -378,7 +378,7 @@ fn with_headroom_sentence(h: &Headroom) -> String {
 }
 
 /// Spans as `98–120 s, 130–140 s (+3 more)`.
-pub fn spans(list: &[Span], total: u32) -> String {
+pub(crate) fn spans(list: &[Span], total: u32) -> String {
     if list.is_empty() {
         return "—".to_string();
     }
@@ -437,7 +437,7 @@ fn machine_line(m: &MachineHeadroom) -> String {
 }
 
 /// The headroom section's sentences (the tables are in `render`).
-pub fn headroom_lines(h: &Headroom) -> Vec<String> {
+pub(crate) fn headroom_lines(h: &Headroom) -> Vec<String> {
     let v = &h.viewers;
     let mut out = vec![format!("{}.", h.headline)];
     out.extend(h.not_a_finding_because.iter().cloned());
@@ -492,7 +492,7 @@ pub fn headroom_lines(h: &Headroom) -> Vec<String> {
 }
 
 /// A machine's name for tables.
-pub fn machine_name(m: &MachineHeadroom, host_judges: bool) -> String {
+pub(crate) fn machine_name(m: &MachineHeadroom, host_judges: bool) -> String {
     if m.name == HOST_NAME && !host_judges {
         "this machine (controller)".to_string()
     } else {

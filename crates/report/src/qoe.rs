@@ -23,14 +23,16 @@ struct Life {
 }
 
 /// Why a requested viewer without an event at all never started.
-pub const NO_EVENT: &str = "never started: no event recorded for it (the run ended, or was cut \
+pub(crate) const NO_EVENT: &str =
+    "never started: no event recorded for it (the run ended, or was cut \
      short, before it was asked for)";
 /// Why a viewer that began but has neither a first frame nor an end never started.
-pub const NO_END: &str = "never started: no first frame and no end recorded (the run was cut \
+pub(crate) const NO_END: &str =
+    "never started: no first frame and no end recorded (the run was cut \
      short while it started)";
 
 /// Viewer counts, QoE numbers, per-viewer rows and the viewers-active intervals.
-pub struct QoeResult {
+pub(crate) struct QoeResult {
     pub counts: ViewerCounts,
     pub qoe: Qoe,
     pub rows: Vec<ViewerRow>,
@@ -278,7 +280,7 @@ impl Tally {
 }
 
 /// Number of viewers watching at each bin end.
-pub fn active_series(watching: &[(f64, f64)], bin_s: f64, end_s: f64) -> Vec<(f64, f64)> {
+pub(crate) fn active_series(watching: &[(f64, f64)], bin_s: f64, end_s: f64) -> Vec<(f64, f64)> {
     let n = (end_s / bin_s).ceil() as usize;
     (1..=n)
         .map(|i| {

@@ -9,11 +9,11 @@
 //! a window are then the bytes in the window's bins divided by its length.
 
 /// Most bins a series gets: 8 days of 1 s bins (a run lasts at most 7 days).
-pub const MAX_BINS: usize = 8 * 24 * 3600;
+pub(crate) const MAX_BINS: usize = 8 * 24 * 3600;
 
 /// Bytes per fixed-width time bin, starting at t = 0.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Bins {
+pub(crate) struct Bins {
     pub width_s: f64,
     pub values: Vec<f64>,
 }
@@ -56,7 +56,7 @@ impl Bins {
     }
 
     /// Bytes between `a` and `b`, counting partial bins pro rata.
-    pub fn sum_between(&self, a: f64, b: f64) -> f64 {
+    pub(crate) fn sum_between(&self, a: f64, b: f64) -> f64 {
         if b <= a {
             return 0.0;
         }
@@ -73,13 +73,13 @@ impl Bins {
     }
 
     /// Mean bytes/s over `a..b`.
-    pub fn rate_between(&self, a: f64, b: f64) -> Option<f64> {
+    pub(crate) fn rate_between(&self, a: f64, b: f64) -> Option<f64> {
         (b > a).then(|| self.sum_between(a, b) / (b - a))
     }
 
     /// Trailing-window rates (bytes/s) at every bin end `t` with `t - window_s >= from` and
     /// `t <= to`: only windows fully covered by data.
-    pub fn trailing_rates(&self, window_s: f64, from: f64, to: f64) -> Vec<(f64, f64)> {
+    pub(crate) fn trailing_rates(&self, window_s: f64, from: f64, to: f64) -> Vec<(f64, f64)> {
         let mut out = Vec::new();
         let w_bins = (window_s / self.width_s).round().max(1.0) as usize;
         let window = w_bins as f64 * self.width_s;
@@ -100,7 +100,7 @@ impl Bins {
 
 /// Where a counter's first value comes from.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum CounterStart {
+pub(crate) enum CounterStart {
     /// The first sample is a baseline (counts from before the run): not counted.
     Baseline,
     /// The counter started at zero at this time (a page opened then): the first value counts,
@@ -110,7 +110,7 @@ pub enum CounterStart {
 
 /// What accumulating one counter found.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CounterStats {
+pub(crate) struct CounterStats {
     /// Total increase, resets handled.
     pub increase: f64,
     /// Times the value went down (counted as resets).
@@ -165,7 +165,7 @@ pub struct Gap {
 
 /// Finds gaps in a series of reads `(t, ok, error)`: runs of failed reads, and stretches
 /// between good reads longer than `max_spacing_s` (the sampler itself stalled).
-pub fn find_gaps(reads: &[(f64, bool, Option<&str>)], max_spacing_s: f64) -> Vec<Gap> {
+pub(crate) fn find_gaps(reads: &[(f64, bool, Option<&str>)], max_spacing_s: f64) -> Vec<Gap> {
     let mut gaps = Vec::new();
     let mut last_ok: Option<f64> = None;
     let mut open: Option<Gap> = None;

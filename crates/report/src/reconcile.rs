@@ -15,9 +15,9 @@ use crate::model::rawdata::{EngineEvents, HttpOutcomes, RtcCounts, ViewerSample}
 use std::collections::BTreeMap;
 
 /// Undelivered P2P above this share of the uploads is reported in the honesty section.
-pub const UNDELIVERED_WARN_SHARE: f64 = 0.05;
+pub(crate) const UNDELIVERED_WARN_SHARE: f64 = 0.05;
 /// An unexplained HTTP rest above this share of the origin's bytes is reported.
-pub const HTTP_REST_WARN_SHARE: f64 = 0.02;
+pub(crate) const HTTP_REST_WARN_SHARE: f64 = 0.02;
 
 /// The increase of a per-viewer cumulative counter over its samples: a value below the
 /// previous one is a new page (the viewer was created again) counting from zero.
@@ -169,7 +169,7 @@ fn mb(bytes: u64) -> String {
 }
 
 /// The HTTP reconciliation in sentences, for the report.
-pub fn http_lines(r: &HttpReconciliation) -> Vec<String> {
+pub(crate) fn http_lines(r: &HttpReconciliation) -> Vec<String> {
     let pct = |b: u64| {
         if r.origin_segment_bytes > 0 {
             format!(
@@ -240,7 +240,7 @@ pub fn http_lines(r: &HttpReconciliation) -> Vec<String> {
 }
 
 /// The P2P reconciliation in sentences, for the report.
-pub fn p2p_lines(r: &P2pReconciliation) -> Vec<String> {
+pub(crate) fn p2p_lines(r: &P2pReconciliation) -> Vec<String> {
     let mut lines = vec![format!(
         "P2P: the swarm's engines counted {} uploaded and {} downloaded; the P2P figures of \
          this report are the downloads (what receivers got).",

@@ -7,7 +7,7 @@ use super::summary::RunReport;
 use std::path::{Path, PathBuf};
 
 /// One output format. Renderers return `(file name, contents)` so tests capture them.
-pub trait Renderer {
+pub(crate) trait Renderer {
     /// Files for one run's report.
     fn run(&self, report: &RunReport) -> anyhow::Result<Vec<(String, String)>>;
     /// Files for a comparison of runs.
@@ -15,7 +15,7 @@ pub trait Renderer {
 }
 
 /// Every format, in the order files are written.
-pub fn renderers() -> Vec<Box<dyn Renderer>> {
+pub(crate) fn renderers() -> Vec<Box<dyn Renderer>> {
     vec![
         Box::new(super::json::JsonRenderer),
         Box::new(super::csv::CsvRenderer),

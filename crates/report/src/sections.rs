@@ -9,10 +9,10 @@ use super::summary::{
 use super::text_table::Table;
 
 /// Failed and lost viewers shown in a report; the rest are in `viewers.csv`.
-pub const FAILURES_SHOWN: usize = 100;
+pub(crate) const FAILURES_SHOWN: usize = 100;
 
 /// The first `FAILURES_SHOWN` failed or lost viewers: who, when, what, why.
-pub fn failures_table(s: &ReportSummary) -> Table {
+pub(crate) fn failures_table(s: &ReportSummary) -> Table {
     let mut t = Table::new(&["Viewer", "When (s)", "What", "Reason"]).with_left(4);
     for f in s.qoe.failed.iter().take(FAILURES_SHOWN) {
         t.row(vec![
@@ -26,7 +26,7 @@ pub fn failures_table(s: &ReportSummary) -> Table {
 }
 
 /// Arrivals asked for, sessions created and first frames, minute by minute.
-pub fn arrival_table(a: &Arrival) -> Table {
+pub(crate) fn arrival_table(a: &Arrival) -> Table {
     let mut t = Table::new(&["Minute", "Asked for", "Sessions created", "First frames"]);
     for m in &a.per_minute {
         t.row(vec![
@@ -40,7 +40,7 @@ pub fn arrival_table(a: &Arrival) -> Table {
 }
 
 /// The PeerTube post's table for one run: one row per source.
-pub fn seed_table(s: &ReportSummary) -> Table {
+pub(crate) fn seed_table(s: &ReportSummary) -> Table {
     let mut t = Table::new(&[
         "Source",
         "HTTP peak Mbit/s",
@@ -122,7 +122,7 @@ pub fn flags(s: &ReportSummary) -> String {
 }
 
 /// The scenario's thresholds as judged: one row each (the report's Thresholds section).
-pub fn thresholds_table(s: &ReportSummary) -> Table {
+pub(crate) fn thresholds_table(s: &ReportSummary) -> Table {
     let mut t = Table::new(&["Metric", "Condition", "Value", "Result", "Read from"])
         .with_left(2)
         .with_last_left();
@@ -143,12 +143,12 @@ pub fn thresholds_table(s: &ReportSummary) -> Table {
 
 /// Machines shown in a report's headroom table, most saturated first (all are in
 /// `report.json`).
-pub const MACHINES_SHOWN: usize = 20;
+pub(crate) const MACHINES_SHOWN: usize = 20;
 /// Viewers shown in a report's table of starved viewers.
-pub const STARVED_VIEWERS_SHOWN: usize = 20;
+pub(crate) const STARVED_VIEWERS_SHOWN: usize = 20;
 
 /// The players' figures at T for all viewers and for those with headroom.
-pub fn headroom_figures_table(h: &Headroom) -> Table {
+pub(crate) fn headroom_figures_table(h: &Headroom) -> Table {
     let mut t = Table::new(&[
         "Players' figures at T",
         "Viewers",
@@ -182,7 +182,7 @@ pub fn headroom_figures_table(h: &Headroom) -> Table {
 }
 
 /// The machines against the rule: this host first, then the nodes, most saturated first.
-pub fn machines_table(h: &Headroom) -> Table {
+pub(crate) fn machines_table(h: &Headroom) -> Table {
     let mut t = Table::new(&[
         "Machine",
         "Judges viewers",
@@ -243,7 +243,7 @@ pub fn machines_table(h: &Headroom) -> Table {
 }
 
 /// The viewers without headroom in the steady window or starved at some time.
-pub fn starved_viewers_table(h: &Headroom) -> Table {
+pub(crate) fn starved_viewers_table(h: &Headroom) -> Table {
     let mut t = Table::new(&[
         "Viewer",
         "Node",

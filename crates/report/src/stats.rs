@@ -25,7 +25,7 @@ pub struct MeanCi {
 }
 
 /// Mean and 95% CI (Student's t, two-sided, n − 1 degrees of freedom) of the finite values.
-pub fn mean_ci(values: &[f64]) -> Option<MeanCi> {
+pub(crate) fn mean_ci(values: &[f64]) -> Option<MeanCi> {
     let values: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
     let n = values.len();
     if n == 0 {
@@ -41,7 +41,7 @@ pub fn mean_ci(values: &[f64]) -> Option<MeanCi> {
 
 /// The 0.975 quantile of Student's t with `df` degrees of freedom (table; for df between
 /// table rows the smaller df's value is used, which widens the interval slightly).
-pub fn t975(df: usize) -> f64 {
+pub(crate) fn t975(df: usize) -> f64 {
     const TABLE: [f64; 30] = [
         12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,

@@ -711,15 +711,15 @@ impl RunReport {
 
 /// Series names (also the CSV columns).
 pub(crate) mod names {
-    pub const EXPORTER_HTTP: &str = "exporter_http_mbps";
-    pub const EXPORTER_P2P: &str = "exporter_p2p_mbps";
-    pub const EXPORTER_UP: &str = "exporter_p2p_up_mbps";
-    pub const PLAYERS_HTTP: &str = "players_http_mbps";
-    pub const PLAYERS_P2P: &str = "players_p2p_mbps";
-    pub const PLAYERS_UP: &str = "players_p2p_up_mbps";
+    pub(crate) const EXPORTER_HTTP: &str = "exporter_http_mbps";
+    pub(crate) const EXPORTER_P2P: &str = "exporter_p2p_mbps";
+    pub(crate) const EXPORTER_UP: &str = "exporter_p2p_up_mbps";
+    pub(crate) const PLAYERS_HTTP: &str = "players_http_mbps";
+    pub(crate) const PLAYERS_P2P: &str = "players_p2p_mbps";
+    pub(crate) const PLAYERS_UP: &str = "players_p2p_up_mbps";
     pub const ORIGIN: &str = "origin_segments_mbps";
-    pub const ACTIVE: &str = "viewers_active";
-    pub const STALLS_PER_MIN: &str = "stalls_per_minute";
-    pub const STALLED_SHARE: &str = "stalled_share";
-    pub const PAGE_LATE_MS: &str = "page_mean_late_ms";
+    pub(crate) const ACTIVE: &str = "viewers_active";
+    pub(crate) const STALLS_PER_MIN: &str = "stalls_per_minute";
+    pub(crate) const STALLED_SHARE: &str = "stalled_share";
+    pub(crate) const PAGE_LATE_MS: &str = "page_mean_late_ms";
 }

@@ -14,13 +14,13 @@ pub(super) const BOTTOM: f64 = 46.0;
 pub const HTTP: &str = "#d9480f";
 pub const P2P: &str = "#1c7ed6";
 pub const UP: &str = "#2b8a3e";
-pub const GREY: &str = "#495057";
-pub const PALETTE: [&str; 8] = [
+pub(crate) const GREY: &str = "#495057";
+pub(crate) const PALETTE: [&str; 8] = [
     "#d9480f", "#1c7ed6", "#2b8a3e", "#ae3ec9", "#f08c00", "#0b7285", "#c2255c", "#5c940d",
 ];
 
 /// Escapes text for SVG/HTML.
-pub fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -28,7 +28,7 @@ pub fn esc(text: &str) -> String {
 }
 
 /// One line of a line chart.
-pub struct Line<'a> {
+pub(crate) struct Line<'a> {
     pub label: String,
     pub color: &'a str,
     pub dashed: bool,
@@ -36,7 +36,7 @@ pub struct Line<'a> {
 }
 
 /// A line chart over time (x in seconds) with an optional shaded band (the steady window).
-pub struct LineChart<'a> {
+pub(crate) struct LineChart<'a> {
     pub title: &'a str,
     pub y_label: &'a str,
     pub lines: Vec<Line<'a>>,
@@ -211,7 +211,7 @@ pub(super) const PLOT_H: f64 = H - TOP - BOTTOM;
 pub(super) const PLOT_W: f64 = W - LEFT - RIGHT;
 
 /// Renders a line chart; time axis in seconds (minutes when long).
-pub fn line_chart(chart: &LineChart) -> String {
+pub(crate) fn line_chart(chart: &LineChart) -> String {
     let items: Vec<(String, &str, bool)> = chart
         .lines
         .iter()
@@ -330,14 +330,14 @@ pub(super) fn x_baseline(out: &mut String) {
 }
 
 /// One set of bars (one colour) across the categories; value with optional ± error.
-pub struct BarSet<'a> {
+pub(crate) struct BarSet<'a> {
     pub label: String,
     pub color: &'a str,
     pub values: Vec<Option<(f64, Option<f64>)>>,
 }
 
 /// Grouped bars (side by side) or stacked bars per category.
-pub struct BarChart<'a> {
+pub(crate) struct BarChart<'a> {
     pub title: &'a str,
     pub y_label: &'a str,
     pub categories: Vec<String>,
@@ -349,7 +349,7 @@ pub struct BarChart<'a> {
 
 /// Renders bars per category, grouped side by side or stacked, with ± whiskers where a
 /// value has an error.
-pub fn bar_chart(chart: &BarChart) -> String {
+pub(crate) fn bar_chart(chart: &BarChart) -> String {
     let items: Vec<(String, &str, bool)> = chart
         .sets
         .iter()

@@ -78,7 +78,7 @@ pub struct CurvePoint {
 
 impl CurvePoint {
     /// Every run at this size had headroom: the point can be quoted.
-    pub fn is_finding(&self) -> bool {
+    pub(crate) fn is_finding(&self) -> bool {
         self.not_a_finding_runs == 0 && self.headroom_unknown_runs == 0
     }
 }
@@ -164,7 +164,7 @@ fn point(g: &Group, at: &SwarmPoint) -> CurvePoint {
 pub const TITLE: &str = "P2P offload against swarm size";
 
 /// What the tables and the plot show, said once above them.
-pub const ABOUT: &str = "Each scenario ran at several swarm sizes N: its real viewers plus \
+pub(crate) const ABOUT: &str = "Each scenario ran at several swarm sizes N: its real viewers plus \
 light peers. P2P savings and HTTP share at T are the players' table's (every viewer's and \
 every light peer's own counters: the whole swarm). Bound 1 − 1/N: the most P2P savings \
 p2p-media-loader's design allows a swarm of N (every segment enters the swarm over HTTP at \
@@ -208,7 +208,7 @@ pub fn table(curve: &SwarmCurve) -> Table {
 }
 
 /// The section in `compare.md` (nothing when the comparison has no curve).
-pub fn markdown_section(out: &mut String, cmp: &Comparison) {
+pub(crate) fn markdown_section(out: &mut String, cmp: &Comparison) {
     let curves = curves(cmp);
     if curves.is_empty() {
         return;
@@ -221,7 +221,7 @@ pub fn markdown_section(out: &mut String, cmp: &Comparison) {
 }
 
 /// The section in `compare.html`: the plot, then one table per curve.
-pub fn html_section(b: &mut String, cmp: &Comparison) {
+pub(crate) fn html_section(b: &mut String, cmp: &Comparison) {
     let curves = curves(cmp);
     if curves.is_empty() {
         return;

@@ -61,7 +61,7 @@ pub fn windows(
 }
 
 /// Fills the table for one source over `steady`, with peaks over `rate_window_s`.
-pub fn source_table(traffic: &Traffic, steady: Steady, rate_window_s: f64) -> SourceTable {
+pub(crate) fn source_table(traffic: &Traffic, steady: Steady, rate_window_s: f64) -> SourceTable {
     let peak = traffic
         .http
         .trailing_rates(rate_window_s, traffic.data_from_s, traffic.data_to_s)

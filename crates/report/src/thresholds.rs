@@ -390,7 +390,7 @@ pub fn lines(results: &[ThresholdResult]) -> Vec<String> {
 /// event's, "threshold KEY CONDITION failed while the run went: …"): that threshold failed,
 /// even when the figures at the end meet it again (a share that recovered after the abort),
 /// so that judging the run again never turns its exit 99 into a pass.
-pub fn mark_aborted(results: &mut [ThresholdResult], detail: &str) {
+pub(crate) fn mark_aborted(results: &mut [ThresholdResult], detail: &str) {
     for r in results.iter_mut() {
         let prefix = format!("threshold {} {} failed", r.metric, r.condition);
         if r.pass && detail.starts_with(&prefix) {
@@ -401,7 +401,7 @@ pub fn mark_aborted(results: &mut [ThresholdResult], detail: &str) {
 }
 
 /// Whether any threshold failed.
-pub fn any_failed(results: &[ThresholdResult]) -> bool {
+pub(crate) fn any_failed(results: &[ThresholdResult]) -> bool {
     results.iter().any(|r| !r.pass)
 }
 

@@ -8,18 +8,18 @@ use super::rates::{accumulate, find_gaps, Bins, CounterStart, Gap};
 use crate::model::rawdata::{LightSample, ViewerEventKind, ViewerSample};
 use std::collections::BTreeMap;
 
-pub const HTTP_DOWN: &str = "peertube_playback_http_downloaded_bytes_total";
-pub const P2P_DOWN: &str = "peertube_playback_p2p_downloaded_bytes_total";
-pub const P2P_UP: &str = "peertube_playback_p2p_uploaded_bytes_total";
-pub const ORIGIN_SEGMENTS: &str = "refsite_origin_segment_bytes_total";
-pub const ORIGIN_SENT: &str = "refsite_origin_sent_bytes_total";
-pub const ORIGIN_CUT_SHORT: &str = "refsite_origin_segment_aborted_bytes_total";
-pub const ORIGIN_PLAYLISTS: &str = "refsite_origin_playlist_bytes_total";
-pub const ORIGIN_OTHER: &str = "refsite_origin_other_bytes_total";
+pub(crate) const HTTP_DOWN: &str = "peertube_playback_http_downloaded_bytes_total";
+pub(crate) const P2P_DOWN: &str = "peertube_playback_p2p_downloaded_bytes_total";
+pub(crate) const P2P_UP: &str = "peertube_playback_p2p_uploaded_bytes_total";
+pub(crate) const ORIGIN_SEGMENTS: &str = "refsite_origin_segment_bytes_total";
+pub(crate) const ORIGIN_SENT: &str = "refsite_origin_sent_bytes_total";
+pub(crate) const ORIGIN_CUT_SHORT: &str = "refsite_origin_segment_aborted_bytes_total";
+pub(crate) const ORIGIN_PLAYLISTS: &str = "refsite_origin_playlist_bytes_total";
+pub(crate) const ORIGIN_OTHER: &str = "refsite_origin_other_bytes_total";
 
 /// HTTP down, P2P down and P2P up bytes per bin from one source.
 #[derive(Debug, Clone)]
-pub struct Traffic {
+pub(crate) struct Traffic {
     pub http: Bins,
     pub p2p: Bins,
     pub up: Bins,
@@ -90,7 +90,7 @@ impl Traffic {
 
 /// What the exporter gave.
 #[derive(Debug, Clone)]
-pub struct ExporterTraffic {
+pub(crate) struct ExporterTraffic {
     /// `None` when no successful scrape carried the HTTP counter.
     pub traffic: Option<Traffic>,
     pub origin_segments: Option<(Bins, f64)>,
@@ -170,7 +170,7 @@ pub fn exporter(run: &RunData, bin_s: f64, end_s: f64, sampling_s: f64) -> Expor
 
 /// Per-viewer totals from the players' stats.
 #[derive(Debug, Clone, Default)]
-pub struct ViewerTotals {
+pub(crate) struct ViewerTotals {
     pub http: f64,
     pub p2p: f64,
     pub up: f64,
@@ -183,7 +183,7 @@ pub struct ViewerTotals {
 
 /// One light peer's totals over the run (its own counters' increases).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LightPeerTotals {
+pub(crate) struct LightPeerTotals {
     /// The page (browser session) that hosts it.
     pub group: u32,
     pub http: f64,
@@ -195,7 +195,7 @@ pub struct LightPeerTotals {
 /// vanishes simply stops adding), plus stall bins and per-viewer totals. `traffic` is the
 /// whole swarm: viewers and light peers; `per_viewer`, the stalls and `light` keep the two
 /// apart (QoE is the real viewers'; the light section is the light peers').
-pub struct PlayerTraffic {
+pub(crate) struct PlayerTraffic {
     /// The swarm's bytes: every viewer's and every light peer's.
     pub traffic: Option<Traffic>,
     pub stalls: Bins,

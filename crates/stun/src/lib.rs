@@ -17,36 +17,36 @@ pub mod server;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// RFC 5389's magic cookie.
-pub const MAGIC_COOKIE: u32 = 0x2112_A442;
+pub(crate) const MAGIC_COOKIE: u32 = 0x2112_A442;
 /// The port STUN servers listen on.
 pub const DEFAULT_PORT: u16 = 3478;
 
-pub const BINDING_REQUEST: u16 = 0x0001;
-pub const BINDING_SUCCESS: u16 = 0x0101;
-pub const BINDING_ERROR: u16 = 0x0111;
+pub(crate) const BINDING_REQUEST: u16 = 0x0001;
+pub(crate) const BINDING_SUCCESS: u16 = 0x0101;
+pub(crate) const BINDING_ERROR: u16 = 0x0111;
 
-pub const ATTR_MAPPED_ADDRESS: u16 = 0x0001;
+pub(crate) const ATTR_MAPPED_ADDRESS: u16 = 0x0001;
 /// RFC 5780: ask for the response from the other address and/or port.
-pub const ATTR_CHANGE_REQUEST: u16 = 0x0003;
-pub const ATTR_ERROR_CODE: u16 = 0x0009;
-pub const ATTR_UNKNOWN_ATTRIBUTES: u16 = 0x000A;
-pub const ATTR_XOR_MAPPED_ADDRESS: u16 = 0x0020;
-pub const ATTR_SOFTWARE: u16 = 0x8022;
-pub const ATTR_FINGERPRINT: u16 = 0x8028;
+pub(crate) const ATTR_CHANGE_REQUEST: u16 = 0x0003;
+pub(crate) const ATTR_ERROR_CODE: u16 = 0x0009;
+pub(crate) const ATTR_UNKNOWN_ATTRIBUTES: u16 = 0x000A;
+pub(crate) const ATTR_XOR_MAPPED_ADDRESS: u16 = 0x0020;
+pub(crate) const ATTR_SOFTWARE: u16 = 0x8022;
+pub(crate) const ATTR_FINGERPRINT: u16 = 0x8028;
 /// RFC 5780: where the response was sent from.
-pub const ATTR_RESPONSE_ORIGIN: u16 = 0x802B;
+pub(crate) const ATTR_RESPONSE_ORIGIN: u16 = 0x802B;
 /// RFC 5780: the server's other address and port.
-pub const ATTR_OTHER_ADDRESS: u16 = 0x802C;
+pub(crate) const ATTR_OTHER_ADDRESS: u16 = 0x802C;
 
 /// CHANGE-REQUEST flags.
-pub const CHANGE_IP: u32 = 0x4;
-pub const CHANGE_PORT: u32 = 0x2;
+pub(crate) const CHANGE_IP: u32 = 0x4;
+pub(crate) const CHANGE_PORT: u32 = 0x2;
 
 const FINGERPRINT_XOR: u32 = 0x5354_554E;
 const HEADER_LEN: usize = 20;
 
 /// A message's transaction id.
-pub type TransactionId = [u8; 12];
+pub(crate) type TransactionId = [u8; 12];
 
 /// Why a datagram is not a STUN message this module reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,7 +91,7 @@ impl Message {
     }
 
     /// Adds CHANGE-REQUEST with `flags` (`CHANGE_IP | CHANGE_PORT`).
-    pub fn with_change_request(mut self, flags: u32) -> Self {
+    pub(crate) fn with_change_request(mut self, flags: u32) -> Self {
         self.attributes
             .push((ATTR_CHANGE_REQUEST, flags.to_be_bytes().to_vec()));
         self
@@ -99,7 +99,7 @@ impl Message {
 
     /// Adds an address attribute (MAPPED-ADDRESS, RESPONSE-ORIGIN, OTHER-ADDRESS), or its
     /// XOR form for XOR-MAPPED-ADDRESS.
-    pub fn with_address(mut self, kind: u16, addr: SocketAddr) -> Self {
+    pub(crate) fn with_address(mut self, kind: u16, addr: SocketAddr) -> Self {
         let value = if kind == ATTR_XOR_MAPPED_ADDRESS {
             encode_xor_address(addr, &self.transaction)
         } else {
@@ -126,7 +126,7 @@ impl Message {
     }
 
     /// The CHANGE-REQUEST flags, 0 without the attribute.
-    pub fn change_request(&self) -> u32 {
+    pub(crate) fn change_request(&self) -> u32 {
         self.attribute(ATTR_CHANGE_REQUEST)
             .and_then(|v| v.get(..4))
             .map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]))

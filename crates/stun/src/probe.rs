@@ -163,7 +163,7 @@ pub fn classify(server: SocketAddr, timing: ProbeTiming) -> Result<NatBehaviour,
 }
 
 /// The address this host sends from towards `server` (a connected socket's own address).
-pub fn source_ip(server: SocketAddr) -> std::io::Result<IpAddr> {
+pub(crate) fn source_ip(server: SocketAddr) -> std::io::Result<IpAddr> {
     let unspecified: IpAddr = if server.is_ipv4() {
         std::net::Ipv4Addr::UNSPECIFIED.into()
     } else {

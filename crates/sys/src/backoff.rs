@@ -16,7 +16,7 @@ pub fn jitter(d: Duration) -> Duration {
 }
 
 /// [`jitter`] with the given random source (tests use a seeded one).
-pub fn jitter_with(d: Duration, rng: &mut impl Rng) -> Duration {
+pub(crate) fn jitter_with(d: Duration, rng: &mut impl Rng) -> Duration {
     let half = d / 2;
     let extra: u128 = rng.gen_range(0..=(d - half).as_nanos());
     // Within `d - half`, so the seconds fit a u64 and the sum cannot overflow.
@@ -45,7 +45,7 @@ impl Backoff {
     }
 
     /// The ceiling of the next wait, before jitter.
-    pub fn ceiling(&self) -> Duration {
+    pub(crate) fn ceiling(&self) -> Duration {
         let factor = 1u32.checked_shl(self.failures.min(31)).unwrap_or(u32::MAX);
         self.base.saturating_mul(factor).min(self.max)
     }

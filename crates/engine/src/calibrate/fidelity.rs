@@ -11,9 +11,9 @@ pub use crate::model::scenario::light::FidelityVerdict;
 use serde::{Deserialize, Serialize};
 
 /// Bytes may differ from the default's by this much (percent).
-pub const BYTES_TOLERANCE_PCT: f64 = 5.0;
+pub(crate) const BYTES_TOLERANCE_PCT: f64 = 5.0;
 /// The P2P share may differ by this many percentage points.
-pub const P2P_SHARE_TOLERANCE_POINTS: f64 = 5.0;
+pub(crate) const P2P_SHARE_TOLERANCE_POINTS: f64 = 5.0;
 
 /// One rule's outcome, in words.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -56,13 +56,13 @@ pub const FIDELITY_JSON: &str = "fidelity.json";
 pub const DEFAULT_REPEAT: u32 = 3;
 /// B's pooled median and p90 of P2P upload per member may be this many times A's, or this
 /// many times smaller.
-pub const UPLOAD_FACTOR: f64 = 2.0;
+pub(crate) const UPLOAD_FACTOR: f64 = 2.0;
 /// Uploads below this count as this much in the upload ratios (about half a 240p live
 /// segment): below it, a ratio is noise.
-pub const UPLOAD_FLOOR_BYTES: f64 = 100_000.0;
+pub(crate) const UPLOAD_FLOOR_BYTES: f64 = 100_000.0;
 /// B's real viewers may stall this much more per viewer-minute than A's viewers: one stall
 /// in 20 viewer-minutes, under one stall per real viewer over three repeats of a few minutes.
-pub const STALLS_TOLERANCE_PER_VIEWER_MINUTE: f64 = 0.05;
+pub(crate) const STALLS_TOLERANCE_PER_VIEWER_MINUTE: f64 = 0.05;
 
 /// The two ways the swarm is made up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -334,7 +334,7 @@ impl RunFigures {
 
     /// The figures of a run's report; `light_uploads`: each light peer's P2P upload
     /// (`report::light::upload_per_peer`).
-    pub fn of_report(
+    pub(crate) fn of_report(
         arm: Arm,
         round: u32,
         dir: &Path,
@@ -755,7 +755,7 @@ fn judge(runs: &[RunFigures], swarm: u32, real: u32, repeat: u32) -> Judged {
 
 impl LightFidelity {
     /// The document of a measurement from its runs so far.
-    pub fn of_runs(
+    pub(crate) fn of_runs(
         plan: &FidelityPlan,
         runs: Vec<RunFigures>,
         interrupted: bool,
@@ -900,7 +900,7 @@ fn measured(run: &FidelityRun, result: anyhow::Result<RunOutcome>) -> (RunFigure
 }
 
 /// A finished run's figures, from its raw data (its report, and each light peer's upload).
-pub fn figures_of(arm: Arm, round: u32, dir: &Path) -> anyhow::Result<RunFigures> {
+pub(crate) fn figures_of(arm: Arm, round: u32, dir: &Path) -> anyhow::Result<RunFigures> {
     let report = crate::report::build(dir)?;
     let data = crate::report::RunData::load(dir)?;
     let light = crate::report::light::upload_per_peer(&data);

@@ -34,7 +34,7 @@ pub enum BytesBasis {
 }
 
 impl BytesBasis {
-    pub fn for_video(video: VideoKind) -> Self {
+    pub(crate) fn for_video(video: VideoKind) -> Self {
         match video {
             VideoKind::Live => BytesBasis::Window,
             VideoKind::Vod => BytesBasis::SinceOpen,
@@ -54,7 +54,7 @@ fn live() -> VideoKind {
 }
 
 /// Seconds between the points of `ProfileFigures::over_time`.
-pub const OVER_TIME_STEP_S: f64 = 5.0;
+pub(crate) const OVER_TIME_STEP_S: f64 = 5.0;
 
 /// What a viewer had done `t_s` seconds after its page opened, mean over the viewers.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -241,7 +241,7 @@ pub fn plan_for(base: &Plan, profile: &BrowserProfile, timing: Timing) -> Plan {
 /// Measures `profile`: one engine run of its plan into `dir` (the manifest's re-run
 /// command is `rerun`), then its figures from the run's raw data. `None`: the run was
 /// interrupted (by `shutdown`); the engine released browsers, driver and target either way.
-pub async fn measure_profile(
+pub(crate) async fn measure_profile(
     base: &Plan,
     profile: &BrowserProfile,
     timing: Timing,

@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The folder under `--out` that holds one run folder per measurement.
-pub const RUNS_DIR: &str = "runs";
+pub(crate) const RUNS_DIR: &str = "runs";
 
 /// The file `calibrate` writes and `plan --calibration` reads.
 pub const CALIBRATION_JSON: &str = "calibration.json";

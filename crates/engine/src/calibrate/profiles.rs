@@ -81,7 +81,7 @@ impl BrowserProfile {
     /// The `calibrate` arguments that measure this profile again: `--profiles NAME` for a
     /// built-in one, else `--profiles default` and a `--profile` definition on top of
     /// `default` (its flags removed or added, its packing and decode lever).
-    pub fn cli_args(&self) -> Vec<String> {
+    pub(crate) fn cli_args(&self) -> Vec<String> {
         let built_in = [
             Self::default_chromedriver(),
             Self::project(),

@@ -17,7 +17,7 @@ impl LineFit {
 }
 
 /// Fits a line through the points; `None` with fewer than two distinct x values.
-pub fn fit_line(points: &[(f64, f64)]) -> Option<LineFit> {
+pub(crate) fn fit_line(points: &[(f64, f64)]) -> Option<LineFit> {
     let n = points.len() as f64;
     if points.len() < 2 {
         return None;

@@ -186,7 +186,7 @@ pub fn judge(step: &StepResult, rules: &KneeRules) -> StepVerdict {
 }
 
 /// The first degraded step, in increasing viewer order.
-pub fn find_knee(verdicts: &[StepVerdict]) -> Option<Knee> {
+pub(crate) fn find_knee(verdicts: &[StepVerdict]) -> Option<Knee> {
     let index = verdicts.iter().position(|v| v.degraded)?;
     let at = &verdicts[index];
     let link = at.violations.iter().any(|v| v.rule == "link");

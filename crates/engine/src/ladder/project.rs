@@ -29,7 +29,7 @@ pub struct Costs {
     pub steps_used: Vec<u32>,
 }
 
-pub fn fit_costs(healthy: &[&StepResult]) -> Costs {
+pub(crate) fn fit_costs(healthy: &[&StepResult]) -> Costs {
     let points = |f: &dyn Fn(&StepResult) -> Option<f64>| -> Vec<(f64, f64)> {
         healthy
             .iter()

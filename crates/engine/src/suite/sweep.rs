@@ -79,7 +79,7 @@ pub struct Sized {
 
 /// The scenario `series` (a file stem, `@<mode>` when the suite runs modes), whose plan
 /// with `overrides` is `plan`, once per size: its viewers and size − viewers light peers.
-pub fn expand(
+pub(crate) fn expand(
     series: &str,
     path: &Path,
     overrides: &Overrides,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The real API's address; `HCLOUD_ENDPOINT` replaces it.
-pub const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
+pub(crate) const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
 
 /// Actions polled per request (the list's largest page).
 const ACTIONS_PER_POLL: usize = 50;
@@ -105,7 +105,7 @@ impl HcloudApi {
     }
 
     /// Whether this client talks to something else than Hetzner's API (a fake, a proxy).
-    pub fn is_default_endpoint(&self) -> bool {
+    pub(crate) fn is_default_endpoint(&self) -> bool {
         self.endpoint == DEFAULT_ENDPOINT
     }
 
@@ -138,7 +138,7 @@ impl HcloudApi {
         self.pacer.limited()
     }
 
-    pub fn pacer(&self) -> &Pacer {
+    pub(crate) fn pacer(&self) -> &Pacer {
         &self.pacer
     }
 
@@ -282,7 +282,7 @@ impl HcloudApi {
     /// Waits until every action finished: all still running are polled together, up to 50
     /// per request (`GET /actions?id=…&id=…`), at an interval growing from `poll_interval`
     /// to `max_poll_interval`. The first failed action is the error.
-    pub async fn wait_actions(
+    pub(crate) async fn wait_actions(
         &self,
         actions: &[models::Action],
         timeout: Duration,

@@ -69,7 +69,7 @@ pub fn canary_viewers(viewers_per_node: u32, per_browser: u32) -> u32 {
 /// The budget the rest of the fleet is sized with: the measured cost per viewer (at the
 /// measured packing, so nothing is added per browser), the plan's reserves and target. A
 /// starved canary measured at least its cores over its viewers.
-pub fn measured_budget(plan: &ViewerBudget, cost: &CanaryCost) -> ViewerBudget {
+pub(crate) fn measured_budget(plan: &ViewerBudget, cost: &CanaryCost) -> ViewerBudget {
     let floor = if cost.saturated {
         cost.node_cores * CANARY_BUSY_LIMIT / f64::from(cost.viewers.max(1))
     } else {

@@ -30,13 +30,13 @@ const SLOTS_UNIT: &str = include_str!("../../../../grid/viewerfleet-slots.servic
 const NODE_LOAD: &str = crate::grid::load::NODE_LOAD_SCRIPT;
 
 /// Hetzner's limit for `user_data`.
-pub const USER_DATA_LIMIT: usize = 32 * 1024;
+pub(crate) const USER_DATA_LIMIT: usize = 32 * 1024;
 
 /// Where the files land on the server.
-pub const LIB_DIR: &str = "/usr/local/lib/viewerfleet";
+pub(crate) const LIB_DIR: &str = "/usr/local/lib/viewerfleet";
 
 /// The `write_files` encoding of compressed files.
-pub const COMPRESSED: &str = "gz+b64";
+pub(crate) const COMPRESSED: &str = "gz+b64";
 
 /// `node.env`'s lines for the link every viewer slot of a node gets (the viewer-slot
 /// script shapes each slot to it): `SLOT_DOWN_KBIT`, `SLOT_UP_KBIT`, `SLOT_DELAY_MS`, each

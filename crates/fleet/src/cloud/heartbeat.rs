@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A running heartbeat; stops when dropped.
-pub struct Heartbeat {
+pub(crate) struct Heartbeat {
     api: HcloudApi,
     server: i64,
     labels: HashMap<String, String>,

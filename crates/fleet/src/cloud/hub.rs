@@ -92,7 +92,7 @@ pub fn registered(status: &serde_json::Value, nodes: &[ServerInfo]) -> BTreeSet<
 
 /// Polls the hubs (with the controller's router credentials) until every node registered with one of them, `timeout` passed (returns
 /// who did) or `cancel`.
-pub async fn wait_for_nodes(
+pub(crate) async fn wait_for_nodes(
     hub_urls: &[String],
     credentials: &crate::grid::auth::GridCredentials,
     nodes: &[ServerInfo],

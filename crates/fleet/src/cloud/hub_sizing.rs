@@ -55,29 +55,29 @@ pub const MEASURED: HubCosts = HubCosts {
 
 /// A browser's start-up on its node, which holds one of the hub's distributor threads:
 /// Chromium through ChromeDriver took 2–5 s on this kind of machine (FACTS.md).
-pub const BROWSER_START_S: f64 = 5.0;
+pub(crate) const BROWSER_START_S: f64 = 5.0;
 
 pub use crate::model::scenario::fleet::grid::START_HOLD_S;
 
 /// Share of a hub's cores its measured work may use (bursts, garbage collection).
-pub const HUB_CPU_TARGET: f64 = 0.6;
+pub(crate) const HUB_CPU_TARGET: f64 = 0.6;
 
 /// The JVM's default heap limit is a quarter of the machine's memory; of that, the sessions
 /// may use this share.
-pub const HEAP_SHARE_OF_RAM: f64 = 0.25;
-pub const HEAP_TARGET: f64 = 0.8;
+pub(crate) const HEAP_SHARE_OF_RAM: f64 = 0.25;
+pub(crate) const HEAP_TARGET: f64 = 0.8;
 
 /// The smallest machine a hub runs on, and the most hubs one fleet is split over.
-pub const HUB_MIN_CORES: u32 = 2;
-pub const HUB_MIN_MEMORY_GB: f64 = 4.0;
-pub const MAX_HUBS: u32 = 16;
+pub(crate) const HUB_MIN_CORES: u32 = 2;
+pub(crate) const HUB_MIN_MEMORY_GB: f64 = 4.0;
+pub(crate) const MAX_HUBS: u32 = 16;
 
 /// `max_parallel_starts` of a cloud fleet stays within these.
-pub const MIN_PARALLEL_STARTS: u32 = 4;
-pub const MAX_PARALLEL_STARTS: u32 = 256;
+pub(crate) const MIN_PARALLEL_STARTS: u32 = 4;
+pub(crate) const MAX_PARALLEL_STARTS: u32 = 256;
 
 /// `newsession-threadpool-size` of `grid/hub.toml` (the file cloud hubs run), if set.
-pub fn distributor_threads(hub_toml: &str) -> Option<u32> {
+pub(crate) fn distributor_threads(hub_toml: &str) -> Option<u32> {
     hub_toml.lines().find_map(|line| {
         let (key, value) = line.split('#').next()?.split_once('=')?;
         (key.trim() == "newsession-threadpool-size")
@@ -278,7 +278,7 @@ fn plan_with(
 }
 
 /// Nodes `0..nodes` spread over `hubs` evenly: node `i` registers with hub `i % hubs`.
-pub fn hub_of_node(node: u32, hubs: u32) -> u32 {
+pub(crate) fn hub_of_node(node: u32, hubs: u32) -> u32 {
     node % hubs.max(1)
 }
 

@@ -39,13 +39,13 @@ struct State {
 
 /// The client's view of the project's request budget. Shared by every clone of the API.
 #[derive(Debug)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     state: Mutex<State>,
 }
 
 /// The three headers of one answer.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateHeaders {
+pub(crate) struct RateHeaders {
     pub limit: u32,
     pub remaining: u32,
     /// Unix time (seconds) when the bucket is full again.
@@ -72,7 +72,7 @@ fn unix_now() -> f64 {
 }
 
 /// A request that was let through: report its answer's headers (or drop it if none came).
-pub struct Ticket<'a> {
+pub(crate) struct Ticket<'a> {
     pacer: &'a Pacer,
     open: bool,
 }
@@ -208,7 +208,7 @@ impl Pacer {
 /// How many creates or deletes are in flight at once: at most `max`, halved after a 429,
 /// one while the pacer spaces requests out, one more per round of successes otherwise.
 #[derive(Debug)]
-pub struct Parallelism {
+pub(crate) struct Parallelism {
     max: usize,
     sem: tokio::sync::Semaphore,
     state: Mutex<ParState>,
@@ -291,7 +291,7 @@ impl Parallelism {
     }
 
     /// After one request of the batch: adapt to what the pacer saw.
-    pub fn adapt(&self, pacer: &Pacer) {
+    pub(crate) fn adapt(&self, pacer: &Pacer) {
         let limited = pacer.limited();
         let paced = pacer.paced();
         let mut s = self.lock();

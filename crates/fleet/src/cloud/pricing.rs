@@ -87,7 +87,7 @@ impl Catalogue {
 
     /// `type` as a `fleet.<field>` setting: orderable here, or an error saying why not and
     /// listing what is.
-    pub fn require(&self, field: &str, name: &str) -> Result<&Offer, CloudError> {
+    pub(crate) fn require(&self, field: &str, name: &str) -> Result<&Offer, CloudError> {
         if let Some(offer) = self.offer(name) {
             return Ok(offer);
         }

@@ -27,22 +27,22 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub const LABEL_RUN: &str = "viewerfleet-run";
-pub const LABEL_ROLE: &str = "viewerfleet-role";
-pub const LABEL_EXPIRES: &str = "viewerfleet-expires";
-pub const LABEL_SCENARIO: &str = "viewerfleet-scenario";
+pub(crate) const LABEL_ROLE: &str = "viewerfleet-role";
+pub(crate) const LABEL_EXPIRES: &str = "viewerfleet-expires";
+pub(crate) const LABEL_SCENARIO: &str = "viewerfleet-scenario";
 /// Unix time of the controller's last sign of life (see `heartbeat`).
 pub const LABEL_HEARTBEAT: &str = "viewerfleet-heartbeat";
 /// Unix time of the reaper's last sign of life on a fleet left standing (see `reaper`).
-pub const LABEL_REAPER: &str = "viewerfleet-reaper";
+pub(crate) const LABEL_REAPER: &str = "viewerfleet-reaper";
 /// Set by terraform/: such resources belong to a Terraform state, not to viewerfleet.
-pub const LABEL_MANAGED_BY: &str = "viewerfleet-managed-by";
+pub(crate) const LABEL_MANAGED_BY: &str = "viewerfleet-managed-by";
 
 /// The roles viewerfleet gives what it creates.
-pub const ROLES: &[&str] = &["hub", "node", "ssh-key", "hub-firewall", "node-firewall"];
+pub(crate) const ROLES: &[&str] = &["hub", "node", "ssh-key", "hub-firewall", "node-firewall"];
 
 /// Ports: the hub's WebDriver endpoint and event bus, the nodes' Grid node port.
-pub const HUB_PORT: u16 = 4444;
-pub const NODE_PORT: u16 = 5555;
+pub(crate) const HUB_PORT: u16 = 4444;
+pub(crate) const NODE_PORT: u16 = 5555;
 
 const ACTION_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -91,7 +91,7 @@ pub fn check_run_id(run: &str) -> Result<(), CloudError> {
 
 /// The label selector of what viewerfleet made for `run`: the run's label and a role, and
 /// not managed by Terraform.
-pub fn run_selector(run: &str) -> String {
+pub(crate) fn run_selector(run: &str) -> String {
     format!("{LABEL_RUN}={run},{LABEL_ROLE},!{LABEL_MANAGED_BY}")
 }
 
@@ -141,7 +141,7 @@ pub struct ServerInfo {
 }
 
 impl ServerInfo {
-    pub fn from_model(s: &models::Server) -> ServerInfo {
+    pub(crate) fn from_model(s: &models::Server) -> ServerInfo {
         ServerInfo {
             id: s.id,
             name: s.name.clone(),
@@ -439,7 +439,7 @@ pub async fn set_rules(
 }
 
 /// Replaces a server's labels (one request).
-pub async fn set_labels(
+pub(crate) async fn set_labels(
     api: &HcloudApi,
     id: i64,
     labels: &HashMap<String, String>,
@@ -543,7 +543,7 @@ pub struct Base {
 }
 
 /// The name of hub `k` (0-based) of a run: the first is `vf-<run>-hub`.
-pub fn hub_name(run: &str, k: u32) -> String {
+pub(crate) fn hub_name(run: &str, k: u32) -> String {
     match k {
         0 => format!("vf-{run}-hub"),
         k => format!("vf-{run}-hub-{}", k + 1),
@@ -622,7 +622,7 @@ fn check(cancel: &CancellationToken) -> Result<(), CloudError> {
 
 /// Nodes created, and why creation stopped early (`resource_limit_exceeded`'s message).
 #[derive(Debug, Clone, Default)]
-pub struct NodesCreated {
+pub(crate) struct NodesCreated {
     pub nodes: Vec<ServerInfo>,
     pub actions: Vec<models::Action>,
     pub limit: Option<String>,
@@ -632,7 +632,7 @@ pub struct NodesCreated {
 /// time and fewer while the request budget is low. Stops creating at the first
 /// `resource_limit_exceeded` and returns what exists with the error's message; any other
 /// error is returned after in-flight creates finish.
-pub async fn create_nodes(
+pub(crate) async fn create_nodes(
     api: &HcloudApi,
     req: &ProvisionRequest,
     base: &Base,
@@ -959,7 +959,7 @@ async fn delete_firewall(api: &HcloudApi, f: &Named) -> Result<(), CloudError> {
 /// Deletes what `inv` lists of `run`: servers first (confirmed gone, retried), then — only
 /// when no server is left — firewalls and SSH keys. Counts are exact; anything left is an
 /// error naming each resource and what to run next.
-pub async fn delete_inventory(
+pub(crate) async fn delete_inventory(
     api: &HcloudApi,
     run: &str,
     inv: Inventory,

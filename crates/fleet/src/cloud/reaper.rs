@@ -41,13 +41,13 @@ use tokio::io::AsyncBufRead;
 use tokio::time::Instant;
 
 /// The hidden subcommand that runs a reaper.
-pub const SUBCOMMAND: &str = "reaper";
+pub(crate) const SUBCOMMAND: &str = "reaper";
 
 /// The `User-Agent` of the reaper's requests.
 pub const AGENT: &str = "viewerfleet-reaper";
 
 /// How often the controller says it is alive.
-pub const CONTROLLER_BEAT: Duration = Duration::from_secs(5);
+pub(crate) const CONTROLLER_BEAT: Duration = Duration::from_secs(5);
 
 /// What the controller tells its reaper, one line each (after the token's line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +106,7 @@ pub struct Timings {
 }
 
 impl Timings {
-    pub fn hetzner() -> Timings {
+    pub(crate) fn hetzner() -> Timings {
         Timings {
             stale_after: super::gc::DEFAULT_HEARTBEAT_GRACE,
             poll: Duration::from_secs(5),
@@ -132,7 +132,7 @@ impl Timings {
         }
     }
 
-    pub fn for_api(api: &HcloudApi) -> Timings {
+    pub(crate) fn for_api(api: &HcloudApi) -> Timings {
         if api.is_default_endpoint() {
             Timings::hetzner()
         } else {
@@ -226,7 +226,7 @@ pub struct Reaped {
 /// Deletes everything `res` lists (servers first; firewalls and keys once no server is
 /// listed), listing again until nothing has been listed for `settle`; failures are retried after a jittered backoff until they have lasted
 /// `give_up`. The error comes with what was deleted before it.
-pub async fn reap_until_empty(
+pub(crate) async fn reap_until_empty(
     res: &dyn RunResources,
     t: &Timings,
 ) -> Result<Reaped, (Reaped, CloudError)> {
@@ -409,7 +409,7 @@ pub enum Outcome {
 
 /// A kept fleet: refreshes its reaper label every `beat`, checks every `keep_poll` that it
 /// still exists, and deletes it once `expires` passed.
-pub async fn guard_kept(res: &dyn RunResources, expires: i64, t: &Timings) -> Outcome {
+pub(crate) async fn guard_kept(res: &dyn RunResources, expires: i64, t: &Timings) -> Outcome {
     let mut last_beat: Option<Instant> = None;
     let mut failing_since: Option<Instant> = None;
     loop {
@@ -633,7 +633,7 @@ impl ReaperLink {
     }
 
     /// The controller's teardown could not finish: the reaper deletes what is left.
-    pub fn take_over(&self) {
+    pub(crate) fn take_over(&self) {
         if self.send(Message::TakeOver, true) {
             tracing::warn!(
                 "run {}: reaper {} goes on deleting what is left, retrying until nothing is; its log: {}",

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::time::Duration;
 
 /// Time from `up` to every node registered, used for the cost estimate (boot, apt, jar).
-pub const PROVISIONING_ESTIMATE: Duration = Duration::from_secs(10 * 60);
+pub(crate) const PROVISIONING_ESTIMATE: Duration = Duration::from_secs(10 * 60);
 
 /// Viewers one node of `offer` holds and what limits it (`CPU`, `memory`, `viewers_per_node`),
 /// with `per_browser` viewers to a browser: each browser costs the budget's per-browser
@@ -66,7 +66,7 @@ fn fit(available: f64, per_viewer: f64, per_browser_cost: f64, n: u32) -> u32 {
 }
 
 /// Effective cost of one viewer at `per_browser` viewers per browser: (CPU, MB).
-pub fn cost_per_viewer(budget: &ViewerBudget, per_browser: u32) -> (f64, f64) {
+pub(crate) fn cost_per_viewer(budget: &ViewerBudget, per_browser: u32) -> (f64, f64) {
     let n = per_browser.max(1) as f64;
     (
         budget.cpu_per_viewer + budget.cpu_per_browser / n,
@@ -158,12 +158,12 @@ impl CloudSizing {
     }
 
     /// The hubs per hour, their IPv4 included (net).
-    pub fn hubs_hourly(&self) -> f64 {
+    pub(crate) fn hubs_hourly(&self) -> f64 {
         f64::from(self.hubs.count) * (self.hub.hourly_net + self.ipv4_hourly_net)
     }
 
     /// What a fleet of `nodes` costs per hour with these hubs (net).
-    pub fn hourly_with(&self, nodes: &NodeOption) -> f64 {
+    pub(crate) fn hourly_with(&self, nodes: &NodeOption) -> f64 {
         nodes.nodes_hourly_net + self.hubs_hourly()
     }
 }
@@ -391,7 +391,7 @@ fn plan_for_sessions(
 
 /// The smallest share of a mix's swarm kept as real viewers: they are what measures QoE,
 /// and `viewerfleet fidelity` compares swarms with at least this share real (e.g. 1 in 10).
-pub const MIN_REAL_SHARE: f64 = 0.1;
+pub(crate) const MIN_REAL_SHARE: f64 = 0.1;
 
 /// A swarm of real viewers and light peers (browser pages of `per_page` on the nodes).
 #[derive(Debug, Clone, PartialEq)]

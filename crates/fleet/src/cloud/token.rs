@@ -61,7 +61,7 @@ fn warn_if_readable_by_others(path: &Path) {
 }
 
 /// The warning for a token file with group or world permissions, if it has them.
-pub fn readable_by_others(path: &Path) -> Option<String> {
+pub(crate) fn readable_by_others(path: &Path) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
     (mode & 0o077 != 0).then(|| {

@@ -564,7 +564,10 @@ fn tc_matches(nodes: &[(String, Option<NodeSlots>)], profile: &NetworkProfile) -
 /// node's slots are rate-limited with tc. A node that reports nothing (a Grid not set up
 /// with `grid/`) counts as neither. `kind` is `grid`; a provider that made the Grid (e.g.
 /// `hcloud`) sets its own kind and adds its notes.
-pub fn describe_nodes(nodes: &[(String, Option<NodeSlots>)], plan: &Plan) -> FleetDescription {
+pub(crate) fn describe_nodes(
+    nodes: &[(String, Option<NodeSlots>)],
+    plan: &Plan,
+) -> FleetDescription {
     let total = nodes.len();
     let reports: Vec<&NodeSlots> = nodes.iter().filter_map(|(_, r)| r.as_ref()).collect();
     let with_slots = reports.iter().filter(|r| r.own_addresses()).count();

@@ -86,7 +86,7 @@ pub fn throttling(plan: &Plan, tc_text: Option<&str>) -> ThrottlingSummary {
 pub use crate::model::scenario::packing::link_profile;
 
 /// The plan as the browsers' links see it: every profile at `per_browser` times its rates.
-pub fn link_plan(plan: &Plan) -> Plan {
+pub(crate) fn link_plan(plan: &Plan) -> Plan {
     let mut links = plan.clone();
     links.network = plan.network.map(|p| link_profile(&p, plan.per_browser));
     links.alt_network = plan

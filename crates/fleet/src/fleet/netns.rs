@@ -34,11 +34,11 @@ use crate::viewer::{TcCoverage, ViewerSlot};
 
 /// The name viewers open the target at on the emulated internet (`.test`: reserved, RFC
 /// 2606); each browser maps it to an address with `--host-resolver-rules`.
-pub const TARGET_HOST: &str = "target.viewerfleet.test";
+pub(crate) const TARGET_HOST: &str = "target.viewerfleet.test";
 
 /// The link tc gives a viewer: its profile's, or an unlimited one when the profile asks for
 /// browser throttling only.
-pub fn tc_link(profile: Option<&NetworkProfile>) -> LinkProfile {
+pub(crate) fn tc_link(profile: Option<&NetworkProfile>) -> LinkProfile {
     match profile {
         // Unset is this fleet's best: tc (a plan fills it in; direct users of the fleet may not).
         Some(p) if p.apply.is_none_or(|a| a == Throttling::Tc) => p.link,
@@ -48,7 +48,7 @@ pub fn tc_link(profile: Option<&NetworkProfile>) -> LinkProfile {
 
 /// The link tc gives the slot of a browser holding `viewers`: their tc links pooled by the
 /// model's one rule (`packing::shared_link`: rates summed, the largest latency).
-pub fn browser_link(viewers: &[ViewerPlan]) -> LinkProfile {
+pub(crate) fn browser_link(viewers: &[ViewerPlan]) -> LinkProfile {
     shared_link(viewers.iter().map(|v| tc_link(v.network.as_ref())))
 }
 

@@ -23,7 +23,7 @@ use std::path::Path;
 pub use crate::model::secret::{CredentialsError, GridCredentials, Secret, PASSWORD_ENV, USER_ENV};
 
 /// The user name viewerfleet gives the controller on Grids it makes.
-pub const CONTROLLER_USER: &str = "viewerfleet";
+pub(crate) const CONTROLLER_USER: &str = "viewerfleet";
 
 /// The HTTP client for a Grid with `credentials` (a plain one without).
 pub fn http_client(credentials: Option<&GridCredentials>) -> reqwest::Client {
@@ -132,7 +132,7 @@ pub fn write_private(path: &Path, text: &[u8]) -> std::io::Result<()> {
 /// too) with the `Authorization` header added. A hub that cannot be reached fails the
 /// connect, as without credentials.
 #[derive(Clone)]
-pub struct AuthConnector {
+pub(crate) struct AuthConnector {
     inner: crate::sys::tls::Connector,
     header: HeaderValue,
 }
@@ -147,7 +147,7 @@ impl AuthConnector {
 }
 
 /// One end of the in-memory pipe, as the WebDriver client's HTTP client sees it.
-pub struct PipeStream(hyper_util::rt::TokioIo<tokio::io::DuplexStream>);
+pub(crate) struct PipeStream(hyper_util::rt::TokioIo<tokio::io::DuplexStream>);
 
 impl hyper_util::client::legacy::connect::Connection for PipeStream {
     fn connected(&self) -> hyper_util::client::legacy::connect::Connected {

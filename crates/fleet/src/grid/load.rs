@@ -12,10 +12,10 @@ use std::time::Duration;
 
 /// The load endpoint's script, as the local Grid writes it next to its nodes and the
 /// cloud user data ships it.
-pub const NODE_LOAD_SCRIPT: &str = include_str!("../../../../grid/node-load.py");
+pub(crate) const NODE_LOAD_SCRIPT: &str = include_str!("../../../../grid/node-load.py");
 
 /// Port of the load endpoint on cloud nodes (`viewerfleet-load.service`).
-pub const CLOUD_LOAD_PORT: u16 = 9465;
+pub(crate) const CLOUD_LOAD_PORT: u16 = 9465;
 
 /// One node's load endpoint, as a fleet discovered it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -48,12 +48,12 @@ pub use super::selenium::jar_in_grid;
 /// Real Chromium binary run inside the slots.
 pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
 /// Most nodes and slots per node a local Grid makes (slot indices are `node*100 + k`).
-pub const MAX_NODES: u32 = 50;
+pub(crate) const MAX_NODES: u32 = 50;
 /// Time a hub or node gets to stop (and a node its browsers) after SIGTERM.
 const GRID_GRACE: Duration = Duration::from_secs(10);
 /// Time a node's load endpoint gets to stop after SIGTERM.
 const LOAD_GRACE: Duration = Duration::from_secs(2);
-pub const MAX_SLOTS: u32 = 99;
+pub(crate) const MAX_SLOTS: u32 = 99;
 
 /// What `grid up --local` is asked for.
 #[derive(Debug, Clone)]
@@ -94,7 +94,7 @@ pub struct NodeCpus {
 
 impl NodeCpus {
     /// The quota of node `n` (1-based), if it has one.
-    pub fn for_node(&self, n: u32) -> Option<f64> {
+    pub(crate) fn for_node(&self, n: u32) -> Option<f64> {
         self.per_node.get(&n).copied().or(self.all)
     }
 
@@ -193,7 +193,7 @@ pub enum LocalGridError {
 pub const HUB_TOML: &str = include_str!("../../../../grid/hub.toml");
 /// `grid/node.toml` as built into the binary: the template every node's configuration is
 /// rendered from (`render_node_toml`).
-pub const NODE_TOML: &str = include_str!("../../../../grid/node.toml");
+pub(crate) const NODE_TOML: &str = include_str!("../../../../grid/node.toml");
 
 /// The Selenium server jar a local Grid of `opts` runs, and the rule that found it.
 pub fn find_jar(opts: &LocalGridOptions) -> Result<(PathBuf, JarOrigin), JarError> {
@@ -226,7 +226,7 @@ impl GridConfig {
 /// Fills the node template's placeholders the way `node-bootstrap.sh` does, `slots` being
 /// the node's slot report (`"viewerfleet:slots"` of its stereotype) and `load_url` its load
 /// endpoint (`"viewerfleet:load"`, empty for none).
-pub fn render_node_toml(
+pub(crate) fn render_node_toml(
     template: &str,
     file: &Path,
     hub_addr: &str,
@@ -266,11 +266,11 @@ pub fn render_node_toml(
 
 /// The Chromium wrapper of every Grid node, local or cloud (`grid/slot-chromium.sh`): takes
 /// a free viewer slot under a lock and execs Chromium inside it (see the script).
-pub const SLOT_WRAPPER: &str = include_str!("../../../../grid/slot-chromium.sh");
+pub(crate) const SLOT_WRAPPER: &str = include_str!("../../../../grid/slot-chromium.sh");
 
 /// `slots.conf` for the wrapper of one local node (read from next to the wrapper): its
 /// slots, the real Chromium, where it keeps its lock and records, and `ip`.
-pub fn wrapper_conf(ip: &Path, slot_dir: &Path, namespaces: &[String]) -> String {
+pub(crate) fn wrapper_conf(ip: &Path, slot_dir: &Path, namespaces: &[String]) -> String {
     let q = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
     format!(
         "# viewerfleet local Grid: the viewer slots of this node (grid/slot-chromium.sh)\nSLOT_NAMESPACES={}\nCHROMIUM={}\nSLOT_DIR={}\nIP={}\n",
@@ -282,7 +282,7 @@ pub fn wrapper_conf(ip: &Path, slot_dir: &Path, namespaces: &[String]) -> String
 }
 
 /// A node's slot report from what `viewer-slots.sh` says it applied.
-pub fn slots_report(prefix: &str, applied: &[SlotInfo]) -> NodeSlots {
+pub(crate) fn slots_report(prefix: &str, applied: &[SlotInfo]) -> NodeSlots {
     let kbit = |how: &str| -> u32 {
         let digits: String = how.chars().filter(char::is_ascii_digit).collect();
         digits.parse().unwrap_or(0)

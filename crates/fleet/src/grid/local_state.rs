@@ -155,7 +155,7 @@ pub fn all(dir: &Path) -> Vec<(PathBuf, LocalGridState)> {
 }
 
 /// The local Grid whose hub is `url` (compared without trailing `/`), if one is recorded.
-pub fn find_by_hub(dir: &Path, url: &str) -> Option<LocalGridState> {
+pub(crate) fn find_by_hub(dir: &Path, url: &str) -> Option<LocalGridState> {
     let want = url.trim_end_matches('/');
     all(dir)
         .into_iter()

@@ -47,11 +47,11 @@ pub struct GridSlotStatus {
 
 /// The stereotype capability in which nodes set up by this project's `grid/` files (cloud
 /// bootstrap, Terraform, `grid up --local`) say what their viewer slots are.
-pub const SLOTS_CAPABILITY: &str = "viewerfleet:slots";
+pub(crate) const SLOTS_CAPABILITY: &str = "viewerfleet:slots";
 
 /// The stereotype capability in which those nodes name their load endpoint
 /// (`grid/node-load.py`): `"http://…/metrics"`, or `""` when they serve none.
-pub const LOAD_CAPABILITY: &str = "viewerfleet:load";
+pub(crate) const LOAD_CAPABILITY: &str = "viewerfleet:load";
 
 /// What one node reports about its viewer slots (`"viewerfleet:slots"` of its stereotype).
 /// Written by `grid/node-bootstrap.sh` from the slots as `viewer-slots.sh` applied them, or
@@ -188,7 +188,7 @@ impl GridStatus {
     }
 
     /// Sessions whose capabilities mention `tag` (e.g. a run's marker argument).
-    pub fn sessions_tagged(&self, tag: &str) -> Vec<String> {
+    pub(crate) fn sessions_tagged(&self, tag: &str) -> Vec<String> {
         self.nodes
             .iter()
             .flat_map(|n| n.slots.iter())

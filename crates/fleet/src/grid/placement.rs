@@ -24,7 +24,7 @@ struct Snapshot {
 
 /// One cache per hub.
 #[derive(Default)]
-pub struct PlacementCache {
+pub(crate) struct PlacementCache {
     hubs: HashMap<String, Mutex<Option<Snapshot>>>,
     /// `/status` requests made, for tests and benchmarks.
     requests: std::sync::atomic::AtomicU64,
@@ -77,7 +77,7 @@ impl PlacementCache {
 
     /// What `node` of `hub` reported about its viewer slots in the latest snapshot: `None`
     /// when the node is not in it, `Some(None)` when it reports nothing.
-    pub async fn slots_of(&self, hub: &str, node: &str) -> Option<Option<NodeSlots>> {
+    pub(crate) async fn slots_of(&self, hub: &str, node: &str) -> Option<Option<NodeSlots>> {
         let snapshot = self.hubs.get(hub)?.lock().await;
         snapshot.as_ref()?.slots.get(node).cloned()
     }

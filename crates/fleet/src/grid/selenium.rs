@@ -37,7 +37,7 @@ pub struct SeleniumServer {
 
 impl SeleniumServer {
     /// Reads a `package.json` of the layout of `grid/package.json`.
-    pub fn from_package_json(text: &str) -> Result<Self, String> {
+    pub(crate) fn from_package_json(text: &str) -> Result<Self, String> {
         let value: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| format!("grid/package.json is not JSON: {e}"))?;
         let deps = value["dependencies"]
@@ -156,7 +156,7 @@ pub enum JarError {
 /// 4. `<prefix>/share/viewerfleet/<jar file name>` (`share_dir`), `<prefix>` being the
 ///    folder above the binary's `bin/` (`make install` puts the jar there).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct JarLookup {
+pub(crate) struct JarLookup {
     pub flag: Option<PathBuf>,
     pub env: Option<PathBuf>,
     /// The source tree's `grid/`, when this binary runs from that tree.
@@ -168,7 +168,7 @@ pub struct JarLookup {
 impl JarLookup {
     /// The places for this process: `flag`, `VIEWERFLEET_SELENIUM_JAR` (empty counts as
     /// unset), the source tree when the running binary sits in it, `../share/viewerfleet`.
-    pub fn for_this_binary(flag: Option<PathBuf>) -> Self {
+    pub(crate) fn for_this_binary(flag: Option<PathBuf>) -> Self {
         let exe = std::env::current_exe()
             .ok()
             .and_then(|e| e.canonicalize().ok());

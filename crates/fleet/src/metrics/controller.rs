@@ -20,15 +20,15 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 /// The label every series of the endpoint carries: the run folder's name.
-pub const RUN_LABEL: &str = "run";
+pub(crate) const RUN_LABEL: &str = "run";
 
 /// Viewer states as exported (`viewerfleet_viewers{state=…}`).
-pub const VIEWER_STATES: &[&str] = &[
+pub(crate) const VIEWER_STATES: &[&str] = &[
     "starting", "playing", "stalled", "failed", "lost", "stopped",
 ];
 
 /// Kinds of `viewerfleet_webdriver_errors_total`.
-pub const WEBDRIVER_ERROR_KINDS: &[&str] = &[
+pub(crate) const WEBDRIVER_ERROR_KINDS: &[&str] = &[
     "session_not_created",
     "timeout",
     "command",

@@ -27,11 +27,11 @@ use std::collections::HashSet;
 use std::fmt::Write;
 
 /// The `job` label of relayed series.
-pub const TARGET_JOB: &str = "target";
+pub(crate) const TARGET_JOB: &str = "target";
 
 /// The `instance` label of a relayed series: the exporter's `host:port` (never its path,
 /// query or credentials), or the URL itself when it does not parse.
-pub fn instance_of(exporter_url: &str) -> String {
+pub(crate) fn instance_of(exporter_url: &str) -> String {
     match url::Url::parse(exporter_url) {
         Ok(url) => match (url.host_str(), url.port_or_known_default()) {
             (Some(host), Some(port)) => format!("{host}:{port}"),

@@ -13,7 +13,7 @@ pub const KEPT_PREFIXES: &[&str] = &["peertube_", "refsite_", "process_", "nodej
 
 /// Fetches a URL's body: plain HTTP from this namespace, or a custom transport (e.g. from
 /// inside a network namespace the controller cannot reach directly).
-pub type FetchFn = Arc<
+pub(crate) type FetchFn = Arc<
     dyn Fn(String, Duration) -> BoxFuture<'static, anyhow::Result<(u16, String)>> + Send + Sync,
 >;
 

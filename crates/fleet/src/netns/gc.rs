@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Where the slot script records owners.
-pub const OWNER_DIR: &str = "/run/viewerfleet/slots";
+pub(crate) const OWNER_DIR: &str = "/run/viewerfleet/slots";
 
 /// What `gc` found for one group of slots.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,7 +91,7 @@ pub fn leftover_lines(dry_run: bool) -> Vec<String> {
 }
 
 /// `vf1a2b-3h` → `vf1a2b-`; `None` for names outside the project's scheme.
-pub fn group_of(name: &str) -> Option<String> {
+pub(crate) fn group_of(name: &str) -> Option<String> {
     if !name.starts_with(PROJECT_PREFIX) {
         return None;
     }

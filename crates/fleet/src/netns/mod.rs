@@ -25,7 +25,7 @@ pub use slots::{SlotAccess, SlotInfo, SlotNetwork, EMULATED_PUBLIC_IPV4};
 pub use wrapper::probe_isolation;
 
 /// Every namespace, bridge and veth this project creates starts with this.
-pub const PROJECT_PREFIX: &str = "vf";
+pub(crate) const PROJECT_PREFIX: &str = "vf";
 
 /// Errors of the slot machinery; each names what is needed to fix it.
 #[derive(Debug, thiserror::Error)]

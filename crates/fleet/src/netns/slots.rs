@@ -78,7 +78,7 @@ impl SlotInfo {
     }
 
     /// Whether the slot's latency (netem) was applied; `false` also when none was asked.
-    pub fn delay_applied(&self) -> bool {
+    pub(crate) fn delay_applied(&self) -> bool {
         self.delay.contains("netem:")
     }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// The shell functions that start a slot's Chromium (`browser_exec`) and say how it runs
 /// (`browser_isolation`): the block of `grid/slot-chromium.sh` between its markers, so a
 /// Grid node's browsers and the netns fleet's start alike.
-pub fn browser_exec_block() -> &'static str {
+pub(crate) fn browser_exec_block() -> &'static str {
     const SCRIPT: &str = include_str!("../../../../grid/slot-chromium.sh");
     const START: &str = "# >>> browser_exec";
     const END: &str = "# <<< browser_exec\n";
@@ -23,7 +23,7 @@ pub fn browser_exec_block() -> &'static str {
 }
 
 /// Writes `<dir>/chromium-<ns>` (mode 0755) that runs `chromium` inside namespace `ns`.
-pub fn write_chromium_wrapper(
+pub(crate) fn write_chromium_wrapper(
     dir: &Path,
     ns: &str,
     ip: &Path,
@@ -48,7 +48,7 @@ fn shell_quote(text: &str) -> String {
 
 /// Chromium arguments a slot's browser needs: DevTools over a pipe, and the target's
 /// plain-HTTP origin treated as secure (the P2P loader needs `crypto.subtle`).
-pub fn slot_chromium_args(target_origin: &str) -> Vec<String> {
+pub(crate) fn slot_chromium_args(target_origin: &str) -> Vec<String> {
     vec![
         "--remote-debugging-pipe".into(),
         format!("--unsafely-treat-insecure-origin-as-secure={target_origin}"),

@@ -14,11 +14,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 /// How long one connection attempt may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why IPv6-only nodes would not reach the target.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Ipv6ReachError {
+pub(crate) enum Ipv6ReachError {
     #[error("target URL `{url}`: {message}")]
     BadUrl { url: String, message: String },
     #[error("the target {host} has no IPv6 address ({found}): IPv6-only viewer nodes cannot reach it. {CHOICES}")]
@@ -36,11 +36,11 @@ pub enum Ipv6ReachError {
 }
 
 /// The ways out, named in every error.
-pub const CHOICES: &str = "viewerfleet's nodes have no IPv4 address. Choose one: (1) give the target an IPv6 address (an AAAA record), or (2) a NAT64 with DNS64 that you provide (point the nodes' resolvers at the DNS64; the viewers keep their own IPv6 addresses); with either in place, this warning can be ignored.";
+pub(crate) const CHOICES: &str = "viewerfleet's nodes have no IPv4 address. Choose one: (1) give the target an IPv6 address (an AAAA record), or (2) a NAT64 with DNS64 that you provide (point the nodes' resolvers at the DNS64; the viewers keep their own IPv6 addresses); with either in place, this warning can be ignored.";
 
 /// The address the check connected to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ipv6Reach {
+pub(crate) struct Ipv6Reach {
     pub address: SocketAddr,
 }
 
@@ -65,7 +65,7 @@ fn host_port(url: &str) -> Result<(String, u16), Ipv6ReachError> {
 
 /// The check with the resolver (`host, port` → addresses, A and AAAA) and the connector
 /// (`address, timeout` → connected or an error) given as functions.
-pub async fn check_with<R, RF, C, CF>(
+pub(crate) async fn check_with<R, RF, C, CF>(
     url: &str,
     resolve: R,
     connect: C,
@@ -116,7 +116,7 @@ fn is_mapped_v4(ip: IpAddr) -> bool {
 }
 
 /// The check for real: the system resolver and a TCP connection from this machine.
-pub async fn check_reachable_over_ipv6(url: &str) -> Result<Ipv6Reach, Ipv6ReachError> {
+pub(crate) async fn check_reachable_over_ipv6(url: &str) -> Result<Ipv6Reach, Ipv6ReachError> {
     check_with(
         url,
         |host, port| async move {

@@ -36,12 +36,12 @@ impl PeerTubeTarget {
     }
 
     /// PeerTube's API for this video (`/api/v1/videos/<id>`): 404 when it does not exist.
-    pub fn video_api_url(&self) -> String {
+    pub(crate) fn video_api_url(&self) -> String {
         self.embed_url
             .replacen("/videos/embed/", "/api/v1/videos/", 1)
     }
 
-    pub fn with_param(mut self, key: &str, value: &str) -> Self {
+    pub(crate) fn with_param(mut self, key: &str, value: &str) -> Self {
         self.extra_params.push((key.to_string(), value.to_string()));
         self
     }

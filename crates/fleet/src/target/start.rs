@@ -22,14 +22,14 @@ const REFSITE_GRACE: Duration = Duration::from_secs(10);
 
 /// What refsite prints when it is ready.
 #[derive(Debug, Deserialize)]
-pub struct RefsiteReady {
+pub(crate) struct RefsiteReady {
     pub base_url: String,
     pub metrics_url: String,
     pub videos: Vec<RefsiteVideo>,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct RefsiteVideo {
+pub(crate) struct RefsiteVideo {
     pub id: String,
     pub kind: VideoKind,
     pub embed_url: String,

@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum BidiError {
+pub(crate) enum BidiError {
     /// The browser answered with an error (e.g. `no such frame`, `unknown error: tab crashed`).
     #[error("{error}: {message}")]
     Command { error: String, message: String },
@@ -34,10 +34,10 @@ pub enum BidiError {
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, BidiError>>>>>;
 
 /// Called with every event message (`{"type": "event", "method", "params"}`).
-pub type EventHandler = Box<dyn Fn(&Value) + Send + Sync>;
+pub(crate) type EventHandler = Box<dyn Fn(&Value) + Send + Sync>;
 
 /// One session's BiDi connection. Dropping it closes the socket.
-pub struct Bidi {
+pub(crate) struct Bidi {
     outgoing: mpsc::UnboundedSender<Message>,
     pending: Pending,
     next_id: AtomicU64,
@@ -170,7 +170,7 @@ impl Bidi {
     }
 
     /// The socket has ended (or was closed here).
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
     }
 
@@ -252,7 +252,7 @@ fn text_field(message: &Value, key: &str) -> String {
 /// its path with the endpoint's host and port. A Grid answers with its own configured
 /// address (which the controller may reach only through a tunnel), ChromeDriver with the
 /// loopback address it listens on; either way the session lives behind `webdriver_url`.
-pub fn socket_url(web_socket_url: &str, webdriver_url: &str) -> Result<String, String> {
+pub(crate) fn socket_url(web_socket_url: &str, webdriver_url: &str) -> Result<String, String> {
     let ws = url::Url::parse(web_socket_url)
         .map_err(|e| format!("the session's webSocketUrl `{web_socket_url}` is not a URL: {e}"))?;
     let endpoint = url::Url::parse(webdriver_url)

@@ -7,7 +7,7 @@ use url::{ParseError, Url};
 
 /// `POST /session/{id}/chromium/network_conditions`. Throughputs are in bytes/s.
 #[derive(Debug)]
-pub struct NetworkConditions {
+pub(crate) struct NetworkConditions {
     pub latency_ms: u32,
     pub download_bytes_per_s: u64,
     pub upload_bytes_per_s: u64,
@@ -16,7 +16,7 @@ pub struct NetworkConditions {
 impl NetworkConditions {
     /// kbit/s in the scenario → bytes/s for Chromium (1 kbit = 1000 bit). An unset
     /// direction is left unthrottled (-1 in Chromium's terms is expressed by a huge value).
-    pub fn from_link(p: &LinkProfile) -> Self {
+    pub(crate) fn from_link(p: &LinkProfile) -> Self {
         let bytes = |kbps: Option<u32>| kbps.map(|k| k as u64 * 1000 / 8).unwrap_or(0);
         Self {
             latency_ms: p.latency_ms.unwrap_or(0),
@@ -52,7 +52,7 @@ impl WebDriverCompatibleCommand for NetworkConditions {
 
 /// `POST /session/{id}/goog/cdp/execute`: one Chrome DevTools Protocol command.
 #[derive(Debug)]
-pub struct CdpCommand {
+pub(crate) struct CdpCommand {
     method: String,
     params: serde_json::Value,
 }
@@ -84,14 +84,14 @@ impl WebDriverCompatibleCommand for CdpCommand {
 /// port (default ones included), path and query. Measured against Chromium 156: `*://*/*`
 /// matches default ports only, `*` nothing, and the empty pattern WebRTC data channels
 /// too; a pattern that matches nothing is accepted silently.
-pub const HTTP_URL_PATTERN: &str = "*://*:*";
+pub(crate) const HTTP_URL_PATTERN: &str = "*://*:*";
 
 /// The CDP parameters that throttle HTTP(S) and WebSocket requests only
 /// (`Network.emulateNetworkConditionsByRule`, after `Network.enable`, which the rule needs
 /// and which must stay enabled: `Network.disable` removes the throttling). Latency applies
 /// to every request; throughputs are shared by all of a page's requests. `None` for a
 /// direction means not throttled.
-pub fn http_only_rules(
+pub(crate) fn http_only_rules(
     latency_ms: u32,
     download_bytes_per_s: Option<u64>,
     upload_bytes_per_s: Option<u64>,

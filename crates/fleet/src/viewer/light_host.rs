@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// The oldest Node.js that runs the host (`module.register` for its loader hooks).
-pub const MIN_NODE: (u32, u32) = (20, 6);
+pub(crate) const MIN_NODE: (u32, u32) = (20, 6);
 /// Every answer of the host on stdout starts with this; other lines are ignored.
 const REPLY_PREFIX: &str = "viewerfleet-light ";
 /// A stopped host has this long to exit before it is killed.

@@ -613,7 +613,7 @@ pub fn capabilities(slot: &ViewerSlot, profile: Option<PathBuf>) -> Capabilities
 }
 
 /// Capabilities with the given base flags instead of the project's.
-pub fn capabilities_with(
+pub(crate) fn capabilities_with(
     flags: &[impl AsRef<str>],
     slot: &ViewerSlot,
     profile: Option<PathBuf>,

@@ -32,7 +32,7 @@ pub enum RawDataError {
 }
 
 /// What kind of thing a path is, for messages ("a folder", "a FIFO (named pipe)", …).
-pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+pub(crate) fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_file() {
@@ -83,7 +83,7 @@ pub fn read_regular_file(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>
 }
 
 /// Largest `manifest.json` read (a real one is a few KiB).
-pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Reads `manifest.json` as text: a regular file of at most [`MAX_MANIFEST_BYTES`] of
 /// UTF-8. `NotFound` stays `NotFound`, so a caller can tell "no manifest" apart.

@@ -69,7 +69,7 @@ pub struct ChurnPlan {
 }
 
 /// Shortest watch time drawn: a viewer plays at least this long before it may leave.
-pub const MIN_WATCH: Duration = Duration::from_secs(1);
+pub(crate) const MIN_WATCH: Duration = Duration::from_secs(1);
 
 impl ChurnPlan {
     /// How long viewer `index` watches from its first frame; `None`: to the end.

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_PER_PAGE: u32 = 25;
 /// At most this many per page: Chromium caps a page at 500 peer connections, and each light
 /// peer may hold about ten.
-pub const MAX_PER_PAGE: u32 = 50;
+pub(crate) const MAX_PER_PAGE: u32 = 50;
 /// At most this many light peers in one run.
-pub const MAX_LIGHT_PEERS: u32 = 10_000;
+pub(crate) const MAX_LIGHT_PEERS: u32 = 10_000;
 
 /// The scenario's `swarm:` section.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -42,7 +42,7 @@ pub use crate::kinds::LightRuntime;
 /// What runs light peers unless `swarm.runtime` says otherwise: Chromium pages, whose light
 /// peers passed a first fidelity check; Node.js hosts are cheaper but their first check
 /// failed (+11 points of P2P savings at T, RESULTS.md), so they are asked for by name.
-pub const DEFAULT_RUNTIME: LightRuntime = LightRuntime::Browser;
+pub(crate) const DEFAULT_RUNTIME: LightRuntime = LightRuntime::Browser;
 
 /// The light peers of a run, validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,7 +126,7 @@ struct FidelityFileSavings {
 }
 
 /// Where `swarm.fidelity: value` points: relative paths from the scenario file's folder.
-pub fn fidelity_path(value: &str, scenario_file: &Path) -> PathBuf {
+pub(crate) fn fidelity_path(value: &str, scenario_file: &Path) -> PathBuf {
     let path = Path::new(value);
     if path.is_absolute() {
         return path.to_path_buf();
@@ -139,7 +139,7 @@ pub fn fidelity_path(value: &str, scenario_file: &Path) -> PathBuf {
 
 /// Reads `swarm.fidelity` (`value`, relative to `scenario_file`); the message says what is
 /// wrong and how to fix it.
-pub fn read_fidelity(value: &str, scenario_file: &Path) -> Result<FidelityRecord, String> {
+pub(crate) fn read_fidelity(value: &str, scenario_file: &Path) -> Result<FidelityRecord, String> {
     const HOW: &str = "give the fidelity.json that `viewerfleet fidelity SCENARIO --swarm N --real K --out DIR` wrote (a path relative to the scenario file), or remove `swarm.fidelity`";
     if value.trim().is_empty() {
         return Err(format!("is empty; {HOW}"));
@@ -204,7 +204,7 @@ impl LightPlan {
     /// Validates `swarm:` (with `--light-peers` instead of its count when given); `None`
     /// without light peers. `swarm.fidelity` is read from beside `scenario_file` (and
     /// checked even when the light peers are turned off). Errors are `(field, message)`.
-    pub fn from_spec(
+    pub(crate) fn from_spec(
         spec: Option<&SwarmSpec>,
         override_peers: Option<u32>,
         override_runtime: Option<LightRuntime>,

@@ -73,7 +73,7 @@ impl<'de> Deserialize<'de> for ProfileRef {
 
 /// A named link profile of the library, with where its figures come from.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LibraryProfile {
+pub(crate) struct LibraryProfile {
     pub name: &'static str,
     /// Every figure set; the latency is applied by netem where the kernel has it, else to
     /// HTTP in the browser.
@@ -93,7 +93,7 @@ const fn link(download_kbps: u32, upload_kbps: u32, latency_ms: u32) -> LinkProf
 
 /// The profile library. Jitter and loss are not emulated (no netem here; tbf drops only
 /// when its queue is full), so the library carries none.
-pub const PROFILES: &[LibraryProfile] = &[
+pub(crate) const PROFILES: &[LibraryProfile] = &[
     LibraryProfile {
         name: "peertube-2023",
         link: link(2_000, 300, 500),
@@ -127,12 +127,12 @@ pub const PROFILES: &[LibraryProfile] = &[
 ];
 
 /// `peertube-2023`, `dsl`, … for messages.
-pub fn profile_names() -> String {
+pub(crate) fn profile_names() -> String {
     let names: Vec<String> = PROFILES.iter().map(|p| format!("`{}`", p.name)).collect();
     names.join(", ")
 }
 
-pub fn library_profile(name: &str) -> Option<&'static LibraryProfile> {
+pub(crate) fn library_profile(name: &str) -> Option<&'static LibraryProfile> {
     PROFILES.iter().find(|p| p.name == name)
 }
 

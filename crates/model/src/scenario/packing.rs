@@ -12,7 +12,7 @@ use super::spec::{LinkProfile, NetworkProfile};
 pub const MAX_PER_BROWSER: u32 = 16;
 
 /// The browser of viewer `index` when `per_browser` viewers share one.
-pub fn browser_of(index: u32, per_browser: u32) -> u32 {
+pub(crate) fn browser_of(index: u32, per_browser: u32) -> u32 {
     index / per_browser.max(1)
 }
 
@@ -34,7 +34,11 @@ pub(super) fn per_browser(written: Option<u32>, over: Option<u32>) -> Result<u32
 /// viewers on 300 kbit/s uplinks: 67–79% P2P savings packed 4 to a browser, 8.5% one per
 /// browser; RESULTS.md). There the plan uses one viewer per browser, and says which value
 /// it left out (second field); `--per-browser` (`over`) still packs a tc run on purpose.
-pub fn unshaped_under_tc(written: u32, over: Option<u32>, tc_shaped: bool) -> (u32, Option<u32>) {
+pub(crate) fn unshaped_under_tc(
+    written: u32,
+    over: Option<u32>,
+    tc_shaped: bool,
+) -> (u32, Option<u32>) {
     if tc_shaped && over.is_none() && written > 1 {
         (1, Some(written))
     } else {

@@ -72,9 +72,9 @@ pub struct AutoRamp {
 }
 
 /// Default of `viewers.auto.max`.
-pub const AUTO_MAX_VIEWERS: u32 = 64;
+pub(crate) const AUTO_MAX_VIEWERS: u32 = 64;
 /// Default of `viewers.auto.cpu_below`.
-pub const AUTO_CPU_BELOW: f64 = 0.7;
+pub(crate) const AUTO_CPU_BELOW: f64 = 0.7;
 
 #[derive(Debug, Clone)]
 pub struct TargetPlan {
@@ -184,7 +184,7 @@ impl Plan {
 
     /// The class (index into `networks`) of each of the first `browsers` browsers; empty
     /// without `viewers.networks`.
-    pub fn browser_classes(&self, browsers: u32) -> Vec<usize> {
+    pub(crate) fn browser_classes(&self, browsers: u32) -> Vec<usize> {
         if self.networks.is_empty() || self.networks_from_shorthand {
             return Vec::new();
         }
@@ -193,7 +193,7 @@ impl Plan {
     }
 
     /// The link and access of a viewer of class `k`.
-    pub fn class_access(&self, k: usize) -> (Option<NetworkProfile>, ViewerAccess) {
+    pub(crate) fn class_access(&self, k: usize) -> (Option<NetworkProfile>, ViewerAccess) {
         let class = &self.networks[k];
         (
             class.profile,

@@ -188,7 +188,7 @@ impl ThresholdMetric {
     }
 
     /// The metrics `abort_on_fail` can judge while the run goes, for error messages.
-    pub const LIVE: &'static str =
+    pub(crate) const LIVE: &'static str =
         "`failed_viewers`, `http_share_at_t` and `p2p_savings_at_t` (the players' bytes so far)";
 
     /// How a condition on this metric is written, for error messages.

@@ -19,7 +19,11 @@ pub(super) struct CpuInterval {
 }
 
 /// This host's CPU against the machine rule; `None` without host samples.
-pub fn host_machine(run: &RunData, steady: Steady, sampling_s: f64) -> Option<MachineHeadroom> {
+pub(crate) fn host_machine(
+    run: &RunData,
+    steady: Steady,
+    sampling_s: f64,
+) -> Option<MachineHeadroom> {
     let samples = &run.host_samples;
     let first = samples.first()?;
     let mut prev = first.t - sampling_s;

@@ -30,16 +30,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// A host or node sample is hot above this busy share of its cores (or CPU allowance);
 /// steal counts as busy.
-pub const HOT_BUSY: f64 = 0.90;
+pub(crate) const HOT_BUSY: f64 = 0.90;
 /// A node sample is also hot when more than this share of its cgroup's scheduling periods
 /// ran out of quota: a throttled container is starved at any busy share.
-pub const HOT_THROTTLED: f64 = 0.25;
+pub(crate) const HOT_THROTTLED: f64 = 0.25;
 /// A machine is saturated when hot for more than this share of its sampled time…
-pub const SATURATED_RUN_SHARE: f64 = 0.10;
+pub(crate) const SATURATED_RUN_SHARE: f64 = 0.10;
 /// …or for more than this share of the steady window; only this one judges its viewers.
-pub const SATURATED_STEADY_SHARE: f64 = 0.25;
+pub(crate) const SATURATED_STEADY_SHARE: f64 = 0.25;
 /// Mean steal above this share is warned about (shared cloud vCPUs).
-pub const STEAL_WARN: f64 = 0.05;
+pub(crate) const STEAL_WARN: f64 = 0.05;
 
 /// A page is starved over a window when its timer ran later than this on average, ms…
 ///
@@ -50,29 +50,29 @@ pub const STEAL_WARN: f64 = 0.05;
 /// 0–2.7% of ticks more than 100 ms late and worst ticks of 55–302 ms. 5 ms and 2% put
 /// every page of the saturated run on the starved side and leave a margin of four times
 /// the idle run's lateness.
-pub const PAGE_LATE_MEAN_MS: f64 = 5.0;
+pub(crate) const PAGE_LATE_MEAN_MS: f64 = 5.0;
 /// …or when more than this share of its ticks ran more than [`LATE_TICK_MS`] late.
-pub const PAGE_LATE_TICKS_SHARE: f64 = 0.02;
+pub(crate) const PAGE_LATE_TICKS_SHARE: f64 = 0.02;
 /// What the page's meter counts as a late tick, ms (the meter's own threshold).
-pub const LATE_TICK_MS: f64 = 100.0;
+pub(crate) const LATE_TICK_MS: f64 = 100.0;
 /// Fewest visible ticks (2 s) a window needs before its page is judged.
-pub const PAGE_MIN_TICKS: f64 = 8.0;
+pub(crate) const PAGE_MIN_TICKS: f64 = 8.0;
 
 /// The P2P figure is not a finding when a machine carrying at least this share of the
 /// started viewers was saturated in the steady window…
-pub const NOT_A_FINDING_MACHINE_SHARE: f64 = 0.10;
+pub(crate) const NOT_A_FINDING_MACHINE_SHARE: f64 = 0.10;
 /// …or when at least this share of the started viewers had no headroom there.
-pub const NOT_A_FINDING_STARVED_SHARE: f64 = 0.10;
+pub(crate) const NOT_A_FINDING_STARVED_SHARE: f64 = 0.10;
 
 /// Spans listed per machine and per viewer (the rest are counted).
-pub const SPANS_LISTED: usize = 5;
+pub(crate) const SPANS_LISTED: usize = 5;
 /// Viewers listed in `report.json` (`viewers.csv` has every one).
-pub const VIEWERS_LISTED: usize = 50;
+pub(crate) const VIEWERS_LISTED: usize = 50;
 /// How the host is named among the machines.
-pub const HOST_NAME: &str = "this machine";
+pub(crate) const HOST_NAME: &str = "this machine";
 
 /// What the analysis needs from the rest of the report.
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     pub steady: Steady,
     /// The plan's sampling interval: the time a machine's first sample covers.
     pub sampling_s: f64,
@@ -89,7 +89,7 @@ pub struct Inputs<'a> {
 }
 
 /// The section, every viewer's verdict (for `viewers.csv`) and the series to plot.
-pub struct Analysis {
+pub(crate) struct Analysis {
     pub headroom: Headroom,
     pub per_viewer: BTreeMap<u32, ViewerHeadroom>,
     /// Mean lateness of the pages' ticks over time (all viewers), ms.
@@ -113,7 +113,7 @@ pub(crate) use words::{headline, reasons_count, rules};
 use words::{steal_warnings, verdict};
 
 /// Judges every machine and every viewer, and computes the figures with headroom.
-pub fn analyse(run: &RunData, inputs: &Inputs) -> Analysis {
+pub(crate) fn analyse(run: &RunData, inputs: &Inputs) -> Analysis {
     let steady = inputs.steady;
     let host_judges_viewers = run.manifest.fleet.browsers_on_this_host();
     let mut host = host_machine(run, steady, inputs.sampling_s);

@@ -23,7 +23,7 @@ impl LagInterval {
 /// The page rule on a lag meter's counts over some stretch of time: its ticks ran later
 /// than [`PAGE_LATE_MEAN_MS`] on average or more than [`PAGE_LATE_TICKS_SHARE`] of them
 /// were late. No ticks, no verdict of starvation.
-pub fn page_starved(ticks: f64, late_ms: f64, late_ticks: f64) -> bool {
+pub(crate) fn page_starved(ticks: f64, late_ms: f64, late_ticks: f64) -> bool {
     ticks > 0.0
         && (late_ms / ticks > PAGE_LATE_MEAN_MS || late_ticks / ticks > PAGE_LATE_TICKS_SHARE)
 }
@@ -31,7 +31,12 @@ pub fn page_starved(ticks: f64, late_ms: f64, late_ticks: f64) -> bool {
 /// A page's lag meter over a window, judged by the page rule; `None` when the window holds
 /// fewer than [`PAGE_MIN_TICKS`] ticks (too little to judge). Shared by the viewers' pages
 /// and the light peers' pages (`report::light`), so both are starved by one rule.
-pub fn judge_page(ticks: f64, late_ms: f64, late_ticks: f64, max_ms: f64) -> Option<PageLagWindow> {
+pub(crate) fn judge_page(
+    ticks: f64,
+    late_ms: f64,
+    late_ticks: f64,
+    max_ms: f64,
+) -> Option<PageLagWindow> {
     (ticks >= PAGE_MIN_TICKS).then(|| PageLagWindow {
         ticks,
         mean_late_ms: late_ms / ticks,

@@ -103,7 +103,7 @@ pub(super) fn machine_label(name: &str) -> String {
 }
 
 /// Starved viewers by reason, in words: "5 by their page's lag, 5 by a saturated node".
-pub fn reasons_count(v: &HeadroomViewers) -> String {
+pub(crate) fn reasons_count(v: &HeadroomViewers) -> String {
     let mut parts = Vec::new();
     if v.starved_by_page_lag > 0 {
         parts.push(format!("{} by their page's lag", v.starved_by_page_lag));

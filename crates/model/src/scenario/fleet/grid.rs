@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Defaults of the retry policy.
-pub const DEFAULT_MAX_PARALLEL: u32 = 4;
+pub(crate) const DEFAULT_MAX_PARALLEL: u32 = 4;
 
 /// How long a viewer holds its start permit (`max_parallel_starts`): from its session
 /// request to its first frame — the session (≤ 5 s) and the player's time to first frame
@@ -16,12 +16,12 @@ pub const START_HOLD_S: f64 = 16.0;
 /// flight for the ramp's arrival rate (viewers per second × `START_HOLD_S`), from the
 /// default up to 256. With too few, the fleet — not the hub — falls behind the ramp: 4 in
 /// flight started 2.9 viewers/s where a 1000-viewer ramp of 120 s asks 8.3 (BENCHMARKS.md).
-pub fn parallel_starts_for(viewers: u32, ramp: std::time::Duration) -> usize {
+pub(crate) fn parallel_starts_for(viewers: u32, ramp: std::time::Duration) -> usize {
     let rate = f64::from(viewers) / ramp.as_secs_f64().max(1.0);
     ((rate * START_HOLD_S).ceil() as u32).clamp(DEFAULT_MAX_PARALLEL, 256) as usize
 }
-pub const DEFAULT_RETRIES: u32 = 6;
-pub const DEFAULT_BACKOFF: &str = "2s";
+pub(crate) const DEFAULT_RETRIES: u32 = 6;
+pub(crate) const DEFAULT_BACKOFF: &str = "2s";
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -146,7 +146,7 @@ impl GridFleetSpec {
 /// credentials in the URL (they would be written to the manifest, the reports and the
 /// logs, and no way to send them is built in), a query or a fragment (paths are joined
 /// onto the URL).
-pub fn check_hub_url(url: &str) -> Result<String, String> {
+pub(crate) fn check_hub_url(url: &str) -> Result<String, String> {
     let parsed = url::Url::parse(url)
         .map_err(|e| format!("`{url}` is not a URL ({e}); write e.g. http://127.0.0.1:4444/"))?;
     if matches!(parsed.scheme(), "ws" | "wss") {

@@ -100,8 +100,8 @@ pub struct CanaryTimingSpec {
 }
 
 /// Defaults of `fleet.canary`.
-pub const CANARY_WARMUP: Duration = Duration::from_secs(30);
-pub const CANARY_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const CANARY_WARMUP: Duration = Duration::from_secs(30);
+pub(crate) const CANARY_WINDOW: Duration = Duration::from_secs(60);
 
 /// What one viewer costs and what a node keeps for the OS, the JVM and the Selenium node.
 /// With `viewers.per_browser: N`, a viewer costs `*_per_viewer + *_per_browser / N`: its

@@ -20,7 +20,7 @@ pub struct LocalFleetSpec {
 
 /// Sessions a local fleet creates at once unless told otherwise: more only slows each
 /// start on a small machine.
-pub const DEFAULT_MAX_PARALLEL: u32 = 2;
+pub(crate) const DEFAULT_MAX_PARALLEL: u32 = 2;
 
 /// `fleet: kind: local`, validated.
 #[derive(Debug, Clone, PartialEq)]

@@ -27,7 +27,7 @@ pub struct NetnsFleetSpec {
 }
 
 /// Port the target listens on inside its namespace unless told otherwise.
-pub const DEFAULT_TARGET_PORT: u16 = 8080;
+pub(crate) const DEFAULT_TARGET_PORT: u16 = 8080;
 
 /// `fleet: kind: netns`, validated.
 #[derive(Debug, Clone, PartialEq)]
