@@ -145,19 +145,7 @@ async fn plan_all(args: PlanArgs) -> anyhow::Result<(Vec<serde_json::Value>, Vec
             &catalogue,
         )?;
         let mix = match &plan.light {
-            Some(light) => Some((
-                sizing::plan_mix(
-                    &spec,
-                    swarm,
-                    plan.viewers,
-                    light.per_page,
-                    plan.per_browser,
-                    plan.duration,
-                    pace,
-                    &catalogue,
-                )?,
-                None,
-            )),
+            Some(light) => Some((sizing::scenario_mix(&spec, &plan, light, &catalogue)?, None)),
             None if fleet.over_limit() => Some(sizing::fit_mix(
                 &spec,
                 swarm,

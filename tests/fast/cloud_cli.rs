@@ -32,6 +32,41 @@ pub(crate) async fn fake(config: FakeConfig) -> Fake {
     )
 }
 
+/// A fake whose nodes register 100 ms after they are created: `up` gets its fleet at once.
+pub(crate) async fn booting_fake() -> Fake {
+    fake(FakeConfig {
+        node_boot: Some(Duration::from_millis(100)),
+        ..FakeConfig::default()
+    })
+    .await
+}
+
+/// `viewerfleet up SCENARIO --inventory <dir>/inventory.json` (bounded); asserts that it
+/// succeeded and returns its stderr, its stdout and the inventory it wrote.
+async fn up_with_inventory(
+    fake: &Fake,
+    dir: &Path,
+    scenario: &Path,
+) -> (String, String, serde_json::Value) {
+    let inventory = dir.join("inventory.json");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        command(fake, dir)
+            .arg("up")
+            .arg(scenario)
+            .arg("--inventory")
+            .arg(&inventory)
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let inv = serde_json::from_str(&std::fs::read_to_string(&inventory).unwrap()).unwrap();
+    (stderr, text(&out.stdout), inv)
+}
+
 /// A test's fake Hetzner API, and the reapers of the runs made on it. Every cloud command
 /// that creates servers starts a reaper that outlives the command; a test ends them (`down`
 /// for a fleet left standing) and waits for them with [`Fake::no_reaper_left`] while the
@@ -317,31 +352,12 @@ async fn sigquit_while_waiting_for_nodes_leaves_zero_servers() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn up_writes_an_inventory_hands_over_to_the_ttl_and_down_deletes_the_run() {
-    let fake = fake(FakeConfig {
-        node_boot: Some(Duration::from_millis(100)),
-        ..FakeConfig::default()
-    })
-    .await;
+    let fake = booting_fake().await;
     let target = target().await;
     let dir = tempfile::tempdir().unwrap();
     let path = scenario(dir.path(), &target_url(&target), 12, "");
     let inventory = dir.path().join("inventory.json");
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        command(&fake, dir.path())
-            .arg("up")
-            .arg(&path)
-            .arg("--inventory")
-            .arg(&inventory)
-            .output(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let inv: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&inventory).unwrap()).unwrap();
+    let (stderr, stdout, inv) = up_with_inventory(&fake, dir.path(), &path).await;
     assert_eq!(inv["hub_url"], fake.hub_url());
     assert_eq!(inv["nodes"].as_array().unwrap().len(), 3);
     assert_eq!(inv["capacity"], 12);
@@ -355,7 +371,7 @@ async fn up_writes_an_inventory_hands_over_to_the_ttl_and_down_deletes_the_run()
     let password = inv["grid_credentials"]["password"].as_str().unwrap();
     assert_eq!(password.len(), 64);
     assert_eq!(inv["grid_credentials"]["username"], "viewerfleet");
-    assert!(!stderr.contains(password) && !text(&out.stdout).contains(password));
+    assert!(!stderr.contains(password) && !stdout.contains(password));
     let read = viewerfleet::fleet::grid::inventory_credentials(&inventory)
         .unwrap()
         .unwrap();
@@ -690,11 +706,7 @@ async fn up_warns_before_buying_when_the_target_has_no_ipv6_address() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn webdriver_open_to_the_world_is_refused_unless_opted_in_with_a_loud_warning() {
-    let fake = fake(FakeConfig {
-        node_boot: Some(Duration::from_millis(100)),
-        ..FakeConfig::default()
-    })
-    .await;
+    let fake = booting_fake().await;
     let target = target().await;
     let dir = tempfile::tempdir().unwrap();
     let path = scenario(dir.path(), &target_url(&target), 4, "");
@@ -1854,11 +1866,7 @@ async fn each_cloud_run_of_a_suite_keeps_its_reapers_log_in_its_own_folder() {
 /// mix: nodes sized for what the light peers cost, and a Grid slot for every page of them.
 #[tokio::test(flavor = "multi_thread")]
 async fn up_buys_the_fleet_plan_prints_for_a_mix_of_viewers_and_light_peers() {
-    let fake = fake(FakeConfig {
-        node_boot: Some(Duration::from_millis(100)),
-        ..FakeConfig::default()
-    })
-    .await;
+    let fake = booting_fake().await;
     let target = target().await;
     let dir = tempfile::tempdir().unwrap();
     let path = scenario(dir.path(), &target_url(&target), 8, "");
@@ -1895,27 +1903,11 @@ async fn up_buys_the_fleet_plan_prints_for_a_mix_of_viewers_and_light_peers() {
         "the mix is smaller than 408 real viewers: {planned}"
     );
 
-    let inventory = dir.path().join("inventory.json");
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        command(&fake, dir.path())
-            .arg("up")
-            .arg(&path)
-            .arg("--inventory")
-            .arg(&inventory)
-            .output(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (stderr, _, inv) = up_with_inventory(&fake, dir.path(), &path).await;
     assert!(
         stderr.contains("8 real viewers + 400 light peers (pages of 25"),
         "{stderr}"
     );
-    let inv: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&inventory).unwrap()).unwrap();
     let run = inv["run"].as_str().unwrap().to_string();
     let servers = fake
         .state

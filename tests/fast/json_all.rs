@@ -7,13 +7,12 @@
 //! its schema with every field named (`tests/support/schema.rs`), and stdout holds that
 //! document and nothing else.
 
-use crate::cloud_cli::{command, fake, scenario, target, target_url};
+use crate::cloud_cli::{booting_fake, command, scenario, target, target_url};
 use crate::support::fixtures::{copy_dir, fixture};
 use crate::support::schema::assert_valid;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
-use viewerfleet_kit::fake_hcloud::FakeConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_viewerfleet");
 
@@ -325,11 +324,7 @@ fn ladder_json_from_step_folders() {
 /// --json` with and without `--dry-run`, and `down --json`, against the fake Hetzner API.
 #[tokio::test(flavor = "multi_thread")]
 async fn up_gc_and_down_json_against_the_fake_api() {
-    let fake = fake(FakeConfig {
-        node_boot: Some(Duration::from_millis(100)),
-        ..FakeConfig::default()
-    })
-    .await;
+    let fake = booting_fake().await;
     let target = target().await;
     let dir = tempfile::tempdir().unwrap();
     let path = scenario(dir.path(), &target_url(&target), 12, "");

@@ -5,8 +5,8 @@
 //! `down`, and SIGINT/SIGTERM/SIGHUP/SIGQUIT are in `cloud_cli.rs`.)
 
 use super::cloud_cli::{
-    command, driven_scenario, fake, reaper_finished, reaper_pid, scenario, target, target_url,
-    text, until, up_reaper_log, BIN, TOKEN,
+    booting_fake, command, driven_scenario, fake, reaper_finished, reaper_pid, scenario, target,
+    target_url, text, until, up_reaper_log, BIN, TOKEN,
 };
 use reqwest::Method;
 use std::process::Stdio;
@@ -436,11 +436,7 @@ async fn a_cloud_command_warns_about_a_kept_run_whose_reaper_is_gone_and_gc_remo
 #[cfg(debug_assertions)]
 #[tokio::test(flavor = "multi_thread")]
 async fn a_panic_on_ups_main_path_deletes_the_run_and_tells_its_reaper() {
-    let fake = fake(FakeConfig {
-        node_boot: Some(Duration::from_millis(100)),
-        ..FakeConfig::default()
-    })
-    .await;
+    let fake = booting_fake().await;
     let target = target().await;
     let dir = tempfile::tempdir().unwrap();
     let path = scenario(dir.path(), &target_url(&target), 12, "");

@@ -6,15 +6,12 @@ use crate::support::http_get;
 use crate::support::poll;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_viewerfleet");
 
-fn media_cache() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("refsite-media")
-}
+use crate::support::refsite::media_cache;
 
 /// A refsite process, killed and reaped on drop whatever happened.
 struct Site {

@@ -4,7 +4,6 @@
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
@@ -12,9 +11,7 @@ use tokio_util::sync::CancellationToken;
 use viewerfleet::model::kinds::VideoKind;
 use viewerfleet::refsite::{self, RefsiteConfig, RefsiteError, RefsiteHandle};
 
-fn media_cache() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("refsite-media")
-}
+use crate::support::refsite::media_cache;
 
 async fn vod_site() -> RefsiteHandle {
     let mut config = RefsiteConfig::new(media_cache(), refsite::default_web_dir());

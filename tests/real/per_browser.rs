@@ -10,23 +10,17 @@
 use crate::support::poll;
 use futures::FutureExt;
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use viewerfleet::fleet::local::LocalFleet;
 use viewerfleet::fleet::Fleet;
 use viewerfleet::model::kinds::{Throttling, VideoKind};
 use viewerfleet::model::scenario::fleet::LocalFleetPlan;
 use viewerfleet::model::scenario::{BrowserPlan, LinkProfile, NetworkProfile, ViewerPlan};
-use viewerfleet::refsite::{self, RefsiteConfig};
+use viewerfleet::refsite;
 use viewerfleet::target::peertube::PeerTubeTarget;
 use viewerfleet::target::{PlayerStats, Target};
 use viewerfleet::viewer::{BrowserSetup, SharedBrowser, Viewer, ViewerTimeouts};
-
-fn media_cache() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("refsite-media")
-}
 
 /// Times one GET from inside the viewer's page: `url` (relative to the page) or, with
 /// `None`, the first media segment the page fetched.
@@ -72,12 +66,7 @@ fn browsers_with(profile_dir: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn viewers_of_one_browser_have_their_own_stats_throttling_peers_and_teardown() {
-    let mut config = RefsiteConfig::new(media_cache(), refsite::default_web_dir());
-    config.vod = false;
-    config.metrics_interval = Duration::from_secs(2);
-    let site = refsite::start(config, CancellationToken::new())
-        .await
-        .expect("refsite starts (ffmpeg, web/ installed)");
+    let site = crate::support::refsite::start_live().await;
     let live = site.video(VideoKind::Live).unwrap().embed_url.clone();
     let target = PeerTubeTarget::from_video_url(&live, None).unwrap();
     let fleet = LocalFleet::start(&LocalFleetPlan::default()).await.unwrap();

@@ -10,7 +10,6 @@ use crate::support::poll;
 use anyhow::{anyhow, ensure, Context, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -187,9 +186,7 @@ async fn scrape(site: &RefsiteHandle) -> Result<String> {
     Ok(reqwest::get(site.metrics_url()).await?.text().await?)
 }
 
-fn media_cache() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("refsite-media")
-}
+use crate::support::refsite::media_cache;
 
 async fn start_site(kind: VideoKind) -> Result<RefsiteHandle> {
     let mut config = RefsiteConfig::new(media_cache(), refsite::default_web_dir());

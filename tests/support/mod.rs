@@ -10,6 +10,7 @@ pub mod internet;
 pub mod poll;
 pub mod process;
 pub mod raw_run;
+pub mod refsite;
 pub mod schema;
 
 /// Every file under `dir` (recursively) whose bytes contain `needle`: where a secret must

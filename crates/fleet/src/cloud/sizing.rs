@@ -445,6 +445,26 @@ pub fn plan_mix(
     })
 }
 
+/// The fleet of a scenario's own mix: its viewers real, its `swarm.light_peers` light (what
+/// `plan` prints and `up` buys).
+pub fn scenario_mix(
+    spec: &HcloudFleetSpec,
+    plan: &crate::model::scenario::Plan,
+    light: &crate::model::scenario::light::LightPlan,
+    cat: &Catalogue,
+) -> Result<MixPlan, CloudError> {
+    plan_mix(
+        spec,
+        plan.viewers + light.peers,
+        plan.viewers,
+        light.per_page,
+        plan.per_browser,
+        plan.duration,
+        Pace::of(plan),
+        cat,
+    )
+}
+
 /// The mix a fleet over its server limit can run instead: a tenth of the swarm real
 /// ([`MIN_REAL_SHARE`], the share `viewerfleet fidelity` compares; the cheapest mix), and
 /// the most real viewers any fleet within the limit holds (`most_real`, dearer: bigger

@@ -185,22 +185,12 @@ pub async fn size(
     spec: &HcloudFleetSpec,
 ) -> Result<sizing::CloudSizing, CloudError> {
     let catalogue = pricing::fetch(api, &spec.location).await?;
-    let pace = sizing::Pace::of(plan);
     let sized = match plan.light.as_ref().filter(|l| l.peers > 0) {
         // Light peers run in browser pages on the nodes beside the viewers: the fleet is
-        // sized for what they cost (`plan_mix`, as `plan` prints it), with a Grid slot for
+        // sized for what they cost (`scenario_mix`, as `plan` prints it), with a Grid slot for
         // every page.
         Some(light) => {
-            let mix = sizing::plan_mix(
-                spec,
-                plan.viewers + light.peers,
-                plan.viewers,
-                light.per_page,
-                plan.per_browser,
-                plan.duration,
-                pace,
-                &catalogue,
-            )?;
+            let mix = sizing::scenario_mix(spec, plan, light, &catalogue)?;
             tracing::info!(
                 "{} real viewers + {} light peers (pages of {}; a light peer costs {:.3} of a viewer): the fleet is sized for {} viewers' worth, {} Grid sessions",
                 mix.real,
@@ -217,7 +207,7 @@ pub async fn size(
             plan.viewers,
             plan.per_browser,
             plan.duration,
-            pace,
+            sizing::Pace::of(plan),
             &catalogue,
         )?,
     };
@@ -294,7 +284,7 @@ impl CloudFleet {
         api: &HcloudApi,
         plan: &Plan,
         spec: &HcloudFleetSpec,
-        opts: UpOptions,
+        mut opts: UpOptions,
         cancel: &CancellationToken,
     ) -> Result<CloudFleet, CloudError> {
         spec.validate(plan.viewers)
@@ -305,7 +295,6 @@ impl CloudFleet {
         gc::warn_about_leftovers(api, None).await;
         let sized = size(api, plan, spec).await?;
         // A canary sizes the nodes for the fleet's viewers, light peers counted at their cost.
-        let mut opts = opts;
         if let Some(canary) = opts.canary.as_mut() {
             canary.viewers = sized.viewers;
         }
