@@ -7,7 +7,8 @@
 //
 // Protocol with the engine: one command per line on stdin, one JSON answer per line on
 // stdout, prefixed with "viewerfleet-light ":
-//   read  -> the page's window.viewerfleetLight.read()  (null before the script ran)
+//   read [S] -> the page's window.viewerfleetLight.read(S)  (null before the script ran);
+//               S: the real viewers' live latency for the peers to follow, seconds
 //   stop  -> every peer closed; answers {"stopped":true} and exits
 // End of stdin (the engine is gone) closes every peer and exits too. Logs go to stderr.
 
@@ -127,10 +128,13 @@ async function stop() {
 const reply = (value) => out.write(REPLY + JSON.stringify(value) + "\n");
 const commands = createInterface({ input: process.stdin });
 commands.on("line", async (line) => {
-  switch (line.trim()) {
-    case "read":
-      reply(globalThis.viewerfleetLight ? globalThis.viewerfleetLight.read() : null);
+  const [command, argument] = line.trim().split(/\s+/, 2);
+  switch (command) {
+    case "read": {
+      const follow = argument === undefined ? undefined : Number(argument);
+      reply(globalThis.viewerfleetLight ? globalThis.viewerfleetLight.read(follow) : null);
       break;
+    }
     case "stop":
       await stop();
       reply({ stopped: true });

@@ -14,8 +14,12 @@
 // http-only throttle: a rate shared by its requests and a delay before each), spread_ms (the
 // peers start evenly over this time), metrics=0 (no playback reports).
 //
-// window.viewerfleetLight.read() returns every peer's cumulative figures and the page's lag
-// meter; stop() closes every peer (tracker, data channels, requests).
+// window.viewerfleetLight.read(follow) returns every peer's cumulative figures and the page's
+// lag meter; stop() closes every peer (tracker, data channels, requests). `follow`, when the
+// engine passes one, is how far behind the live edge the run's real viewers play (seconds,
+// their median): a live peer closer to the edge than that holds its playhead until it is as
+// far behind, as a player whose page and decoder started later would be. A real player never
+// catches up (hls.js plays at rate 1), so neither does a light peer that is further behind.
 
 import { M3U8Parser } from "hls.js";
 import { generateStreamShortId } from "p2p-media-loader-core";
@@ -55,6 +59,10 @@ const TICK_MS = 250;
 const ABR_UP_FACTOR = 0.7;
 /** After a failed segment, the next attempt waits this long (hls.js retries after ~1 s). */
 const RETRY_MS = 1000;
+/** A playhead within this much of the followed latency is where it should be. */
+const FOLLOW_SLACK_S = 0.25;
+/** The real viewers' live latency the peers follow (seconds); null: their own. */
+let followLatencyS = null;
 
 // p2p-media-loader keeps per-page state in its module: one peer id per stream for every
 // engine of the page, and one tracker socket per announce URL. Each light peer therefore
@@ -158,6 +166,8 @@ class LightPeer {
     this.waitingSince = null;
     this.late = 0;
     this.waitedMs = 0;
+    this.heldMs = 0;
+    this.advancedAt = 0; // when the live playlist last grew (performance.now())
     this.segmentsLoaded = 0;
     this.timers = [];
     this.stopped = false;
@@ -303,6 +313,7 @@ class LightPeer {
         (this.listedOut ??= new Set()).add(sn);
       }
     }
+    if (added.length) this.advancedAt = performance.now();
     this.core.setIsLive(details.live);
     if (added.length || removed.length) this.core.updateStream(url, added, removed);
   }
@@ -311,6 +322,13 @@ class LightPeer {
     let first = Infinity;
     for (const s of this.segments.values()) first = Math.min(first, s.start);
     return Number.isFinite(first) ? first : 0;
+  }
+
+  /** Seconds behind the live edge as hls.js estimates a player's: the playlist's end plus
+   * the time since it last grew, minus the playhead. */
+  liveLatency(now) {
+    if (!this.details?.live || !this.playing) return null;
+    return this.lastEnd() + (now - this.advancedAt) / 1000 - this.position;
   }
 
   lastEnd() {
@@ -342,8 +360,16 @@ class LightPeer {
     const dt = (now - this.lastTick) / 1000;
     this.lastTick = now;
     const bufferedEnd = this.bufferedEnd();
+    const latency = this.liveLatency(now);
     if (!this.playing) {
       this.playing = bufferedEnd > this.position;
+    } else if (
+      followLatencyS !== null &&
+      latency !== null &&
+      latency + dt < followLatencyS - FOLLOW_SLACK_S
+    ) {
+      // Closer to the edge than the real viewers: hold, as a later-starting player would.
+      this.heldMs += dt * 1000;
     } else if (this.position + dt <= bufferedEnd) {
       this.position += dt;
       if (this.waitingSince !== null) {
@@ -469,6 +495,8 @@ class LightPeer {
       peers: this.peers.size,
       playing: this.playing,
       positionS: this.position,
+      liveLatencyS: this.liveLatency(performance.now()),
+      heldMs: this.heldMs,
       segmentsLoaded: this.segmentsLoaded,
       segmentsLate: this.late,
       waitedMs: this.waitedMs + waiting,
@@ -520,8 +548,12 @@ for (let i = 0; i < PEERS; i++) {
 window.addEventListener("pagehide", () => peers.forEach((p) => p.stop()));
 
 window.viewerfleetLight = {
-  /** Every peer's figures; the lag meter's worst lateness is since the previous read. */
-  read: () => {
+  /** Every peer's figures; the lag meter's worst lateness is since the previous read.
+   * `follow`: the real viewers' live latency to hold the playheads at (see the top). */
+  read: (follow) => {
+    if (typeof follow === "number" && Number.isFinite(follow) && follow > 0) {
+      followLatencyS = follow;
+    }
     const meter = { ...lag };
     lag.maxMs = 0;
     return { lag: meter, peers: peers.map((p) => p.read()), errors: pageErrors.slice(-5) };

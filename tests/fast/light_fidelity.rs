@@ -101,7 +101,7 @@ fn write_run(dir: &Path, viewers: u32, light: u32, p2p: f64, busy: f64) {
         for v in 0..viewers {
             let _ = writeln!(
                 samples,
-                r#"{{"t": {t}.0, "viewer": {v}, "http_down_bytes": {}, "p2p_down_bytes": {}, "p2p_up_bytes": {}, "peers": 3, "playing": true, "current_time_s": {t}.0, "stalls": 0, "stalled_ms": 0.0, "resolution": 240, "dropped_frames": 0, "errors": 0}}"#,
+                r#"{{"t": {t}.0, "viewer": {v}, "http_down_bytes": {}, "p2p_down_bytes": {}, "p2p_up_bytes": {}, "peers": 3, "playing": true, "current_time_s": {t}.0, "live_latency_s": 12.0, "stalls": 0, "stalled_ms": 0.0, "resolution": 240, "dropped_frames": 0, "errors": 0}}"#,
                 http_bps * t,
                 p2p_bps * t,
                 UPLOAD_BPS[v as usize % 8] * t
@@ -110,7 +110,7 @@ fn write_run(dir: &Path, viewers: u32, light: u32, p2p: f64, busy: f64) {
         for peer in 0..light {
             let _ = writeln!(
                 light_samples,
-                r#"{{"t": {t}.0, "peer": {peer}, "group": {}, "http_down_bytes": {}, "p2p_down_bytes": {}, "p2p_up_bytes": {}, "peers": 3, "playing": true, "position_s": {t}.0, "segments_loaded": {i}, "segments_late": 0, "waited_ms": 0.0, "errors": 0, "lag": {{"ticks": {}, "late_ms": {}.0, "late_ticks": 0, "max_ms": 3.0, "hidden_ticks": 0}}}}"#,
+                r#"{{"t": {t}.0, "peer": {peer}, "group": {}, "http_down_bytes": {}, "p2p_down_bytes": {}, "p2p_up_bytes": {}, "peers": 3, "playing": true, "position_s": {t}.0, "live_latency_s": 11.5, "held_ms": 800.0, "segments_loaded": {i}, "segments_late": 0, "waited_ms": 0.0, "errors": 0, "lag": {{"ticks": {}, "late_ms": {}.0, "late_ticks": 0, "max_ms": 3.0, "hidden_ticks": 0}}}}"#,
                 peer / 3,
                 http_bps * t,
                 p2p_bps * t,
@@ -293,6 +293,16 @@ async fn light_peers_are_measured_against_an_all_real_swarm_and_the_verdict_is_r
     assert_eq!(f.runs[1].viewer_upload_bytes, [300_000, 750_000]);
     assert_eq!(f.runs[1].light_upload_bytes.len(), 6);
     assert_eq!(f.runs[0].headroom.as_deref(), Some("finding"));
+    // Where the members stood behind the live edge: the viewers' reads in each arm, the
+    // light peers' in B, side by side in the table.
+    assert_eq!(
+        (f.runs[0].viewers_latency_s, f.runs[0].light_latency_s),
+        (Some(12.0), None)
+    );
+    assert_eq!(
+        (f.runs[1].viewers_latency_s, f.runs[1].light_latency_s),
+        (Some(12.0), Some(11.5))
+    );
 
     // fidelity.json holds the same document, in the layout of its schema.
     let written = LightFidelity::load(&out).unwrap();
@@ -305,11 +315,11 @@ async fn light_peers_are_measured_against_an_all_real_swarm_and_the_verdict_is_r
     let dir = |name: &str| out.join(name).display().to_string();
     for row in [
         format!(
-            "| A1 | {} | 70.0% | 8/8 | — | 0.000 | 2.6 MB | 11.7 MB | yes |",
+            "| A1 | {} | 70.0% | 8/8 | — | 0.000 | 2.6 MB | 11.7 MB | 12.0 s | yes |",
             dir("all-real-1")
         ),
         format!(
-            "| B1 | {} | 68.0% | 2/2 | 6/6 | 0.000 | 2.6 MB | 11.7 MB | yes |",
+            "| B1 | {} | 68.0% | 2/2 | 6/6 | 0.000 | 2.6 MB | 11.7 MB | 12.0 s / 11.5 s | yes |",
             dir("with-light-1")
         ),
         "| rule | A: 8 real | B: 2 real + 6 light | allowed | result |".to_string(),

@@ -23,10 +23,10 @@ use crate::support::raw_run::RawRun;
 /// A live scenario with one real viewer and `light_peers` light peers, `per_page` a page.
 ///
 /// No network profile, on purpose: under the 2000/300 kbit/s, 500 ms http-only throttle of
-/// scenarios/local/live-normal.yaml the real player settled 4–5 s further behind the live edge
-/// than the light peers (three hand runs), so it mostly downloaded from them and uploaded as
-/// little as three segments (0.49 MB) in 75 s. Unthrottled, it plays level with them (within
-/// ±2 s), so segments flow both ways in every run; the light pages' own throttle is not what
+/// scenarios/local/live-normal.yaml the real player settles several seconds further behind the
+/// live edge than light peers on their own (three hand runs, before light peers followed the
+/// real viewers' latency), so it mostly downloads from them. Unthrottled, it plays level with
+/// them, so segments flow both ways in every run; the light pages' own throttle is not what
 /// these tests are about.
 fn scenario(
     dir: &Path,
@@ -154,6 +154,30 @@ fn p2p_flows_both_ways_between_light_peers_and_a_real_viewer() {
     assert!(viewer_up > 0, "the real viewer sent nothing to light peers");
     assert!(light_down > 0, "light peers downloaded nothing over P2P");
     assert!(light_up > 0, "light peers uploaded nothing over P2P");
+
+    // Light peers follow the real viewer's distance to the live edge: none stands closer to
+    // the edge than it by more than a read interval and the hold's slack allow.
+    let mut viewer_latency: Vec<f64> = raw
+        .samples
+        .iter()
+        .filter(|s| s.viewer == 0 && s.playing)
+        .filter_map(|s| s.live_latency_s)
+        .collect();
+    assert!(
+        viewer_latency.len() >= 10,
+        "the real viewer's reads say its live latency: {viewer_latency:?}"
+    );
+    let recent = viewer_latency.split_off(viewer_latency.len() - 10);
+    let lowest = recent.iter().copied().fold(f64::INFINITY, f64::min);
+    for (peer, s) in &finals {
+        let latency = s
+            .live_latency_s
+            .unwrap_or_else(|| panic!("light peer {peer}'s last read has no live latency: {s:?}"));
+        assert!(
+            latency >= lowest - 2.0,
+            "light peer {peer} stands {latency:.1} s behind the edge, the real viewer {recent:?}"
+        );
+    }
 }
 
 #[test]

@@ -10,19 +10,26 @@ use super::recorder::Record;
 use super::shared::Shared;
 use crate::fleet::Fleet;
 use crate::model::kinds::{TargetKind, Throttling};
-use crate::model::rawdata::{FleetDescription, LightSample, LightSummary, PageLag, RunEventKind};
+use crate::model::rawdata::{
+    FleetDescription, LightSample, LightSummary, PageLag, RunEventKind, ViewerSample,
+};
 use crate::model::scenario::fleet::netns::MAX_VIEWERS;
 use crate::model::scenario::light::{LightGroup, LightRuntime};
 use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
 use crate::viewer::light_host::{self, LightHostInstall, LightHostProcess};
 use crate::viewer::{Viewer, ViewerSlot};
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What the engine asks of a light-peer page.
-const READ_SCRIPT: &str = "return window.viewerfleetLight ? window.viewerfleetLight.read() : null;";
+/// What the engine asks of a light-peer page: its read, with the live latency its peers
+/// follow (a number of seconds, or `null`).
+fn read_script(follow: Option<f64>) -> String {
+    let follow = follow.map_or("null".to_string(), |s| format!("{s:.3}"));
+    format!("return window.viewerfleetLight ? window.viewerfleetLight.read({follow}) : null;")
+}
 const STOP_SCRIPT: &str =
     "if (window.viewerfleetLight) window.viewerfleetLight.stop(); return true;";
 /// Consecutive failed reads after which a page counts as lost.
@@ -274,12 +281,12 @@ enum OpenPage {
 }
 
 impl OpenPage {
-    async fn read(&mut self) -> anyhow::Result<serde_json::Value> {
+    async fn read(&mut self, follow: Option<f64>) -> anyhow::Result<serde_json::Value> {
         match self {
-            OpenPage::Browser(viewer) => {
-                Ok(viewer.execute("reading light peers", READ_SCRIPT).await?)
-            }
-            OpenPage::Node(host) => host.read().await,
+            OpenPage::Browser(viewer) => Ok(viewer
+                .execute("reading light peers", &read_script(follow))
+                .await?),
+            OpenPage::Node(host) => host.read(follow).await,
         }
     }
 
@@ -485,9 +492,11 @@ async fn drive(page: &PagePlan, shared: &Shared, open: &mut OpenPage) -> anyhow:
     Ok(())
 }
 
-/// One read of the page: a record per peer.
+/// One read of the page: a record per peer. The page's live peers are handed the real
+/// viewers' latency to follow with it.
 async fn read(open: &mut OpenPage, group: u32, shared: &Shared) -> anyhow::Result<()> {
-    let value = open.read().await?;
+    let follow = real_viewers_latency(&shared.live().latest);
+    let value = open.read(follow).await?;
     let t = shared.rec.now();
     let Some(read) = parse_read(value)? else {
         return Ok(()); // the page's script has not run yet
@@ -496,6 +505,30 @@ async fn read(open: &mut OpenPage, group: u32, shared: &Shared) -> anyhow::Resul
         shared.rec.send(Record::Light(sample));
     }
     Ok(())
+}
+
+/// How far behind the live edge the real viewers play: the median of the latest reads of
+/// those playing (`None` before any plays, on VOD, or where the page does not say). Light
+/// peers hold their playheads there, so the swarm's members stand where an all-real swarm's
+/// would: a real player starts later than a light peer (its page, its decoder) and never
+/// catches up, and which members ask the origin first decides who fetches over HTTP.
+fn real_viewers_latency(latest: &HashMap<u32, ViewerSample>) -> Option<f64> {
+    let mut latencies: Vec<f64> = latest
+        .values()
+        .filter(|s| s.playing)
+        .filter_map(|s| s.live_latency_s)
+        .filter(|l| l.is_finite() && *l > 0.0)
+        .collect();
+    if latencies.is_empty() {
+        return None;
+    }
+    latencies.sort_by(f64::total_cmp);
+    let mid = latencies.len() / 2;
+    Some(if latencies.len() % 2 == 1 {
+        latencies[mid]
+    } else {
+        (latencies[mid - 1] + latencies[mid]) / 2.0
+    })
 }
 
 /// The page's answer; `None` before its script ran.
@@ -536,6 +569,8 @@ struct PeerRead {
     peers: u32,
     playing: bool,
     position_s: f64,
+    live_latency_s: Option<f64>,
+    held_ms: Option<f64>,
     segments_loaded: u64,
     segments_late: u32,
     waited_ms: f64,
@@ -564,6 +599,8 @@ impl PageRead {
                 peers: p.peers,
                 playing: p.playing,
                 position_s: p.position_s,
+                live_latency_s: p.live_latency_s.filter(|l| l.is_finite()),
+                held_ms: p.held_ms.filter(|h| *h > 0.0),
                 segments_loaded: p.segments_loaded,
                 segments_late: p.segments_late,
                 waited_ms: p.waited_ms,
@@ -650,7 +687,8 @@ mod tests {
             "lag": {"ticks": 40, "lateMs": 120.5, "lateTicks": 1, "maxMs": 101.0, "hiddenTicks": 0},
             "peers": [
                 {"peer": 25, "httpDownBytes": 1000, "p2pDownBytes": 3000, "p2pUpBytes": 2000,
-                 "peers": 4, "playing": true, "positionS": 12.5, "segmentsLoaded": 7,
+                 "peers": 4, "playing": true, "positionS": 12.5, "liveLatencyS": 13.2,
+                 "heldMs": 4250.0, "segmentsLoaded": 7,
                  "segmentsLate": 1, "waitedMs": 250.0, "errors": 0, "lastError": null},
                 {"peer": 26, "httpDownBytes": 0, "p2pDownBytes": 0, "p2pUpBytes": 0,
                  "peers": 0, "playing": false, "positionS": 0, "segmentsLoaded": 0,
@@ -664,6 +702,12 @@ mod tests {
         assert_eq!(samples[0].group, 1);
         assert_eq!(samples[0].p2p_down_bytes, 3000);
         assert_eq!(samples[0].lag.unwrap().late_ticks, 1);
+        assert_eq!(samples[0].live_latency_s, Some(13.2));
+        assert_eq!(samples[0].held_ms, Some(4250.0));
+        assert_eq!(
+            samples[1].held_ms, None,
+            "a peer that never held says nothing"
+        );
         assert_eq!(samples[1].last_error.as_deref(), Some("start: TypeError"));
         assert!(parse_read(serde_json::Value::Null).unwrap().is_none());
         assert!(parse_read(serde_json::json!({"peers": "x"})).is_err());
@@ -704,6 +748,34 @@ mod tests {
         )
         .unwrap();
         assert!(summary(&plan, &fleet, None).is_none());
+    }
+
+    #[test]
+    fn light_peers_follow_the_median_latency_of_the_real_viewers_playing() {
+        let sample = |viewer, playing, latency| ViewerSample {
+            viewer,
+            playing,
+            live_latency_s: latency,
+            ..Default::default()
+        };
+        let mut latest = HashMap::new();
+        assert_eq!(real_viewers_latency(&latest), None, "no viewer yet");
+        latest.insert(0, sample(0, true, Some(14.0)));
+        latest.insert(1, sample(1, true, Some(18.0)));
+        latest.insert(2, sample(2, false, Some(2.0)));
+        latest.insert(3, sample(3, true, None));
+        assert_eq!(
+            real_viewers_latency(&latest),
+            Some(16.0),
+            "the median of the two playing viewers that say; a stalled one and a silent one do not count"
+        );
+        latest.insert(4, sample(4, true, Some(15.0)));
+        assert_eq!(real_viewers_latency(&latest), Some(15.0));
+        assert_eq!(
+            read_script(Some(15.0)),
+            "return window.viewerfleetLight ? window.viewerfleetLight.read(15.000) : null;"
+        );
+        assert!(read_script(None).contains("read(null)"));
     }
 
     #[test]

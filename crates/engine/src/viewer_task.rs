@@ -542,6 +542,7 @@ fn to_sample(t: f64, viewer: u32, s: &PlayerStats) -> ViewerSample {
         peers: s.peers,
         playing: s.playing,
         current_time_s: s.current_time,
+        live_latency_s: s.live_latency_s,
         stalls: s.stalls,
         stalled_ms: s.stalled_ms,
         resolution: s.resolution,

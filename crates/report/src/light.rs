@@ -81,6 +81,25 @@ pub struct LightReport {
     /// CPU is in the browsers').
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cost: Option<LightHostCost>,
+    /// How far behind the live edge light peers and real viewers played (live runs whose
+    /// reads say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_latency: Option<LiveLatency>,
+}
+
+/// Seconds behind the live edge over the steady window (the run when the window holds no
+/// reads): where members stand in a live swarm decides who asks the origin first, so light
+/// peers that stood elsewhere than the real viewers would shift the swarm's HTTP share.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LiveLatency {
+    /// Median over the reads of real viewers that were playing.
+    pub viewers_median_s: Option<f64>,
+    /// Median over the reads of light peers whose playhead had started.
+    pub light_median_s: Option<f64>,
+    /// Light peers that held their playhead to follow the real viewers' latency, and the
+    /// median time they held it.
+    pub light_held: u32,
+    pub light_held_median_s: Option<f64>,
 }
 
 /// The Node.js light-peer hosts' CPU and memory over the steady window.
@@ -247,6 +266,58 @@ pub(crate) fn analyse(run: &RunData, ply: &PlayerTraffic, steady: Steady) -> Opt
             cores_per_peer: c.cores / by_peer.len() as f64,
             pss_bytes_per_peer: c.pss_mean_bytes / by_peer.len() as f64,
         }),
+        live_latency: live_latency(run, steady.from_s, steady.to_s),
+    })
+}
+
+/// The members' live latency over `from_s..to_s` (see [`LiveLatency`]): real viewers and
+/// light peers alike, so an all-real run has its viewers' figure too; `None` when no read
+/// carries one (VOD, or a page that does not say).
+pub fn live_latency(run: &RunData, from_s: f64, to_s: f64) -> Option<LiveLatency> {
+    let in_window = |t: f64| t >= from_s && t <= to_s;
+    // The steady window's reads, or every read when the window holds none.
+    let median = |all: Vec<(f64, f64)>| {
+        let inside: Vec<f64> = all
+            .iter()
+            .filter(|(t, _)| in_window(*t))
+            .map(|p| p.1)
+            .collect();
+        let values = if inside.is_empty() {
+            all.iter().map(|p| p.1).collect()
+        } else {
+            inside
+        };
+        percentile(&values, 50.0)
+    };
+    let viewers: Vec<(f64, f64)> = run
+        .viewer_samples
+        .iter()
+        .filter(|s| s.playing)
+        .filter_map(|s| s.live_latency_s.map(|l| (s.t, l)))
+        .collect();
+    let light: Vec<(f64, f64)> = run
+        .light_samples
+        .iter()
+        .filter(|s| s.playing)
+        .filter_map(|s| s.live_latency_s.map(|l| (s.t, l)))
+        .collect();
+    if viewers.is_empty() && light.is_empty() {
+        return None;
+    }
+    // Each peer's held time is cumulative: its largest read is its total.
+    let mut held_by_peer: BTreeMap<u32, f64> = BTreeMap::new();
+    for s in &run.light_samples {
+        if let Some(ms) = s.held_ms {
+            let held = held_by_peer.entry(s.peer).or_default();
+            *held = held.max(ms / 1000.0);
+        }
+    }
+    let held: Vec<f64> = held_by_peer.into_values().collect();
+    Some(LiveLatency {
+        viewers_median_s: median(viewers),
+        light_median_s: median(light),
+        light_held: held.len() as u32,
+        light_held_median_s: percentile(&held, 50.0),
     })
 }
 
@@ -424,6 +495,9 @@ pub fn lines(l: &LightReport) -> Vec<String> {
         pct(a.p2p_share),
         bytes(Some(a.p2p_uploaded_bytes)),
     ));
+    if let Some(line) = l.live_latency.as_ref().map(latency_line) {
+        out.push(line);
+    }
     if let Some(c) = &l.host_cost {
         out.push(format!(
             "Their Node.js hosts used {:.2} cores and {} (PSS) over the steady window, {:.1} processes on average: {:.4} cores and {} per light peer.",
@@ -492,6 +566,29 @@ pub fn lines(l: &LightReport) -> Vec<String> {
         )
     });
     out
+}
+
+/// Where the members stood behind the live edge, and whether light peers followed.
+fn latency_line(l: &LiveLatency) -> String {
+    let s = |v: Option<f64>| v.map_or(NONE.to_string(), |v| format!("{v:.1} s"));
+    let held = if l.light_held == 0 {
+        "no light peer held its playhead (no real viewer's latency to follow, or none was \
+         further behind)"
+            .to_string()
+    } else {
+        format!(
+            "{} held {} playhead (median {}) to stand as far behind as the real viewers",
+            peers_phrase(l.light_held),
+            if l.light_held == 1 { "its" } else { "their" },
+            s(l.light_held_median_s)
+        )
+    };
+    format!(
+        "Behind the live edge (median of the steady window's reads): real viewers {}, light \
+         peers {}; {held}.",
+        s(l.viewers_median_s),
+        s(l.light_median_s)
+    )
 }
 
 /// Which fidelity verdict the run relied on, or that it relied on none.
@@ -1008,6 +1105,49 @@ mod tests {
                      peers: it vouches for that shape only."
                 ),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn the_section_says_where_members_stood_behind_the_live_edge() {
+        let mut run = crafted(1, &[]);
+        assert!(
+            analysis::build(&run)
+                .summary
+                .light
+                .unwrap()
+                .live_latency
+                .is_none(),
+            "VOD-like reads say nothing"
+        );
+        for s in &mut run.viewer_samples {
+            s.live_latency_s = Some(if s.viewer == 0 { 16.0 } else { 18.0 });
+        }
+        // Light peers start close to the edge, then peer 0 holds its playhead 4 s to
+        // stand where the viewers do; outside the steady window (90–120 s) they stood at 12 s.
+        for s in &mut run.light_samples {
+            s.live_latency_s = Some(if s.t < 60.0 { 12.0 } else { 17.0 });
+            if s.peer == 0 && s.t >= 10.0 {
+                s.held_ms = Some(s.t.min(50.0) * 100.0);
+            }
+        }
+        let report = analysis::build(&run);
+        let l = report.summary.light.as_ref().unwrap();
+        let latency = l.live_latency.unwrap();
+        assert!(close(latency.viewers_median_s, 17.0));
+        assert!(
+            close(latency.light_median_s, 17.0),
+            "the steady window's reads only"
+        );
+        assert_eq!(latency.light_held, 1);
+        assert!(
+            close(latency.light_held_median_s, 5.0),
+            "a peer's largest (cumulative) read"
+        );
+        let text = lines(l).join("\n");
+        assert!(
+            text.contains("real viewers 17.0 s, light peers 17.0 s; 1 light peer held its playhead (median 5.0 s)"),
+            "{text}"
         );
     }
 

@@ -298,6 +298,12 @@ pub struct RunFigures {
     pub stalls: u64,
     pub viewer_minutes: f64,
     pub ttff_median_ms: Option<f64>,
+    /// How far behind the live edge the real viewers and the light peers played, seconds
+    /// (median of the steady window's reads; live runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub viewers_latency_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light_latency_s: Option<f64>,
     /// P2P upload over the run of each real viewer with P2P on that played, in bytes.
     pub viewer_upload_bytes: Vec<u64>,
     /// The same for each light peer that reported.
@@ -325,6 +331,8 @@ impl RunFigures {
             stalls: 0,
             viewer_minutes: 0.0,
             ttff_median_ms: None,
+            viewers_latency_s: None,
+            light_latency_s: None,
             viewer_upload_bytes: Vec::new(),
             light_upload_bytes: Vec::new(),
             headroom: None,
@@ -339,8 +347,9 @@ impl RunFigures {
         round: u32,
         dir: &Path,
         report: &RunReport,
-        light_uploads: Vec<u64>,
+        data: &crate::report::RunData,
     ) -> Self {
+        let light_uploads = crate::report::light::upload_per_peer(data);
         let s = &report.summary;
         let players = s.players.as_ref();
         let mut not_a_finding = Vec::new();
@@ -377,6 +386,8 @@ impl RunFigures {
                 ));
             }
         }
+        let w = &s.windows;
+        let latency = crate::report::light::live_latency(data, w.steady_from_s, w.steady_to_s);
         let p2p_savings = players.and_then(|p| p.p2p_savings);
         if p2p_savings.is_none() {
             not_a_finding.push("the players' table has no P2P savings at T".into());
@@ -395,6 +406,8 @@ impl RunFigures {
             stalls: s.qoe.stalls,
             viewer_minutes: s.qoe.viewer_minutes,
             ttff_median_ms: s.qoe.ttff_median_ms,
+            viewers_latency_s: latency.as_ref().and_then(|l| l.viewers_median_s),
+            light_latency_s: latency.as_ref().and_then(|l| l.light_median_s),
             viewer_upload_bytes: report
                 .viewers
                 .iter()
@@ -903,8 +916,17 @@ fn measured(run: &FidelityRun, result: anyhow::Result<RunOutcome>) -> (RunFigure
 pub(crate) fn figures_of(arm: Arm, round: u32, dir: &Path) -> anyhow::Result<RunFigures> {
     let report = crate::report::build(dir)?;
     let data = crate::report::RunData::load(dir)?;
-    let light = crate::report::light::upload_per_peer(&data);
-    Ok(RunFigures::of_report(arm, round, dir, &report, light))
+    Ok(RunFigures::of_report(arm, round, dir, &report, &data))
+}
+
+/// "14.2 s / 13.9 s": the run's real viewers' and light peers' median live latency.
+fn latency_cell(r: &RunFigures) -> String {
+    let s = |v: Option<f64>| v.map_or(NONE.to_string(), |v| format!("{v:.1} s"));
+    match (r.viewers_latency_s, r.light_latency_s) {
+        (None, None) => NONE.into(),
+        (real, None) => s(real),
+        (real, light) => format!("{} / {}", s(real), s(light)),
+    }
 }
 
 /// The printed table: each run, then each rule, then the verdict.
@@ -933,6 +955,7 @@ pub fn markdown(f: &LightFidelity) -> String {
         "stalls / viewer-min",
         "P2P upload / member: median",
         "p90",
+        "behind live edge: real / light",
         "finding",
     ])
     .with_left(2)
@@ -952,6 +975,7 @@ pub fn markdown(f: &LightFidelity) -> String {
             per_minute((r.viewer_minutes > 0.0).then(|| r.stalls as f64 / r.viewer_minutes)),
             bytes(at(50.0)),
             bytes(at(90.0)),
+            latency_cell(r),
             match (&r.error, r.not_a_finding.is_empty()) {
                 (Some(e), _) => format!("no figures: {e}"),
                 (None, true) => "yes".into(),

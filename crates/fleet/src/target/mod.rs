@@ -86,6 +86,8 @@ pub struct PlayerStats {
     pub has_video: bool,
     pub playing: bool,
     pub current_time: f64,
+    /// Seconds behind the live edge (live streams, where the page exposes hls.js).
+    pub live_latency_s: Option<f64>,
     /// ms from navigation start to the first `playing` event.
     pub first_frame_ms: Option<f64>,
     pub stalls: u32,

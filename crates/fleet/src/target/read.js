@@ -12,6 +12,10 @@ const s = vf.seg, e = vf.engine, f = vf.frags;
 // videoHeight stays at the first frame's), else the element's own size.
 const p = window.videojsPlayer, hls = p && p.hls;
 const level = hls && hls.levels && hls.currentLevel >= 0 ? hls.levels[hls.currentLevel] : null;
+// How far behind the live edge the playhead is, as hls.js estimates it (its playlist's edge
+// plus the time since it advanced, minus currentTime); live streams of a page exposing hls.js.
+const liveLatency = level && level.details && level.details.live && v && v.currentTime > 0
+  ? hls.latency : null;
 const tracks = v && v.videoTracks;
 // The worst lateness is since the previous read.
 const lag = vf.lag ? Object.assign({}, vf.lag) : null;
@@ -41,6 +45,7 @@ return {
   hasVideo: !!v,
   playing: !!v && !v.paused && !v.ended && v.readyState >= 3 && vf.waitingSince === null,
   currentTime: v ? v.currentTime : 0,
+  liveLatencyS: typeof liveLatency === 'number' && liveLatency > 0 ? liveLatency : null,
   firstFrameMs: vf.firstFrameMs,
   stalls: vf.stalls, stalledMs: stalledMs,
   resolution: level && level.height ? level.height : (v && v.videoHeight ? v.videoHeight : null),

@@ -194,9 +194,13 @@ impl LightHostProcess {
         }
     }
 
-    /// `window.viewerfleetLight.read()` of the host's page (`null` before it ran).
-    pub async fn read(&mut self) -> anyhow::Result<serde_json::Value> {
-        self.ask("read").await
+    /// `window.viewerfleetLight.read(follow)` of the host's page (`null` before it ran);
+    /// `follow`: the live latency, in seconds, for its peers to hold their playheads at.
+    pub async fn read(&mut self, follow: Option<f64>) -> anyhow::Result<serde_json::Value> {
+        match follow {
+            Some(s) if s.is_finite() => self.ask(&format!("read {s:.3}")).await,
+            _ => self.ask("read").await,
+        }
     }
 
     /// Closes every peer (tracker, data channels, requests) and ends the process.

@@ -111,6 +111,10 @@ pub struct ViewerSample {
     /// The video element is advancing (not paused, not waiting).
     pub playing: bool,
     pub current_time_s: f64,
+    /// Seconds behind the live edge, as the player estimates it (live, where the page
+    /// exposes hls.js).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_latency_s: Option<f64>,
     /// Rebuffering events after the first frame.
     pub stalls: u32,
     /// Total time spent rebuffering after the first frame, ms.
@@ -312,6 +316,13 @@ pub struct LightSample {
     pub playing: bool,
     /// Where the playhead is, seconds on the stream's timeline.
     pub position_s: f64,
+    /// Seconds behind the live edge, computed as hls.js does for a player (live only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_latency_s: Option<f64>,
+    /// Time the playhead was held to stay as far behind the live edge as the run's real
+    /// viewers (the latency they follow), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_ms: Option<f64>,
     /// Segments loaded (HTTP or P2P).
     pub segments_loaded: u64,
     /// Times the playhead reached a segment that had not arrived (a real player would stall).
