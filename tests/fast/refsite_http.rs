@@ -14,12 +14,10 @@ use viewerfleet::refsite::{self, RefsiteConfig, RefsiteError, RefsiteHandle};
 use crate::support::refsite::media_cache;
 
 async fn vod_site() -> RefsiteHandle {
-    let mut config = RefsiteConfig::new(media_cache(), refsite::default_web_dir());
+    let mut config = crate::support::refsite::config();
     config.live = false;
     config.vod_length = Duration::from_secs(30);
-    refsite::start(config, CancellationToken::new())
-        .await
-        .expect("refsite starts")
+    crate::support::refsite::start(config).await
 }
 
 fn metric(text: &str, line_prefix: &str) -> Option<u64> {

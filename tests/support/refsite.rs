@@ -11,12 +11,22 @@ pub fn media_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("refsite-media")
 }
 
-/// A refsite with its live stream only, players reporting playback every 2 s.
-pub async fn start_live() -> RefsiteHandle {
-    let mut config = RefsiteConfig::new(media_cache(), refsite::default_web_dir());
-    config.vod = false;
-    config.metrics_interval = Duration::from_secs(2);
+/// The configuration of an in-test refsite: the shared media cache, the project's web/.
+pub fn config() -> RefsiteConfig {
+    RefsiteConfig::new(media_cache(), refsite::default_web_dir())
+}
+
+/// Starts a refsite as configured.
+pub async fn start(config: RefsiteConfig) -> RefsiteHandle {
     refsite::start(config, CancellationToken::new())
         .await
         .expect("refsite starts (ffmpeg, web/ installed)")
+}
+
+/// A refsite with its live stream only, players reporting playback every 2 s.
+pub async fn start_live() -> RefsiteHandle {
+    let mut config = config();
+    config.vod = false;
+    config.metrics_interval = Duration::from_secs(2);
+    start(config).await
 }

@@ -16,6 +16,7 @@ use crate::model::rawdata::{
 use crate::model::scenario::fleet::netns::MAX_VIEWERS;
 use crate::model::scenario::light::{LightGroup, LightRuntime};
 use crate::model::scenario::{BrowserPlan, NetworkProfile, Plan, ViewerPlan};
+use crate::report::stats::percentile;
 use crate::viewer::light_host::{self, LightHostInstall, LightHostProcess};
 use crate::viewer::{Viewer, ViewerSlot};
 use serde::Deserialize;
@@ -513,22 +514,13 @@ async fn read(open: &mut OpenPage, group: u32, shared: &Shared) -> anyhow::Resul
 /// would: a real player starts later than a light peer (its page, its decoder) and never
 /// catches up, and which members ask the origin first decides who fetches over HTTP.
 fn real_viewers_latency(latest: &HashMap<u32, ViewerSample>) -> Option<f64> {
-    let mut latencies: Vec<f64> = latest
+    let latencies: Vec<f64> = latest
         .values()
         .filter(|s| s.playing)
         .filter_map(|s| s.live_latency_s)
-        .filter(|l| l.is_finite() && *l > 0.0)
+        .filter(|l| *l > 0.0)
         .collect();
-    if latencies.is_empty() {
-        return None;
-    }
-    latencies.sort_by(f64::total_cmp);
-    let mid = latencies.len() / 2;
-    Some(if latencies.len() % 2 == 1 {
-        latencies[mid]
-    } else {
-        (latencies[mid - 1] + latencies[mid]) / 2.0
-    })
+    percentile(&latencies, 50.0)
 }
 
 /// The page's answer; `None` before its script ran.

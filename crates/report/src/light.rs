@@ -274,34 +274,34 @@ pub(crate) fn analyse(run: &RunData, ply: &PlayerTraffic, steady: Steady) -> Opt
 /// light peers alike, so an all-real run has its viewers' figure too; `None` when no read
 /// carries one (VOD, or a page that does not say).
 pub fn live_latency(run: &RunData, from_s: f64, to_s: f64) -> Option<LiveLatency> {
-    let in_window = |t: f64| t >= from_s && t <= to_s;
-    // The steady window's reads, or every read when the window holds none.
-    let median = |all: Vec<(f64, f64)>| {
-        let inside: Vec<f64> = all
+    // The median of the window's reads (t, latency), or of every read when it holds none.
+    let median = |reads: Vec<(f64, f64)>| {
+        let inside: Vec<f64> = reads
             .iter()
-            .filter(|(t, _)| in_window(*t))
-            .map(|p| p.1)
+            .filter(|(t, _)| *t >= from_s && *t <= to_s)
+            .map(|r| r.1)
             .collect();
-        let values = if inside.is_empty() {
-            all.iter().map(|p| p.1).collect()
+        if inside.is_empty() {
+            percentile(&reads.iter().map(|r| r.1).collect::<Vec<_>>(), 50.0)
         } else {
-            inside
-        };
-        percentile(&values, 50.0)
+            percentile(&inside, 50.0)
+        }
     };
-    let viewers: Vec<(f64, f64)> = run
-        .viewer_samples
-        .iter()
-        .filter(|s| s.playing)
-        .filter_map(|s| s.live_latency_s.map(|l| (s.t, l)))
-        .collect();
-    let light: Vec<(f64, f64)> = run
-        .light_samples
-        .iter()
-        .filter(|s| s.playing)
-        .filter_map(|s| s.live_latency_s.map(|l| (s.t, l)))
-        .collect();
-    if viewers.is_empty() && light.is_empty() {
+    let playing =
+        |playing: bool, t: f64, latency: Option<f64>| Some((t, latency?)).filter(|_| playing);
+    let viewers_median_s = median(
+        run.viewer_samples
+            .iter()
+            .filter_map(|s| playing(s.playing, s.t, s.live_latency_s))
+            .collect(),
+    );
+    let light_median_s = median(
+        run.light_samples
+            .iter()
+            .filter_map(|s| playing(s.playing, s.t, s.live_latency_s))
+            .collect(),
+    );
+    if viewers_median_s.is_none() && light_median_s.is_none() {
         return None;
     }
     // Each peer's held time is cumulative: its largest read is its total.
@@ -314,8 +314,8 @@ pub fn live_latency(run: &RunData, from_s: f64, to_s: f64) -> Option<LiveLatency
     }
     let held: Vec<f64> = held_by_peer.into_values().collect();
     Some(LiveLatency {
-        viewers_median_s: median(viewers),
-        light_median_s: median(light),
+        viewers_median_s,
+        light_median_s,
         light_held: held.len() as u32,
         light_held_median_s: percentile(&held, 50.0),
     })
