@@ -149,7 +149,8 @@ INSTALL_BUILD := $(if $(BUILD_USER),build-as-user,release grid-deps light-deps)
 build-as-user:
 	sudo -u '$(BUILD_USER)' -H bash -lc "cd '$(CURDIR)' && make release grid-deps light-deps CARGO='$(CARGO)' $(if $(CARGO_TARGET_DIR),CARGO_TARGET_DIR='$(CARGO_TARGET_DIR)')"
 
-## install: the release binary, the Selenium server jar and the shipped scenarios, so that
+## install: the release binary, the Selenium server jar and the shipped scenarios (with the
+## fidelity verdicts they name, scenarios/fidelity/), so that
 ## `viewerfleet` runs its demo and a local Grid from any folder (README, "Install outside
 ## the source tree"). PREFIX=/usr/local by default; DESTDIR for staging. Built as the user
 ## who called sudo under `sudo make install` (above).
@@ -160,7 +161,7 @@ install: $(INSTALL_BUILD)
 	rm -rf $(SHAREDIR)/light-host && install -d $(SHAREDIR)/light-host
 	cp -R light-host/host.mjs light-host/hooks.mjs light-host/package.json light-host/node_modules $(SHAREDIR)/light-host/
 	for dir in scenarios/*/; do \
-		install -d $(SHAREDIR)/$$dir && install -m 0644 $$dir*.yaml $(SHAREDIR)/$$dir || exit 1; \
+		install -d $(SHAREDIR)/$$dir && install -m 0644 $$(ls $$dir*.yaml $$dir*.json 2>/dev/null) $(SHAREDIR)/$$dir || exit 1; \
 	done
 
 ## uninstall: removes what `make install` put there (same PREFIX and DESTDIR).

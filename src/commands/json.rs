@@ -462,12 +462,14 @@ pub fn light_mix(
         "billed_hours": f.billed_hours,
         "run_net": f.run_net,
         "run_gross": f.run_gross,
-        "fidelity": plan.light.as_ref().and_then(|l| l.fidelity.as_ref()).map(|f| json!({
+        "fidelity": plan.fidelity.as_ref().map(|f| json!({
             "verdict": f.verdict,
             "swarm": f.swarm,
             "real": f.real,
             "created": f.created,
             "file": f.file,
+            "fleet": f.fleet,
+            "throttling": f.throttling,
         })),
         "target_hosts_light_peers": true,
         "most_real_viewers_within_limit": most_real.map(|most| json!({

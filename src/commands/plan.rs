@@ -241,14 +241,19 @@ impl Fit {
 /// What a mix of real viewers and light peers relies on: the fidelity verdict the scenario
 /// names, and whether its target can host light peers yet.
 fn mix_notes(plan: &Plan) -> Vec<String> {
-    let mut out = vec![match plan.light.as_ref().and_then(|l| l.fidelity.as_ref()) {
+    let mut out = vec![match plan.fidelity.as_ref() {
         Some(f) => format!(
-            "fidelity: {} ({} real vs {} real + {} light, measured {}; {})",
+            "fidelity: {} ({} real vs {} real + {} light, measured {}{}; {})",
             f.verdict.as_str(),
             f.swarm,
             f.real,
             f.swarm - f.real,
             f.created,
+            match (&f.fleet, &f.throttling) {
+                (Some(fleet), Some(throttling)) =>
+                    format!(" on the {fleet} fleet under {throttling}"),
+                _ => String::new(),
+            },
             f.file
         ),
         None => "fidelity: no verdict measured for these light peers: `viewerfleet fidelity SCENARIO --swarm N --real K --out DIR` measures one on a refsite scenario, and `swarm.fidelity` names its fidelity.json".into(),

@@ -1070,7 +1070,24 @@ async fn plan_fits_every_1000_viewer_scenario_within_10_servers_with_light_peers
         mix["hourly_net"].as_f64().unwrap() < vod["hourly_net"].as_f64().unwrap(),
         "{mix}"
     );
-    assert_eq!(mix["fidelity"], serde_json::Value::Null);
+    // The verdict the shipped scenario names (scenarios/fidelity/), with where it was measured.
+    let fidelity = &mix["fidelity"];
+    assert_eq!(fidelity["verdict"], "pass", "{mix}");
+    assert_eq!(
+        (fidelity["swarm"].as_u64(), fidelity["real"].as_u64()),
+        (Some(5), Some(2))
+    );
+    assert_eq!(
+        (fidelity["fleet"].as_str(), fidelity["throttling"].as_str()),
+        (Some("local"), Some("http-only"))
+    );
+    assert!(
+        fidelity["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("fidelity/vod-local-2of5.json"),
+        "{fidelity}"
+    );
     assert_eq!(mix["target_hosts_light_peers"], true);
     // All real viewers do not fit, the mix does: the plan fits, and plan exits 0.
     assert_eq!(vod["fits_server_limit"], true, "{vod}");
@@ -1085,7 +1102,7 @@ async fn plan_fits_every_1000_viewer_scenario_within_10_servers_with_light_peers
         &format!("with light peers: {real} real viewers + {light} light peers"),
         "(within fleet.server_limit 10)",
         "the mix saves",
-        "fidelity: no verdict measured",
+        "fidelity: pass (5 real vs 2 real + 3 light, measured 2026-12-05T13:54:16Z on the local fleet under http-only;",
         "light peers on a `peertube` target run p2p-media-loader-core 2.x in browser pages of the instance",
     ] {
         assert!(shown.contains(words), "no {words:?} in:\n{shown}");
@@ -1104,6 +1121,14 @@ async fn plan_fits_every_1000_viewer_scenario_within_10_servers_with_light_peers
         assert_eq!(mix["fits_server_limit"], true, "{name} at 3000: {mix}");
         assert!(mix["servers"].as_u64().unwrap() <= 10, "{name}: {mix}");
         assert_eq!(mix["swarm"], 3000, "{name}: {mix}");
+        // Every shipped verdict but the P2P-off share's, which `fidelity` cannot measure.
+        if name == "live-high-half-p2p-off" {
+            assert_eq!(mix["fidelity"], serde_json::Value::Null);
+            let shown = text(&out.stderr);
+            assert!(shown.contains("fidelity: no verdict measured"), "{shown}");
+        } else {
+            assert_eq!(mix["fidelity"]["verdict"], "pass", "{name}: {mix}");
+        }
     }
 }
 
@@ -1119,8 +1144,7 @@ async fn plan_exits_78_with_the_fewest_servers_when_no_fleet_fits_the_server_lim
     let mut files = Vec::new();
     for name in ["vod", "live-normal"] {
         let text =
-            std::fs::read_to_string(root.join(format!("scenarios/peertube-1000/{name}.yaml")))
-                .unwrap();
+            crate::support::shipped_scenario(&format!("scenarios/peertube-1000/{name}.yaml"));
         assert!(text.contains("server_limit: 10"), "{name}");
         let file = dir.path().join(format!("{name}.yaml"));
         std::fs::write(&file, text.replace("server_limit: 10", "server_limit: 2")).unwrap();
@@ -1699,8 +1723,7 @@ async fn plan_tfvars_writes_the_chosen_sizes_as_the_terraform_modules_variables(
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITfvarsKey t@example\n",
     )
     .unwrap();
-    let shipped =
-        std::fs::read_to_string(root.join("scenarios/peertube-1000/live-normal.yaml")).unwrap();
+    let shipped = crate::support::shipped_scenario("scenarios/peertube-1000/live-normal.yaml");
     let scenario = dir.path().join("live.yaml");
     std::fs::write(
         &scenario,

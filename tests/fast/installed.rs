@@ -1,6 +1,6 @@
 //! `viewerfleet` outside its source tree, as `make install` leaves it: the built binary
-//! copied to `<prefix>/bin/`, the shipped scenarios to `<prefix>/share/viewerfleet/scenarios/`,
-//! run from an empty working folder elsewhere. It validates a scenario copy, serves the
+//! copied to `<prefix>/bin/`, the shipped scenarios (and the fidelity verdicts they name) to
+//! `<prefix>/share/viewerfleet/scenarios/`, run from an empty working folder elsewhere. It validates a scenario copy, serves the
 //! reference site's player page from the front-end built into it, and finds the Selenium
 //! server jar in the documented order without reaching into the build tree.
 
@@ -38,7 +38,12 @@ impl Installed {
                 .join(group.file_name());
             std::fs::create_dir_all(&to).unwrap();
             for file in std::fs::read_dir(group.path()).unwrap().flatten() {
-                if file.path().extension().is_some_and(|e| e == "yaml") {
+                // As `make install`: scenarios and the fidelity verdicts they name.
+                if file
+                    .path()
+                    .extension()
+                    .is_some_and(|e| e == "yaml" || e == "json")
+                {
                     std::fs::copy(file.path(), to.join(file.file_name())).unwrap();
                 }
             }

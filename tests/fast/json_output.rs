@@ -342,7 +342,7 @@ fn report_json_gives_the_headline_and_a_folder_without_raw_data_an_error() {
 fn validate_json_lists_every_file_with_its_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.yaml");
-    let text_of = std::fs::read_to_string("scenarios/local/vod.yaml").unwrap();
+    let text_of = crate::support::shipped_scenario("scenarios/local/vod.yaml");
     std::fs::write(
         &good,
         format!("{text_of}\nthresholds:\n  ttff_p95: \"< 15s\"\n  failed_viewers: \"<= 1\"\n"),

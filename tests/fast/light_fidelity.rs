@@ -241,7 +241,7 @@ async fn light_peers_are_measured_against_an_all_real_swarm_and_the_verdict_is_r
     assert!(calls.iter().all(|r| r.plan.yaml.contains(
         "  # left out by `viewerfleet fidelity`, which measures a new verdict: fidelity: fid/fidelity.json"
     )));
-    assert!(calls[1].plan.light.as_ref().unwrap().fidelity.is_none());
+    assert!(calls[1].plan.fidelity.is_none());
     let log = String::from_utf8(log).unwrap();
     assert!(
         log.contains("[2/4] B1 (2 real viewers + 6 light peers): P2P savings at T 68.0%"),
@@ -338,9 +338,13 @@ async fn light_peers_are_measured_against_an_all_real_swarm_and_the_verdict_is_r
 
     // A scenario now relies on it…
     let plan = scenario::load(&file, &Overrides::default()).unwrap();
-    let record = plan.light.as_ref().unwrap().fidelity.clone().unwrap();
+    let record = plan.fidelity.clone().unwrap();
     assert_eq!(record.verdict.as_str(), "pass");
     assert_eq!((record.swarm, record.real), (8, 2));
+    assert_eq!(
+        (record.fleet.as_deref(), record.throttling.as_deref()),
+        (Some("local"), Some("http-only"))
+    );
     assert_eq!(record.file, out.join(FIDELITY_JSON).display().to_string());
     // …and a run of it, recording the verdict in its manifest, says so in its report.
     let run = tmp.path().join("relying");
@@ -353,7 +357,7 @@ async fn light_peers_are_measured_against_an_all_real_swarm_and_the_verdict_is_r
     viewerfleet::report::write_report(&run).unwrap();
     let md = std::fs::read_to_string(run.join("report.md")).unwrap();
     let line = format!(
-        "- Fidelity: pass (8 real vs 2 real + 6 light, P2P savings at T 70.0% vs 68.0%, measured {}, {}).",
+        "- Fidelity: pass (8 real vs 2 real + 6 light, P2P savings at T 70.0% vs 68.0%, measured {}, on the local fleet under http-only, {}).",
         &f.created[..10],
         record.file
     );

@@ -13,6 +13,26 @@ pub mod raw_run;
 pub mod refsite;
 pub mod schema;
 
+/// A shipped scenario's text (`rel` from the source tree, e.g. `scenarios/local/vod.yaml`)
+/// for a copy written elsewhere: its `swarm.fidelity`, relative to the shipped file, is made
+/// absolute so the copy still finds the verdict.
+pub fn shipped_scenario(rel: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let dir = path.parent().unwrap().display().to_string();
+    text.lines()
+        .map(|line| match line.trim_start().strip_prefix("fidelity: ") {
+            Some(value) if !value.starts_with('/') => {
+                let indent = &line[..line.len() - line.trim_start().len()];
+                format!("{indent}fidelity: {dir}/{value}")
+            }
+            _ => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
 /// Every file under `dir` (recursively) whose bytes contain `needle`: where a secret must
 /// not be.
 pub fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<String> {

@@ -103,7 +103,7 @@ pub(super) fn summary(
             fleet.p2p_shaped,
             light.per_page,
         ),
-        fidelity: light.fidelity.clone(),
+        fidelity: plan.fidelity.clone(),
     })
 }
 

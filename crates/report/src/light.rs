@@ -73,6 +73,12 @@ pub struct LightReport {
     /// Real viewers the plan asked for beside them (absent in reports of older versions).
     #[serde(default)]
     pub viewers_planned: u32,
+    /// The run's fleet and throttling, set against the verdict's (absent in reports of
+    /// older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttling: Option<String>,
     /// The fidelity verdict the run relied on (`swarm.fidelity`, from the manifest);
     /// absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +256,8 @@ pub(crate) fn analyse(run: &RunData, ply: &PlayerTraffic, steady: Steady) -> Opt
         groups_judged: judged.len() as u32,
         starved_groups,
         viewers_planned: run.manifest.plan.viewers,
+        fleet: Some(run.manifest.fleet.kind.to_string()),
+        throttling: run.manifest.fleet.throttling.map(|t| t.to_string()),
         fidelity: plan.and_then(|l| l.fidelity.clone()),
         host_cost: crate::cost::light_host_cost(
             run,
@@ -613,8 +621,14 @@ pub(crate) fn fidelity_line(l: &LightReport) -> String {
             peers_phrase(light)
         )
     };
+    let measured_on = match (&f.fleet, &f.throttling) {
+        (Some(fleet), Some(throttling)) => format!(", on the {fleet} fleet under {throttling}"),
+        (Some(fleet), None) => format!(", on the {fleet} fleet"),
+        (None, Some(throttling)) => format!(", under {throttling}"),
+        (None, None) => String::new(),
+    };
     format!(
-        "Fidelity: {} ({} real vs {} real + {} light, P2P savings at T {} vs {}, measured {}, {}).{shape}",
+        "Fidelity: {} ({} real vs {} real + {} light, P2P savings at T {} vs {}, measured {}{measured_on}, {}).{shape}{}",
         f.verdict.as_str(),
         f.swarm,
         f.real,
@@ -622,7 +636,32 @@ pub(crate) fn fidelity_line(l: &LightReport) -> String {
         pct(f.all_real_p2p_savings_pct),
         pct(f.with_light_p2p_savings_pct),
         f.created.get(..10).unwrap_or(&f.created),
-        f.file
+        f.file,
+        conditions_differ(l, f)
+    )
+}
+
+/// Where the verdict's fleet or throttling is not the run's: light peers shaped otherwise
+/// (under tc they share slots in groups) or on another network may offload otherwise, so
+/// the verdict vouches for its own conditions only. Empty when they match or are unknown.
+fn conditions_differ(l: &LightReport, f: &FidelityRecord) -> String {
+    let mut differ = Vec::new();
+    for (what, verdict, run) in [
+        ("fleet", &f.fleet, &l.fleet),
+        ("throttling", &f.throttling, &l.throttling),
+    ] {
+        if let (Some(verdict), Some(run)) = (verdict, run) {
+            if verdict != run {
+                differ.push(format!("{what} {verdict} (this run: {run})"));
+            }
+        }
+    }
+    if differ.is_empty() {
+        return String::new();
+    }
+    format!(
+        " It was measured on another {}: it vouches for those conditions only.",
+        differ.join(" and ")
     )
 }
 
@@ -757,6 +796,7 @@ fn more_groups(out: &mut String, l: &LightReport) {
 mod tests {
     use super::*;
     use crate::analysis;
+    use crate::model::kinds::{FleetKind, Throttling};
     use crate::model::rawdata::{
         LightSummary, Manifest, PlanSummary, ViewerEvent, ViewerEventKind, ViewerSample,
     };
@@ -1069,6 +1109,8 @@ mod tests {
             all_real_p2p_savings_pct: Some(68.1),
             with_light_p2p_savings_pct: Some(66.0),
             file: "fid/fidelity.json".into(),
+            fleet: None,
+            throttling: None,
         };
         run.manifest.plan.light.as_mut().unwrap().fidelity = Some(record.clone());
         let l = analysis::build(&run).summary.light.unwrap();
@@ -1090,6 +1132,26 @@ mod tests {
             html.contains("<li>Fidelity: pass (6 real vs 2 real + 4 light,"),
             "{html}"
         );
+        // A verdict measured on another fleet or under another throttling says so.
+        let mut run = crafted(2, &[]);
+        run.manifest.fleet.kind = FleetKind::Local;
+        run.manifest.fleet.throttling = Some(Throttling::Tc);
+        run.manifest.plan.light.as_mut().unwrap().fidelity = Some(FidelityRecord {
+            fleet: Some("netns".into()),
+            throttling: Some("http-only".into()),
+            ..record.clone()
+        });
+        assert_eq!(
+            fidelity_line(&analysis::build(&run).summary.light.unwrap()),
+            "Fidelity: pass (6 real vs 2 real + 4 light, P2P savings at T 68.1% vs 66.0%, \
+             measured 2026-12-04, on the netns fleet under http-only, fid/fidelity.json). \
+             It was measured on another fleet netns (this run: local) and throttling http-only \
+             (this run: tc): it vouches for those conditions only."
+        );
+        run.manifest.fleet.kind = FleetKind::Netns;
+        run.manifest.fleet.throttling = Some(Throttling::HttpOnly);
+        assert!(fidelity_line(&analysis::build(&run).summary.light.unwrap())
+            .ends_with("under http-only, fid/fidelity.json)."),);
         // A verdict for another shape says so.
         let mut run = crafted(2, &[]);
         run.manifest.plan.light.as_mut().unwrap().fidelity = Some(FidelityRecord {

@@ -51,8 +51,6 @@ pub struct LightPlan {
     pub per_page: u32,
     /// `swarm.runtime`, as asked (the engine resolves `auto` against the fleet).
     pub runtime: LightRuntime,
-    /// `swarm.fidelity`, read and checked.
-    pub fidelity: Option<FidelityRecord>,
 }
 
 /// What `fidelity.json` says it is (`document`), so a report or another JSON file given
@@ -105,6 +103,12 @@ pub struct FidelityRecord {
     pub with_light_p2p_savings_pct: Option<f64>,
     /// The file, as found from the scenario's folder.
     pub file: String,
+    /// The fleet and throttling both arms ran on (`netns`, `http-only`, …), so a run under
+    /// other conditions can say the verdict is not its own (absent in older manifests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttling: Option<String>,
 }
 
 /// The part of `fidelity.json` a scenario reads.
@@ -117,6 +121,10 @@ struct FidelityFile {
     swarm: u32,
     real: u32,
     p2p_savings: FidelityFileSavings,
+    #[serde(default)]
+    fleet: Option<String>,
+    #[serde(default)]
+    throttling: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -125,16 +133,33 @@ struct FidelityFileSavings {
     with_light_pct: Option<f64>,
 }
 
-/// Where `swarm.fidelity: value` points: relative paths from the scenario file's folder.
+/// Where `swarm.fidelity: value` points: relative paths from the scenario file's folder,
+/// with `dir/..` folded so reports name `scenarios/fidelity/x.json`, not
+/// `scenarios/local/../fidelity/x.json` (lexically: a symlinked folder is not followed).
 pub(crate) fn fidelity_path(value: &str, scenario_file: &Path) -> PathBuf {
     let path = Path::new(value);
     if path.is_absolute() {
         return path.to_path_buf();
     }
-    match scenario_file.parent() {
+    let joined = match scenario_file.parent() {
         Some(dir) => dir.join(path),
         None => path.to_path_buf(),
+    };
+    let mut folded = PathBuf::new();
+    for part in joined.components() {
+        match part {
+            std::path::Component::ParentDir
+                if matches!(
+                    folded.components().next_back(),
+                    Some(std::path::Component::Normal(_))
+                ) =>
+            {
+                folded.pop();
+            }
+            other => folded.push(other),
+        }
     }
+    folded
 }
 
 /// Reads `swarm.fidelity` (`value`, relative to `scenario_file`); the message says what is
@@ -189,7 +214,23 @@ pub(crate) fn read_fidelity(value: &str, scenario_file: &Path) -> Result<Fidelit
         all_real_p2p_savings_pct: file.p2p_savings.all_real_pct,
         with_light_p2p_savings_pct: file.p2p_savings.with_light_pct,
         file: shown.to_string(),
+        fleet: file.fleet.filter(|f| !f.is_empty()),
+        throttling: file.throttling.filter(|t| !t.is_empty()),
     })
+}
+
+/// `swarm.fidelity`, read and checked whether or not the scenario has light peers: a run
+/// with them records it, and `plan` offers a mix with light peers that relies on it.
+pub(crate) fn swarm_fidelity(
+    spec: Option<&SwarmSpec>,
+    scenario_file: &Path,
+) -> Result<Option<FidelityRecord>, (String, String)> {
+    spec.and_then(|s| s.fidelity.as_deref())
+        .map(|value| {
+            read_fidelity(value, scenario_file)
+                .map_err(|message| ("swarm.fidelity".to_string(), message))
+        })
+        .transpose()
 }
 
 /// One page of light peers: its number, and the peers it holds (`first..first + count`).
@@ -202,13 +243,12 @@ pub struct LightGroup {
 
 impl LightPlan {
     /// Validates `swarm:` (with `--light-peers` instead of its count when given); `None`
-    /// without light peers. `swarm.fidelity` is read from beside `scenario_file` (and
-    /// checked even when the light peers are turned off). Errors are `(field, message)`.
+    /// without light peers (`swarm.fidelity` is read by [`swarm_fidelity`], with or
+    /// without them). Errors are `(field, message)`.
     pub(crate) fn from_spec(
         spec: Option<&SwarmSpec>,
         override_peers: Option<u32>,
         override_runtime: Option<LightRuntime>,
-        scenario_file: &Path,
     ) -> Result<Option<Self>, (String, String)> {
         let peers = override_peers.unwrap_or(spec.map_or(0, |s| s.light_peers));
         if peers > MAX_LIGHT_PEERS {
@@ -224,20 +264,12 @@ impl LightPlan {
                 format!("{per_page} is out of range: 1 to {MAX_PER_PAGE} light peers per page (Chromium caps a page's peer connections)"),
             ));
         }
-        let fidelity = match spec.and_then(|s| s.fidelity.as_deref()) {
-            Some(value) => Some(
-                read_fidelity(value, scenario_file)
-                    .map_err(|message| ("swarm.fidelity".to_string(), message))?,
-            ),
-            None => None,
-        };
         Ok((peers > 0).then_some(Self {
             peers,
             per_page,
             runtime: override_runtime
                 .or(spec.and_then(|s| s.runtime))
                 .unwrap_or(DEFAULT_RUNTIME),
-            fidelity,
         }))
     }
 
@@ -277,7 +309,6 @@ mod tests {
             peers: 60,
             per_page: 25,
             runtime: LightRuntime::Auto,
-            fidelity: None,
         };
         let groups = plan.groups();
         assert_eq!(
@@ -305,8 +336,7 @@ mod tests {
 
     #[test]
     fn no_section_or_zero_means_no_light_peers_and_the_override_wins() {
-        let file = Path::new("s.yaml");
-        assert_eq!(LightPlan::from_spec(None, None, None, file), Ok(None));
+        assert_eq!(LightPlan::from_spec(None, None, None), Ok(None));
         let spec = SwarmSpec {
             light_peers: 10,
             per_page: Some(5),
@@ -314,25 +344,23 @@ mod tests {
             runtime: None,
         };
         assert_eq!(
-            LightPlan::from_spec(Some(&spec), Some(0), None, file),
+            LightPlan::from_spec(Some(&spec), Some(0), None),
             Ok(None),
             "--light-peers 0 turns them off"
         );
         assert_eq!(
-            LightPlan::from_spec(Some(&spec), None, None, file),
+            LightPlan::from_spec(Some(&spec), None, None),
             Ok(Some(LightPlan {
                 peers: 10,
                 per_page: 5,
-                fidelity: None,
                 runtime: LightRuntime::Browser,
             }))
         );
         assert_eq!(
-            LightPlan::from_spec(None, Some(30), None, file),
+            LightPlan::from_spec(None, Some(30), None),
             Ok(Some(LightPlan {
                 peers: 30,
                 per_page: DEFAULT_PER_PAGE,
-                fidelity: None,
                 runtime: LightRuntime::Browser,
             }))
         );
@@ -347,18 +375,19 @@ mod tests {
             fidelity: None,
             runtime: None,
         };
-        let (field, message) = LightPlan::from_spec(Some(&page), None, None, file).unwrap_err();
+        let (field, message) = LightPlan::from_spec(Some(&page), None, None).unwrap_err();
         assert_eq!(field, "swarm.per_page");
         assert!(message.contains("1 to 50"), "{message}");
-        let (field, _) =
-            LightPlan::from_spec(None, Some(MAX_LIGHT_PEERS + 1), None, file).unwrap_err();
+        let (field, _) = LightPlan::from_spec(None, Some(MAX_LIGHT_PEERS + 1), None).unwrap_err();
         assert_eq!(field, "swarm.light_peers");
+        assert_eq!(swarm_fidelity(None, file), Ok(None));
     }
 
     /// A fidelity.json as `viewerfleet fidelity` writes it (the fields a scenario reads).
     const FIDELITY: &str = r#"{"document": "viewerfleet-light-fidelity", "schema_version": 1,
         "verdict": "pass", "created": "2026-12-04T10:00:00Z", "swarm": 8, "real": 2,
-        "light": 6, "p2p_savings": {"all_real_pct": 68.1, "with_light_pct": 66.0}}"#;
+        "light": 6, "p2p_savings": {"all_real_pct": 68.1, "with_light_pct": 66.0},
+        "fleet": "netns", "throttling": "http-only"}"#;
 
     #[test]
     fn the_fidelity_verdict_is_read_from_beside_the_scenario() {
@@ -366,24 +395,47 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("fid")).unwrap();
         std::fs::write(dir.path().join("fid/fidelity.json"), FIDELITY).unwrap();
         let scenario = dir.path().join("s.yaml");
+        // Read with light peers or without: `plan`'s mix relies on it either way.
+        for light_peers in [6, 0] {
+            let spec = SwarmSpec {
+                light_peers,
+                per_page: None,
+                fidelity: Some("fid/fidelity.json".into()),
+                runtime: None,
+            };
+            let f = swarm_fidelity(Some(&spec), &scenario).unwrap().unwrap();
+            assert_eq!(
+                f.verdict,
+                FidelityVerdict::Pass,
+                "{light_peers} light peers"
+            );
+        }
         let spec = SwarmSpec {
             light_peers: 6,
             per_page: None,
             fidelity: Some("fid/fidelity.json".into()),
             runtime: None,
         };
-        let plan = LightPlan::from_spec(Some(&spec), None, None, &scenario)
-            .unwrap()
-            .unwrap();
-        let f = plan.fidelity.unwrap();
+        let f = swarm_fidelity(Some(&spec), &scenario).unwrap().unwrap();
         assert_eq!(f.verdict, FidelityVerdict::Pass);
         assert_eq!((f.swarm, f.real), (8, 2));
         assert_eq!(f.all_real_p2p_savings_pct, Some(68.1));
         assert_eq!(f.with_light_p2p_savings_pct, Some(66.0));
         assert_eq!(f.created, "2026-12-04T10:00:00Z");
+        assert_eq!(f.fleet.as_deref(), Some("netns"));
+        assert_eq!(f.throttling.as_deref(), Some("http-only"));
         assert_eq!(
             f.file,
             dir.path().join("fid/fidelity.json").display().to_string()
+        );
+        // From a sibling folder, as the shipped scenarios name scenarios/fidelity/.
+        assert_eq!(
+            fidelity_path("../fidelity/x.json", Path::new("scenarios/local/vod.yaml")),
+            Path::new("scenarios/fidelity/x.json")
+        );
+        assert_eq!(
+            fidelity_path("../../x.json", Path::new("s.yaml")),
+            Path::new("../../x.json")
         );
     }
 
@@ -397,8 +449,7 @@ mod tests {
             fidelity: Some(path.into()),
             runtime: None,
         };
-        let (field, message) =
-            LightPlan::from_spec(Some(&spec("nope.json")), None, None, &scenario).unwrap_err();
+        let (field, message) = swarm_fidelity(Some(&spec("nope.json")), &scenario).unwrap_err();
         assert_eq!(field, "swarm.fidelity");
         assert!(
             message.contains("nope.json: no such file")
@@ -407,8 +458,7 @@ mod tests {
             "{message}"
         );
         std::fs::write(dir.path().join("report.json"), r#"{"scenario": "x"}"#).unwrap();
-        let (field, message) =
-            LightPlan::from_spec(Some(&spec("report.json")), None, None, &scenario).unwrap_err();
+        let (field, message) = swarm_fidelity(Some(&spec("report.json")), &scenario).unwrap_err();
         assert_eq!(field, "swarm.fidelity");
         assert!(
             message.contains("is not a fidelity verdict written by `viewerfleet fidelity`"),
@@ -416,14 +466,12 @@ mod tests {
         );
         let other = FIDELITY.replace("viewerfleet-light-fidelity", "calibration");
         std::fs::write(dir.path().join("other.json"), other).unwrap();
-        let (_, message) =
-            LightPlan::from_spec(Some(&spec("other.json")), None, None, &scenario).unwrap_err();
+        let (_, message) = swarm_fidelity(Some(&spec("other.json")), &scenario).unwrap_err();
         assert!(message.contains("`document` is `calibration`"), "{message}");
     }
 
     #[test]
     fn the_runtime_comes_from_the_flag_then_the_scenario_then_browser_pages() {
-        let file = Path::new("s.yaml");
         let spec = SwarmSpec {
             light_peers: 4,
             per_page: None,
@@ -431,7 +479,7 @@ mod tests {
             runtime: Some(LightRuntime::Browser),
         };
         let runtime = |spec: Option<&SwarmSpec>, flag| {
-            LightPlan::from_spec(spec, Some(4), flag, file)
+            LightPlan::from_spec(spec, Some(4), flag)
                 .unwrap()
                 .unwrap()
                 .runtime

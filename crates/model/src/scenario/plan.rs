@@ -55,6 +55,9 @@ pub struct Plan {
     pub churn: Option<super::churn::ChurnPlan>,
     /// `swarm.light_peers`: light peers beside the viewers.
     pub light: Option<super::light::LightPlan>,
+    /// `swarm.fidelity`: the verdict light peers rely on, read whether or not the run has
+    /// any (a run with them records it; `plan`'s mix with light peers relies on it).
+    pub fidelity: Option<super::light::FidelityRecord>,
 }
 
 /// A headroom-governed ramp: one browser (its `per_browser` viewers) at a time, each once
@@ -380,6 +383,9 @@ pub(super) fn build(
         super::packing::unshaped_under_tc(per_browser, overrides.per_browser, tc_shaped);
     let churn = churn(&check, &spec, overrides, per_browser, auto.is_some())?;
     let light = light(&check, &spec, overrides, &target)?;
+    let fidelity =
+        super::light::swarm_fidelity(spec.swarm.as_ref(), std::path::Path::new(check.file))
+            .map_err(|(field, message)| check.err(&field, message))?;
     if let FleetPlan::Netns(netns) = &mut fleet {
         netns.internet = !networks.is_empty() && !networks_from_shorthand;
     }
@@ -447,6 +453,7 @@ pub(super) fn build(
         networks_from_shorthand,
         churn,
         light,
+        fidelity,
     })
 }
 
@@ -461,7 +468,6 @@ fn light(
         spec.swarm.as_ref(),
         overrides.light_peers,
         overrides.light_runtime,
-        std::path::Path::new(check.file),
     )
     .map_err(|(field, message)| check.err(&field, message))?;
     let node = light
