@@ -249,10 +249,9 @@ fn mix_notes(plan: &Plan) -> Vec<String> {
             f.real,
             f.swarm - f.real,
             f.created,
-            match (&f.fleet, &f.throttling) {
-                (Some(fleet), Some(throttling)) =>
-                    format!(" on the {fleet} fleet under {throttling}"),
-                _ => String::new(),
+            match f.measured_on() {
+                on if on.is_empty() => on,
+                on => format!(" {on}"),
             },
             f.file
         ),

@@ -621,11 +621,9 @@ pub(crate) fn fidelity_line(l: &LightReport) -> String {
             peers_phrase(light)
         )
     };
-    let measured_on = match (&f.fleet, &f.throttling) {
-        (Some(fleet), Some(throttling)) => format!(", on the {fleet} fleet under {throttling}"),
-        (Some(fleet), None) => format!(", on the {fleet} fleet"),
-        (None, Some(throttling)) => format!(", under {throttling}"),
-        (None, None) => String::new(),
+    let measured_on = match f.measured_on() {
+        on if on.is_empty() => on,
+        on => format!(", {on}"),
     };
     format!(
         "Fidelity: {} ({} real vs {} real + {} light, P2P savings at T {} vs {}, measured {}{measured_on}, {}).{shape}{}",

@@ -111,6 +111,19 @@ pub struct FidelityRecord {
     pub throttling: Option<String>,
 }
 
+impl FidelityRecord {
+    /// Where it was measured, as a phrase for a sentence: `on the netns fleet under
+    /// http-only` (or as much of it as the verdict recorded), empty when it recorded neither.
+    pub fn measured_on(&self) -> String {
+        match (&self.fleet, &self.throttling) {
+            (Some(fleet), Some(throttling)) => format!("on the {fleet} fleet under {throttling}"),
+            (Some(fleet), None) => format!("on the {fleet} fleet"),
+            (None, Some(throttling)) => format!("under {throttling}"),
+            (None, None) => String::new(),
+        }
+    }
+}
+
 /// The part of `fidelity.json` a scenario reads.
 #[derive(Deserialize)]
 struct FidelityFile {
@@ -424,6 +437,17 @@ mod tests {
         assert_eq!(f.created, "2026-12-04T10:00:00Z");
         assert_eq!(f.fleet.as_deref(), Some("netns"));
         assert_eq!(f.throttling.as_deref(), Some("http-only"));
+        assert_eq!(f.measured_on(), "on the netns fleet under http-only");
+        let older = FidelityRecord {
+            fleet: None,
+            throttling: None,
+            ..f.clone()
+        };
+        assert_eq!(
+            older.measured_on(),
+            "",
+            "verdicts of older versions say neither"
+        );
         assert_eq!(
             f.file,
             dir.path().join("fid/fidelity.json").display().to_string()
