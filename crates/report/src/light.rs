@@ -641,12 +641,17 @@ pub(crate) fn fidelity_line(l: &LightReport) -> String {
 
 /// Where the verdict's fleet or throttling is not the run's: light peers shaped otherwise
 /// (under tc they share slots in groups) or on another network may offload otherwise, so
-/// the verdict vouches for its own conditions only. Empty when they match or are unknown.
+/// the verdict vouches for its own conditions only. Empty when they match or are unknown
+/// (a verdict over several throttling modes is worded, not one mode's name: not compared).
 fn conditions_differ(l: &LightReport, f: &FidelityRecord) -> String {
+    let one_mode = f
+        .throttling
+        .clone()
+        .filter(|t| t.parse::<crate::model::kinds::Throttling>().is_ok());
     let mut differ = Vec::new();
     for (what, verdict, run) in [
         ("fleet", &f.fleet, &l.fleet),
-        ("throttling", &f.throttling, &l.throttling),
+        ("throttling", &one_mode, &l.throttling),
     ] {
         if let (Some(verdict), Some(run)) = (verdict, run) {
             if verdict != run {
@@ -1146,10 +1151,26 @@ mod tests {
              It was measured on another fleet netns (this run: local) and throttling http-only \
              (this run: tc): it vouches for those conditions only."
         );
+        // A verdict over several modes is not set against the run's one mode.
+        run.manifest.plan.light.as_mut().unwrap().fidelity = Some(FidelityRecord {
+            fleet: Some("local".into()),
+            throttling: Some("http-only, tc".into()),
+            ..record.clone()
+        });
+        let mixed = fidelity_line(&analysis::build(&run).summary.light.unwrap());
+        assert!(!mixed.contains("another"), "{mixed}");
+        run.manifest.plan.light.as_mut().unwrap().fidelity = Some(FidelityRecord {
+            fleet: Some("netns".into()),
+            throttling: Some("http-only".into()),
+            ..record.clone()
+        });
         run.manifest.fleet.kind = FleetKind::Netns;
         run.manifest.fleet.throttling = Some(Throttling::HttpOnly);
-        assert!(fidelity_line(&analysis::build(&run).summary.light.unwrap())
-            .ends_with("under http-only, fid/fidelity.json)."),);
+        let same = fidelity_line(&analysis::build(&run).summary.light.unwrap());
+        assert!(
+            same.ends_with("under http-only, fid/fidelity.json)."),
+            "the same conditions add no caveat: {same}"
+        );
         // A verdict for another shape says so.
         let mut run = crafted(2, &[]);
         run.manifest.plan.light.as_mut().unwrap().fidelity = Some(FidelityRecord {
