@@ -27,6 +27,30 @@ pub struct ProxyCounters {
     pub websocket_upgrades: AtomicU64,
     /// Bytes from clients to the upstream.
     pub bytes_up: AtomicU64,
+    /// Woken when a handshake ends either way, so a test waits on the event, not a sleep.
+    handshake_ended: tokio::sync::Notify,
+}
+
+impl ProxyCounters {
+    /// Waits until `failed_handshakes` reaches `at_least` (a client's refusal reaches the
+    /// proxy's task after the client process may already have exited); false on timeout.
+    pub async fn wait_failed_handshakes(
+        &self,
+        at_least: u64,
+        timeout: std::time::Duration,
+    ) -> bool {
+        tokio::time::timeout(timeout, async {
+            loop {
+                let ended = self.handshake_ended.notified();
+                if self.failed_handshakes.load(Ordering::Relaxed) >= at_least {
+                    return;
+                }
+                ended.await;
+            }
+        })
+        .await
+        .is_ok()
+    }
 }
 
 /// A running proxy; dropping it stops accepting (open connections end with their peers).
@@ -176,10 +200,12 @@ async fn accept_loop(
                 Ok(tls) => tls,
                 Err(_) => {
                     counters.failed_handshakes.fetch_add(1, Ordering::Relaxed);
+                    counters.handshake_ended.notify_waiters();
                     return;
                 }
             };
             counters.handshakes.fetch_add(1, Ordering::Relaxed);
+            counters.handshake_ended.notify_waiters();
             let Ok(mut server) = TcpStream::connect(upstream).await else {
                 return;
             };

@@ -69,11 +69,11 @@ async fn a_grid_behind_tls_is_trusted_through_ssl_cert_file_a_ca_or_a_self_signe
         assert_eq!(code, 69, "{kind}: {stderr}");
         assert_eq!(doc["validate"]["files"][0]["grid"]["ok"], false);
         assert!(stderr.contains("SSL_CERT_FILE"), "{kind}: {stderr}");
-        let refused = proxy.counters.failed_handshakes.load(Ordering::Relaxed);
-        assert!(
-            refused > 0,
-            "{kind}: the handshake was refused by the client"
-        );
+        let refused = proxy
+            .counters
+            .wait_failed_handshakes(1, std::time::Duration::from_secs(30))
+            .await;
+        assert!(refused, "{kind}: the handshake was refused by the client");
 
         // Trusted through SSL_CERT_FILE: /status answered over TLS.
         let (code, doc, stderr) = check(&file, Some(proxy.ca_pem()));
