@@ -466,6 +466,24 @@ fn a_missing_fidelity_file_is_a_scenario_error_naming_the_field() {
     );
 }
 
+/// A verdict per throttling mode: a missing entry is an error naming the entry and its
+/// line, and the measurement that makes it leaves the whole map out.
+#[test]
+fn a_verdict_per_mode_names_the_missing_entry_and_fidelity_leaves_the_map_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = scenario(tmp.path());
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "  fidelity: fid/fidelity.json\n",
+        "  fidelity:\n    http-only: fid/fidelity.json\n\n    tc: fid-tc/fidelity.json\n",
+    );
+    std::fs::write(&file, text).unwrap();
+    let err = scenario::load(&file, &Overrides::default()).unwrap_err();
+    assert_eq!(err.field, "swarm.fidelity.http-only", "{err}");
+    assert_eq!(err.line, Some(15), "{err}");
+    let plan = FidelityPlan::new(options(file.clone(), tmp.path().join("fid"), 1)).unwrap();
+    assert_eq!(plan.throttling, "http-only");
+}
+
 #[test]
 fn sizes_that_leave_no_light_peer_or_no_real_viewer_are_refused() {
     let tmp = tempfile::tempdir().unwrap();

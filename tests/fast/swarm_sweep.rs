@@ -209,6 +209,41 @@ fn scenarios(dir: &Path, names: &[&str]) {
     }
 }
 
+/// Under tc each light peer gets a page (and a shaped link) of its own, whatever
+/// `swarm.per_page` says: the plan says so where it applies and keeps the pages elsewhere.
+#[test]
+fn under_tc_the_suite_plans_one_light_peer_per_page() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        "name: a\ntarget:\n  kind: refsite\n  video: live\nviewers:\n  count: 2\n  network:\n    \
+         download_kbps: 2000\n    upload_kbps: 300\nduration: 3m\nswarm:\n  light_peers: 6\n  \
+         per_page: 3\nfleet:\n  kind: netns\n",
+    )
+    .unwrap();
+    let out = viewerfleet(dir.path())
+        .args([
+            "suite",
+            "a.yaml",
+            "--out",
+            "s",
+            "--apply",
+            "http-only,tc",
+            "--dry-run",
+        ])
+        .assert()
+        .success();
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        stdout.contains("a@http-only-1: 2 viewers + 6 light peers (3 per page): a swarm of 8"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("a@tc-1: 2 viewers + 6 light peers (1 per page under tc): a swarm of 8"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_sweep_suite_plans_and_names_one_run_per_scenario_mode_and_size() {
     let dir = tempfile::tempdir().unwrap();

@@ -331,9 +331,9 @@ fn sigterm_mid_run_releases_every_page(runtime: &str) {
     assert!(left.is_empty(), "left running after SIGTERM: {left:?}");
 }
 
-/// On the `netns` fleet a Node.js host runs in its page's namespace (`ip netns exec`): its
-/// peers get the slot's address and its tc-shaped link, join the viewer's swarm, and the
-/// namespace and process are gone after the run.
+/// On the `netns` fleet a Node.js host runs in its page's namespace (`ip netns exec`); under
+/// tc each light peer has a page, an address and a tc-shaped link of its own, joins the
+/// viewer's swarm, and the namespaces and processes are gone after the run.
 #[test]
 fn node_light_peers_run_in_their_pages_namespace_on_the_netns_fleet() {
     let dir = tempfile::tempdir().unwrap();
@@ -356,12 +356,19 @@ fn node_light_peers_run_in_their_pages_namespace_on_the_netns_fleet() {
         .filter(|e| e.event == RunEventKind::LightStarted)
         .filter_map(|e| e.detail.as_deref())
         .collect();
-    assert_eq!(started.len(), 1, "{events:?}");
-    // "light page 0 (peers 0–1) in node on <namespace> (<its address>)"
-    assert!(
-        started[0].contains(" in node on ") && started[0].contains('('),
-        "the host ran in a slot with an address of its own: {started:?}"
+    // Under tc one light peer per page: two hosts, each in a namespace (and link) of its own.
+    assert_eq!(started.len(), 2, "{events:?}");
+    // "light page 0 (peer 0) in node on <namespace> (<its address>)"
+    let slots: std::collections::BTreeSet<&str> = started
+        .iter()
+        .filter_map(|d| d.split(" in node on ").nth(1))
+        .collect();
+    assert_eq!(
+        slots.len(),
+        2,
+        "each host ran in a slot with an address of its own: {started:?}"
     );
+    assert!(slots.iter().all(|s| s.contains('(')), "{started:?}");
     let finals = light_finals(&out);
     assert_eq!(finals.len(), 2, "{finals:?}");
     for (peer, s) in &finals {
@@ -371,6 +378,7 @@ fn node_light_peers_run_in_their_pages_namespace_on_the_netns_fleet() {
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
     let shaping = manifest["plan"]["light"]["shaping"].as_str().unwrap_or("");
-    assert!(shaping.contains("tc-shaped link"), "{shaping}");
+    assert!(shaping.contains("its own tc-shaped link"), "{shaping}");
+    assert_eq!(manifest["plan"]["light"]["per_page"], 1);
     assert_eq!(manifest["plan"]["light"]["runtime"], "node");
 }

@@ -14,19 +14,40 @@ pub mod refsite;
 pub mod schema;
 
 /// A shipped scenario's text (`rel` from the source tree, e.g. `scenarios/local/vod.yaml`)
-/// for a copy written elsewhere: its `swarm.fidelity`, relative to the shipped file, is made
-/// absolute so the copy still finds the verdict.
+/// for a copy written elsewhere: its `swarm.fidelity` paths (one, or one per throttling
+/// mode), relative to the shipped file, are made absolute so the copy still finds them.
 pub fn shipped_scenario(rel: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
     let text = std::fs::read_to_string(&path).unwrap();
     let dir = path.parent().unwrap().display().to_string();
+    let indent_of = |line: &str| line.len() - line.trim_start().len();
+    // The indentation of a bare `fidelity:` whose entries (`mode: path`) follow.
+    let mut map_at: Option<usize> = None;
     text.lines()
-        .map(|line| match line.trim_start().strip_prefix("fidelity: ") {
-            Some(value) if !value.starts_with('/') => {
-                let indent = &line[..line.len() - line.trim_start().len()];
-                format!("{indent}fidelity: {dir}/{value}")
+        .map(|line| {
+            let indent = indent_of(line);
+            if map_at.is_some_and(|at| indent <= at && !line.trim().is_empty()) {
+                map_at = None;
             }
-            _ => line.to_string(),
+            let trimmed = line.trim_start();
+            if trimmed == "fidelity:" {
+                map_at = Some(indent);
+                return line.to_string();
+            }
+            let value = match map_at {
+                Some(_) => trimmed
+                    .split_once(": ")
+                    .map(|(key, v)| (format!("{key}: "), v)),
+                None => trimmed
+                    .strip_prefix("fidelity: ")
+                    .map(|v| ("fidelity: ".to_string(), v)),
+            };
+            match value {
+                Some((key, v)) if !v.starts_with('/') => {
+                    format!("{}{key}{dir}/{v}", &line[..indent])
+                }
+                _ => line.to_string(),
+            }
         })
         .collect::<Vec<_>>()
         .join("\n")

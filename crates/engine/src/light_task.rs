@@ -1,8 +1,9 @@
 //! Light peers in a run (`swarm.light_peers`): pages of the target's light-peer page, one
 //! browser session each, that join the viewers' swarm with the player's own P2P engine and a
 //! simulated playhead (`web/light.js`). Each page is opened along the ramp in a slot of the
-//! run's fleet (so on `netns` its peers share one address and one tc-shaped link, on a Grid
-//! they run on its nodes), read every sampling interval into `raw/light_samples.jsonl`, and
+//! run's fleet (so on `netns` its peers share one address and, under `tc`, where the plan
+//! keeps one light peer per page, each has its own tc-shaped link; on a Grid they run on its
+//! nodes), read every sampling interval into `raw/light_samples.jsonl`, and
 //! closed with its session and slot on every exit path.
 
 use super::light_inject::Injection;
@@ -122,6 +123,11 @@ fn shaping_words(profile: Option<&NetworkProfile>, slots_shape: bool, per_page: 
             } else {
                 ""
             }
+        ),
+        Throttling::Tc if slots_shape && per_page == 1 => format!(
+            "each light peer in a page of its own with its own tc-shaped link ({} / {} kbit/s), as a real viewer's; P2P between light peers crosses their links",
+            rate(p.link.download_kbps),
+            rate(p.link.upload_kbps)
         ),
         Throttling::Tc if slots_shape => format!(
             "the light peers of a page (up to {per_page}) share one tc-shaped link at their number times the profile ({} / {} kbit/s each); P2P between light peers of one page crosses no link",
@@ -664,6 +670,11 @@ mod tests {
         let words = shaping_words(Some(&profile(Throttling::Tc)), true, 25);
         assert!(
             words.contains("light peers of a page (up to 25) share one tc-shaped link"),
+            "{words}"
+        );
+        let words = shaping_words(Some(&profile(Throttling::Tc)), true, 1);
+        assert!(
+            words.contains("each light peer in a page of its own with its own tc-shaped link"),
             "{words}"
         );
         let words = shaping_words(Some(&profile(Throttling::Tc)), false, 25);

@@ -604,10 +604,18 @@ pub(crate) fn fidelity_line(l: &LightReport) -> String {
     let light = l.planned.unwrap_or(l.reported);
     let real = l.viewers_planned;
     let Some(f) = &l.fidelity else {
+        // A scenario may hold a verdict per mode but none for this run's.
+        let (under, field) = match &l.throttling {
+            Some(t) => (
+                format!(" under {t}"),
+                format!("`swarm.fidelity` (or `swarm.fidelity.{t}`)"),
+            ),
+            None => (String::new(), "`swarm.fidelity`".to_string()),
+        };
         return format!(
-            "No fidelity verdict: these light peers were not checked against an all-real swarm \
-             of this size (`viewerfleet fidelity SCENARIO --swarm {} --real {real} --out DIR` \
-             measures one; name its fidelity.json in `swarm.fidelity`).",
+            "No fidelity verdict{under}: these light peers were not checked against an all-real \
+             swarm of this size (`viewerfleet fidelity SCENARIO --swarm {} --real {real} --out DIR` \
+             measures one; name its fidelity.json in {field}).",
             real + light
         );
     };
@@ -640,7 +648,7 @@ pub(crate) fn fidelity_line(l: &LightReport) -> String {
 }
 
 /// Where the verdict's fleet or throttling is not the run's: light peers shaped otherwise
-/// (under tc they share slots in groups) or on another network may offload otherwise, so
+/// (under tc each has its own slot and link) or on another network may offload otherwise, so
 /// the verdict vouches for its own conditions only. Empty when they match or are unknown
 /// (a verdict over several throttling modes is worded, not one mode's name: not compared).
 fn conditions_differ(l: &LightReport, f: &FidelityRecord) -> String {
@@ -1099,6 +1107,17 @@ mod tests {
             "No fidelity verdict: these light peers were not checked against an all-real swarm \
              of this size (`viewerfleet fidelity SCENARIO --swarm 6 --real 2 --out DIR` measures \
              one; name its fidelity.json in `swarm.fidelity`)."
+        );
+        // A scenario with a verdict per mode but none for this run's: the mode is named.
+        let under_tc = LightReport {
+            throttling: Some("tc".into()),
+            ..l.clone()
+        };
+        assert!(
+            fidelity_line(&under_tc).starts_with("No fidelity verdict under tc: ")
+                && fidelity_line(&under_tc).contains("`swarm.fidelity.tc`"),
+            "{}",
+            fidelity_line(&under_tc)
         );
         let json = serde_json::to_value(&l).unwrap();
         assert!(json.get("fidelity").is_none());

@@ -224,12 +224,18 @@ fn load(path: &Path, overrides: &Overrides) -> Result<Plan, ScenarioError> {
     let Some(line) = scenario::locate(&text, "swarm.fidelity") else {
         return scenario::load(path, overrides);
     };
+    // The key's line and, for a verdict per throttling mode, the lines indented under it.
+    let indent_of = |l: &str| l.len() - l.trim_start().len();
+    let key_indent = text.lines().nth(line - 1).map_or(0, indent_of);
+    let mut inside = false;
     let without: Vec<String> = text
         .lines()
         .enumerate()
         .map(|(i, l)| {
-            if i + 1 == line {
-                let indent = l.len() - l.trim_start().len();
+            let n = i + 1;
+            inside = n == line || (inside && (l.trim().is_empty() || indent_of(l) > key_indent));
+            if inside && !l.trim().is_empty() {
+                let indent = indent_of(l);
                 format!(
                     "{}# left out by `viewerfleet fidelity`, which measures a new verdict: {}",
                     &l[..indent],

@@ -5,6 +5,7 @@ use super::kept_sizes::{SwarmSizeError, SwarmSizes};
 use super::sweep::{self, SweepSizes};
 use super::SuiteError;
 use crate::model::kinds::Throttling;
+use crate::model::scenario::light::LightPlan;
 use crate::model::scenario::{Overrides, Plan};
 use crate::report::swarm_curve::SwarmPoint;
 use std::path::{Path, PathBuf};
@@ -261,17 +262,21 @@ fn swarm_phrase(plan: &Plan) -> String {
         Some(_) => format!("auto, at most {} viewers", plan.viewers),
         None => format!("{} viewers", plan.viewers),
     };
+    let pages = |l: &LightPlan| match l.per_page_not_applied {
+        Some(_) => "1 per page under tc".to_string(),
+        None => format!("{} per page", l.per_page),
+    };
     match &plan.light {
         Some(l) if plan.auto.is_none() => format!(
-            "{viewers} + {} ({} per page): a swarm of {}",
+            "{viewers} + {} ({}): a swarm of {}",
             crate::report::light::peers_phrase(l.peers),
-            l.per_page,
+            pages(l),
             plan.viewers + l.peers
         ),
         Some(l) => format!(
-            "{viewers} + {} ({} per page)",
+            "{viewers} + {} ({})",
             crate::report::light::peers_phrase(l.peers),
-            l.per_page
+            pages(l)
         ),
         None => viewers,
     }

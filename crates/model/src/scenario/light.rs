@@ -7,7 +7,9 @@
 //! says light peers offload like real viewers for this scenario: the run records it in its
 //! manifest and its report says which verdict it relied on.
 
+use crate::kinds::Throttling;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Light peers per page unless `swarm.per_page` says otherwise.
@@ -29,15 +31,60 @@ pub struct SwarmSpec {
     #[serde(default)]
     pub per_page: Option<u32>,
     /// The `fidelity.json` of `viewerfleet fidelity` this scenario's light peers rely on
-    /// (relative to the scenario file).
+    /// (relative to the scenario file): one for every run, or one per throttling mode.
     #[serde(default)]
-    pub fidelity: Option<String>,
+    pub fidelity: Option<FidelitySpec>,
     /// What runs a page of light peers [default: browser].
     #[serde(default)]
     pub runtime: Option<LightRuntime>,
 }
 
 pub use crate::kinds::LightRuntime;
+
+/// `swarm.fidelity`: one verdict for every run, or one per throttling mode
+/// (`{http-only: a.json, tc: b.json}`), since light peers are shaped differently in each
+/// mode and a verdict vouches for the mode it was measured in. A run takes its own mode's
+/// entry, and none when the map has no entry for it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum FidelitySpec {
+    One(String),
+    PerThrottling(BTreeMap<Throttling, String>),
+}
+
+impl From<&str> for FidelitySpec {
+    fn from(path: &str) -> Self {
+        FidelitySpec::One(path.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for FidelitySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = FidelitySpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("the path of a fidelity.json, or a map from a throttling mode (http-only, tc, cdp-all) to one")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(FidelitySpec::One(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut entries = BTreeMap::new();
+                while let Some((mode, path)) = map.next_entry::<Throttling, String>()? {
+                    if entries.insert(mode, path).is_some() {
+                        return Err(serde::de::Error::custom(format!("`{mode}` is named twice")));
+                    }
+                }
+                Ok(FidelitySpec::PerThrottling(entries))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
 
 /// What runs light peers unless `swarm.runtime` says otherwise: Chromium pages, whose light
 /// peers passed a first fidelity check; Node.js hosts are cheaper but their first check
@@ -49,6 +96,8 @@ pub(crate) const DEFAULT_RUNTIME: LightRuntime = LightRuntime::Browser;
 pub struct LightPlan {
     pub peers: u32,
     pub per_page: u32,
+    /// The `per_page` the plan left out under `tc` (see [`LightPlan::one_per_page_under_tc`]).
+    pub per_page_not_applied: Option<u32>,
     /// `swarm.runtime`, as asked (the engine resolves `auto` against the fleet).
     pub runtime: LightRuntime,
 }
@@ -233,17 +282,34 @@ pub(crate) fn read_fidelity(value: &str, scenario_file: &Path) -> Result<Fidelit
 }
 
 /// `swarm.fidelity`, read and checked whether or not the scenario has light peers: a run
-/// with them records it, and `plan` offers a mix with light peers that relies on it.
+/// with them records it, and `plan` offers a mix with light peers that relies on it. Every
+/// file a per-mode map names is checked; the run's `throttling` picks the one it relies on.
 pub(crate) fn swarm_fidelity(
     spec: Option<&SwarmSpec>,
     scenario_file: &Path,
+    throttling: Throttling,
 ) -> Result<Option<FidelityRecord>, (String, String)> {
-    spec.and_then(|s| s.fidelity.as_deref())
-        .map(|value| {
-            read_fidelity(value, scenario_file)
-                .map_err(|message| ("swarm.fidelity".to_string(), message))
-        })
-        .transpose()
+    let field = |mode: Option<Throttling>| match mode {
+        Some(mode) => format!("swarm.fidelity.{mode}"),
+        None => "swarm.fidelity".to_string(),
+    };
+    match spec.and_then(|s| s.fidelity.as_ref()) {
+        None => Ok(None),
+        Some(FidelitySpec::One(value)) => read_fidelity(value, scenario_file)
+            .map(Some)
+            .map_err(|message| (field(None), message)),
+        Some(FidelitySpec::PerThrottling(entries)) => {
+            let mut chosen = None;
+            for (&mode, value) in entries {
+                let record = read_fidelity(value, scenario_file)
+                    .map_err(|message| (field(Some(mode)), message))?;
+                if mode == throttling {
+                    chosen = Some(record);
+                }
+            }
+            Ok(chosen)
+        }
+    }
 }
 
 /// One page of light peers: its number, and the peers it holds (`first..first + count`).
@@ -280,10 +346,25 @@ impl LightPlan {
         Ok((peers > 0).then_some(Self {
             peers,
             per_page,
+            per_page_not_applied: None,
             runtime: override_runtime
                 .or(spec.and_then(|s| s.runtime))
                 .unwrap_or(DEFAULT_RUNTIME),
         }))
+    }
+
+    /// Under `tc` (`tc_shaped`) one light peer per page, as the plan keeps one viewer per
+    /// browser: the light peers of one page share its namespace, so P2P among them crosses
+    /// no shaped link, and the swarm shares more than its links allow (live-high, 4 real + 4
+    /// light in pages of 4 under tc: 44.8% P2P savings against 8.9% with 8 real; RESULTS.md).
+    /// Each light peer then has a slot and a link of its own; `per_page_not_applied` keeps
+    /// the value left out, for the run's notes.
+    pub(crate) fn one_per_page_under_tc(mut self, tc_shaped: bool) -> Self {
+        if tc_shaped && self.per_page > 1 {
+            self.per_page_not_applied = Some(self.per_page);
+            self.per_page = 1;
+        }
+        self
     }
 
     /// The pages, each as full as `per_page` allows, the last one holding the rest.
@@ -303,8 +384,12 @@ impl LightPlan {
     /// In words, for the plan's summary line.
     pub fn describe(&self) -> String {
         let pages = self.peers.div_ceil(self.per_page);
+        let under_tc = match self.per_page_not_applied {
+            Some(_) => " (one per page under tc, each with its own shaped link)",
+            None => "",
+        };
         format!(
-            "{} light peers in {pages} page{} of up to {}",
+            "{} light peers in {pages} page{} of up to {}{under_tc}",
             self.peers,
             if pages == 1 { "" } else { "s" },
             self.per_page
@@ -319,6 +404,7 @@ mod tests {
     #[test]
     fn groups_fill_pages_and_the_last_holds_the_rest() {
         let plan = LightPlan {
+            per_page_not_applied: None,
             peers: 60,
             per_page: 25,
             runtime: LightRuntime::Auto,
@@ -364,6 +450,7 @@ mod tests {
         assert_eq!(
             LightPlan::from_spec(Some(&spec), None, None),
             Ok(Some(LightPlan {
+                per_page_not_applied: None,
                 peers: 10,
                 per_page: 5,
                 runtime: LightRuntime::Browser,
@@ -372,6 +459,7 @@ mod tests {
         assert_eq!(
             LightPlan::from_spec(None, Some(30), None),
             Ok(Some(LightPlan {
+                per_page_not_applied: None,
                 peers: 30,
                 per_page: DEFAULT_PER_PAGE,
                 runtime: LightRuntime::Browser,
@@ -393,7 +481,7 @@ mod tests {
         assert!(message.contains("1 to 50"), "{message}");
         let (field, _) = LightPlan::from_spec(None, Some(MAX_LIGHT_PEERS + 1), None).unwrap_err();
         assert_eq!(field, "swarm.light_peers");
-        assert_eq!(swarm_fidelity(None, file), Ok(None));
+        assert_eq!(swarm_fidelity(None, file, Throttling::Tc), Ok(None));
     }
 
     /// A fidelity.json as `viewerfleet fidelity` writes it (the fields a scenario reads).
@@ -416,7 +504,9 @@ mod tests {
                 fidelity: Some("fid/fidelity.json".into()),
                 runtime: None,
             };
-            let f = swarm_fidelity(Some(&spec), &scenario).unwrap().unwrap();
+            let f = swarm_fidelity(Some(&spec), &scenario, Throttling::HttpOnly)
+                .unwrap()
+                .unwrap();
             assert_eq!(
                 f.verdict,
                 FidelityVerdict::Pass,
@@ -429,7 +519,9 @@ mod tests {
             fidelity: Some("fid/fidelity.json".into()),
             runtime: None,
         };
-        let f = swarm_fidelity(Some(&spec), &scenario).unwrap().unwrap();
+        let f = swarm_fidelity(Some(&spec), &scenario, Throttling::HttpOnly)
+            .unwrap()
+            .unwrap();
         assert_eq!(f.verdict, FidelityVerdict::Pass);
         assert_eq!((f.swarm, f.real), (8, 2));
         assert_eq!(f.all_real_p2p_savings_pct, Some(68.1));
@@ -464,6 +556,48 @@ mod tests {
     }
 
     #[test]
+    fn a_verdict_per_throttling_mode_is_taken_for_the_runs_own_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("http.json"), FIDELITY).unwrap();
+        let tc = FIDELITY
+            .replace(r#""verdict": "pass""#, r#""verdict": "fail""#)
+            .replace(r#""throttling": "http-only""#, r#""throttling": "tc""#);
+        std::fs::write(dir.path().join("tc.json"), tc).unwrap();
+        let scenario = dir.path().join("s.yaml");
+        let parsed: SwarmSpec =
+            yaml_serde::from_str("fidelity:\n  http-only: http.json\n  tc: tc.json\n").unwrap();
+        let pick = |mode| swarm_fidelity(Some(&parsed), &scenario, mode).unwrap();
+        assert_eq!(
+            pick(Throttling::HttpOnly).unwrap().verdict,
+            FidelityVerdict::Pass
+        );
+        let under_tc = pick(Throttling::Tc).unwrap();
+        assert_eq!(under_tc.verdict, FidelityVerdict::Fail);
+        assert_eq!(under_tc.throttling.as_deref(), Some("tc"));
+        assert_eq!(
+            pick(Throttling::CdpAll),
+            None,
+            "no entry for the run's mode: none"
+        );
+        // Every entry is checked, whichever the run takes, and the error names the entry.
+        let broken: SwarmSpec =
+            yaml_serde::from_str("fidelity:\n  http-only: http.json\n  tc: gone.json\n").unwrap();
+        let (field, message) =
+            swarm_fidelity(Some(&broken), &scenario, Throttling::HttpOnly).unwrap_err();
+        assert_eq!(field, "swarm.fidelity.tc");
+        assert!(message.contains("gone.json: no such file"), "{message}");
+        // A mode that is not one names the ones that are.
+        let err = yaml_serde::from_str::<SwarmSpec>("fidelity:\n  tcp: x.json\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tcp") && err.contains("http-only"), "{err}");
+        let err = yaml_serde::from_str::<SwarmSpec>("fidelity: [x.json]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a map from a throttling mode"), "{err}");
+    }
+
+    #[test]
     fn a_missing_or_malformed_fidelity_file_names_the_field_and_the_fix() {
         let dir = tempfile::tempdir().unwrap();
         let scenario = dir.path().join("s.yaml");
@@ -473,7 +607,8 @@ mod tests {
             fidelity: Some(path.into()),
             runtime: None,
         };
-        let (field, message) = swarm_fidelity(Some(&spec("nope.json")), &scenario).unwrap_err();
+        let (field, message) =
+            swarm_fidelity(Some(&spec("nope.json")), &scenario, Throttling::HttpOnly).unwrap_err();
         assert_eq!(field, "swarm.fidelity");
         assert!(
             message.contains("nope.json: no such file")
@@ -482,7 +617,9 @@ mod tests {
             "{message}"
         );
         std::fs::write(dir.path().join("report.json"), r#"{"scenario": "x"}"#).unwrap();
-        let (field, message) = swarm_fidelity(Some(&spec("report.json")), &scenario).unwrap_err();
+        let (field, message) =
+            swarm_fidelity(Some(&spec("report.json")), &scenario, Throttling::HttpOnly)
+                .unwrap_err();
         assert_eq!(field, "swarm.fidelity");
         assert!(
             message.contains("is not a fidelity verdict written by `viewerfleet fidelity`"),
@@ -490,7 +627,8 @@ mod tests {
         );
         let other = FIDELITY.replace("viewerfleet-light-fidelity", "calibration");
         std::fs::write(dir.path().join("other.json"), other).unwrap();
-        let (_, message) = swarm_fidelity(Some(&spec("other.json")), &scenario).unwrap_err();
+        let (_, message) =
+            swarm_fidelity(Some(&spec("other.json")), &scenario, Throttling::HttpOnly).unwrap_err();
         assert!(message.contains("`document` is `calibration`"), "{message}");
     }
 

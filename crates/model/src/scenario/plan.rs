@@ -382,10 +382,14 @@ pub(super) fn build(
     let (per_browser, per_browser_not_applied) =
         super::packing::unshaped_under_tc(per_browser, overrides.per_browser, tc_shaped);
     let churn = churn(&check, &spec, overrides, per_browser, auto.is_some())?;
-    let light = light(&check, &spec, overrides, &target)?;
-    let fidelity =
-        super::light::swarm_fidelity(spec.swarm.as_ref(), std::path::Path::new(check.file))
-            .map_err(|(field, message)| check.err(&field, message))?;
+    let light =
+        light(&check, &spec, overrides, &target)?.map(|l| l.one_per_page_under_tc(tc_shaped));
+    let fidelity = super::light::swarm_fidelity(
+        spec.swarm.as_ref(),
+        std::path::Path::new(check.file),
+        run_throttling(&networks, tc_shaped),
+    )
+    .map_err(|(field, message)| check.err(&field, message))?;
     if let FleetPlan::Netns(netns) = &mut fleet {
         netns.internet = !networks.is_empty() && !networks_from_shorthand;
     }
@@ -399,6 +403,11 @@ pub(super) fn build(
     if let Some(n) = per_browser_not_applied {
         yaml.push_str(&format!(
             "# Not applied: viewers.per_browser = {n} (under tc, one viewer per browser; --per-browser packs a tc run)\n"
+        ));
+    }
+    if let Some(n) = light.as_ref().and_then(|l| l.per_page_not_applied) {
+        yaml.push_str(&format!(
+            "# Not applied: swarm.per_page = {n} (under tc, one light peer per page, each with its own shaped link)\n"
         ));
     }
     if let Some(n) = overrides.light_peers {
@@ -455,6 +464,22 @@ pub(super) fn build(
         light,
         fidelity,
     })
+}
+
+/// The run's throttling mode, for the verdict it relies on: tc where a class is tc-shaped,
+/// else Chromium's whole-browser emulation where a class asks for it, else the 2023
+/// conditions (also where the plan cannot know: a Grid's nodes decide, and without a profile
+/// nothing is shaped).
+fn run_throttling(networks: &[super::networks::NetworkClass], tc_shaped: bool) -> Throttling {
+    let cdp_all = networks.iter().any(|c| {
+        c.profile
+            .is_some_and(|p| p.apply == Some(Throttling::CdpAll))
+    });
+    match (tc_shaped, cdp_all) {
+        (true, _) => Throttling::Tc,
+        (false, true) => Throttling::CdpAll,
+        (false, false) => Throttling::HttpOnly,
+    }
 }
 
 /// `swarm:`, with `--light-peers`; light peers speak refsite's swarm for now.

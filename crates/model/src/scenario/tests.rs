@@ -584,6 +584,37 @@ fn under_tc_the_scenarios_packing_is_not_applied_unless_asked_on_the_command_lin
 }
 
 #[test]
+fn under_tc_light_peers_get_a_page_and_a_link_each() {
+    let swarm = GOOD
+        .replace("  kind: local\n", "  kind: netns\n")
+        .replace("fleet:", "swarm:\n  light_peers: 6\n  per_page: 3\nfleet:");
+    let with = |apply: Throttling| Overrides {
+        apply: Some(apply),
+        ..Default::default()
+    };
+    // The 2023 conditions (WebRTC not shaped): pages as written.
+    let plan = parse(&swarm, "s.yaml", &with(Throttling::HttpOnly)).unwrap();
+    let light = plan.light.unwrap();
+    assert_eq!((light.per_page, light.per_page_not_applied), (3, None));
+    assert_eq!(light.groups().len(), 2);
+    // tc: one light peer per page, so P2P between them crosses their shaped links.
+    let plan = parse(&swarm, "s.yaml", &with(Throttling::Tc)).unwrap();
+    let light = plan.light.as_ref().unwrap();
+    assert_eq!((light.per_page, light.per_page_not_applied), (1, Some(3)));
+    assert_eq!(light.groups().len(), 6);
+    assert!(
+        light.describe().contains("one per page under tc"),
+        "{}",
+        light.describe()
+    );
+    assert!(
+        plan.yaml.contains("Not applied: swarm.per_page = 3"),
+        "{}",
+        plan.yaml
+    );
+}
+
+#[test]
 fn abort_on_fail_is_refused_where_it_could_never_be_judged_while_the_run_goes() {
     let err = parse_err(&format!(
         "{GOOD}thresholds:\n  failed_viewers:\n    - condition: \"<= 0\"\n      abort_on_fail: true\n      delay_abort_eval: 7d\n"
