@@ -195,6 +195,17 @@ fn viewerfleet(dir: &Path) -> Command {
     cmd
 }
 
+/// `suite ARGS --dry-run` in `dir`, which must succeed: its stdout (the plan).
+fn suite_dry_run(dir: &Path, args: &[&str]) -> String {
+    let out = viewerfleet(dir)
+        .arg("suite")
+        .args(args)
+        .arg("--dry-run")
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
 /// Scenario files `names` in `dir`: refsite (light peers join its swarm), 2 viewers.
 fn scenarios(dir: &Path, names: &[&str]) {
     for name in names {
@@ -221,19 +232,10 @@ fn under_tc_the_suite_plans_one_light_peer_per_page() {
          per_page: 3\nfleet:\n  kind: netns\n",
     )
     .unwrap();
-    let out = viewerfleet(dir.path())
-        .args([
-            "suite",
-            "a.yaml",
-            "--out",
-            "s",
-            "--apply",
-            "http-only,tc",
-            "--dry-run",
-        ])
-        .assert()
-        .success();
-    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let stdout = suite_dry_run(
+        dir.path(),
+        &["a.yaml", "--out", "s", "--apply", "http-only,tc"],
+    );
     assert!(
         stdout.contains("a@http-only-1: 2 viewers + 6 light peers (3 per page): a swarm of 8"),
         "{stdout}"
@@ -248,18 +250,19 @@ fn under_tc_the_suite_plans_one_light_peer_per_page() {
 fn a_sweep_suite_plans_and_names_one_run_per_scenario_mode_and_size() {
     let dir = tempfile::tempdir().unwrap();
     scenarios(dir.path(), &["a", "b"]);
-    let out = viewerfleet(dir.path())
-        .args(["suite", "a.yaml", "b.yaml", "--out", "sweep"])
-        .args([
+    let stdout = suite_dry_run(
+        dir.path(),
+        &[
+            "a.yaml",
+            "b.yaml",
+            "--out",
+            "sweep",
             "--apply",
             "http-only,tc",
             "--swarm-sizes",
             "4,2,4",
-            "--dry-run",
-        ])
-        .assert()
-        .success();
-    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+        ],
+    );
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines,
