@@ -550,16 +550,18 @@ pub fn lines(l: &LightReport) -> Vec<String> {
     let starved = l.starved_groups.len();
     out.push(if starved == 0 {
         format!(
-            "Pages starved of CPU: none of the {} judged by the light pages' rule (more than 2% of the timer's ticks over 100 ms late) of \
-             {} pages.",
-            l.groups_judged, l.groups
+            "Pages starved of CPU: none of the {} judged by the light pages' rule ({}) of {} pages.",
+            l.groups_judged,
+            headroom::light_page_rule_words(),
+            l.groups
         )
     } else {
         format!(
-            "{starved} of the {} pages judged by the light pages' rule (more than 2% of the timer's ticks over 100 ms late) {} starved \
-             of CPU: their {} share the page's late timers, miss the P2P engine's timeouts and \
-             fall back to HTTP, so their figures are not a finding (listed below).{}",
+            "{starved} of the {} pages judged by the light pages' rule ({}) {} starved of CPU: \
+             their {} share the page's late timers, miss the P2P engine's timeouts and fall \
+             back to HTTP, so their figures are not a finding (listed below).{}",
             l.groups_judged,
+            headroom::light_page_rule_words(),
             if starved == 1 { "was" } else { "were" },
             peers_phrase(l.starved_groups.iter().map(|g| g.figures.peers).sum()),
             l.without_starved
@@ -872,7 +874,7 @@ mod tests {
             }
             for g in 0..groups {
                 let late = if starved.contains(&g) && t > 60.0 {
-                    8.0
+                    150.0
                 } else {
                     1.0
                 };
@@ -1005,11 +1007,11 @@ mod tests {
         assert_eq!(l.starved_groups.len(), 1);
         let g = &l.starved_groups[0];
         assert_eq!(g.group, 1);
-        // The reads inside the steady window 90–120 s: 15 intervals of 8 ticks, 8 ms late.
+        // The reads inside the steady window 90–120 s: 15 intervals of 8 ticks, 150 ms late.
         assert!(g.steady_window && (g.from_s, g.to_s) == (90.0, 120.0));
         assert!(g.page.starved && (g.page.ticks - 120.0).abs() < 1e-9);
-        assert!((g.page.mean_late_ms - 8.0).abs() < 1e-9);
-        assert_eq!(g.page.max_ms, 24.0);
+        assert!((g.page.mean_late_ms - 150.0).abs() < 1e-9);
+        assert_eq!(g.page.max_ms, 450.0);
         // Its peers 2 and 3: 30 and 40 kB/s up.
         assert_eq!(g.figures.peers, 2);
         assert_eq!(g.figures.p2p_uploaded_bytes, 70_000 * 150);
@@ -1022,8 +1024,9 @@ mod tests {
         let text = lines(l).join("\n");
         assert!(
             text.contains(
-                "1 of the 3 pages judged by the light pages' rule (more than 2% of the timer's ticks over 100 ms late) was starved of \
-                 CPU: their 2 light peers share"
+                "1 of the 3 pages judged by the light pages' rule (its timer more than 70 ms late \
+                 on average, or one tick more than 2 s late: past the P2P engine's own 2 s \
+                 timeout) was starved of CPU: their 2 light peers share"
             ),
             "{text}"
         );
@@ -1032,7 +1035,7 @@ mod tests {
         markdown_section(&mut md, l);
         assert!(md.contains("Starved pages (their peers' figures are not a finding):"));
         assert!(
-            md.contains("| 1 | 90–120 s (steady window) | 8.0 ms | 12.5% | 24 ms | 2 |"),
+            md.contains("| 1 | 90–120 s (steady window) | 150.0 ms | 12.5% | 450 ms | 2 |"),
             "{md}"
         );
     }
@@ -1046,9 +1049,9 @@ mod tests {
         let g = &l.starved_groups[0];
         assert!(!g.steady_window);
         assert_eq!((g.from_s, g.to_s), (50.0, 80.0));
-        // 5 intervals at 1 ms (up to 60 s) and 10 at 8 ms with one tick in eight over 100 ms
-        // late: 10 of 120 ticks, above the light pages' rule's 2%.
-        assert!((g.page.mean_late_ms - 85.0 / 15.0).abs() < 1e-9);
+        // 5 intervals at 1 ms (up to 60 s) and 10 at 150 ms with one tick in eight over 100 ms
+        // late: 100.3 ms on average, above the light pages' rule's 70 ms.
+        assert!((g.page.mean_late_ms - 1505.0 / 15.0).abs() < 1e-9);
         assert!((g.page.late_ticks_share - 10.0 / 120.0).abs() < 1e-9);
         assert!((g.page.ticks - 120.0).abs() < 1e-9);
     }

@@ -55,6 +55,24 @@ pub(crate) const PAGE_LATE_MEAN_MS: f64 = 5.0;
 pub(crate) const PAGE_LATE_TICKS_SHARE: f64 = 0.02;
 /// What the page's meter counts as a late tick, ms (the meter's own threshold).
 pub(crate) const LATE_TICK_MS: f64 = 100.0;
+/// A light peers' page is starved over a window when its timer ran later than this on
+/// average, ms…
+///
+/// Calibrated by blocking the thread of one Node.js host of 25 light peers (beside 4
+/// viewers, live refsite, 43–60% busy) at five levels, two or three runs each (`cargo bench
+/// --bench light_lag`, 2026-12-06): unblocked (8–19 ms late on average) and at L1 (62–73 ms)
+/// the swarm's P2P savings at T, the light peers' and the viewers' P2P shares stayed inside
+/// the unblocked runs' spread, with no P2P timeout and no late light playhead; at L2
+/// (83–93 ms) one run's viewers took 8 points more HTTP than any unblocked run; at L3 (280 ms)
+/// light playheads reached missing segments; at L4 (stalls of 1.5–4 s) the swarm collapsed.
+/// The viewers' rule (5 ms or 2% of ticks) calls every unblocked host starved (8–19 ms, up
+/// to 4.3%): one thread carrying 25 engines queues its timer behind their work without
+/// missing their timeouts.
+pub(crate) const LIGHT_PAGE_LATE_MEAN_MS: f64 = 70.0;
+/// …or when one of its ticks ran later than this, ms: a stall past p2p-media-loader's own
+/// timeout for a peer that stopped sending (`p2pNotReceivingBytesTimeoutMs`, 2 s), which
+/// turns the request over to HTTP whatever the mean says.
+pub(crate) const LIGHT_PAGE_WORST_TICK_MS: f64 = 2000.0;
 /// Fewest visible ticks (2 s) a window needs before its page is judged.
 pub(crate) const PAGE_MIN_TICKS: f64 = 8.0;
 
@@ -107,6 +125,7 @@ mod words;
 pub(crate) use machines::host_machine;
 use machines::{merge, node_machines};
 pub use pages::judge_light_page;
+pub(crate) use pages::light_page_rule_words;
 use pages::{lag_intervals, page_late_series, page_window};
 pub(super) use pages::{meter_intervals, LagInterval};
 pub(crate) use words::{headline, reasons_count, rules};

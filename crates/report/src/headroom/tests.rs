@@ -404,3 +404,25 @@ fn a_reloaded_page_restarts_its_meter_without_a_negative_interval() {
     assert_eq!((intervals[2].ticks, intervals[2].late_ms), (4.0, 100.0));
     assert!(intervals[2].starved() && !intervals[0].starved());
 }
+
+#[test]
+fn the_light_pages_rule_starves_a_page_where_its_lateness_moved_the_figures() {
+    // 240 ticks (a minute), as the light_lag bench measured its host: unblocked (19 ms, 4.3%
+    // of ticks over 100 ms late) and at L1 (73 ms, 25%, worst 687 ms) every figure stayed
+    // inside the unblocked runs' spread; from L2 (93 ms) one did not; a single 2.5 s stall
+    // outlasts the engine's own timeout.
+    let judge = |mean_ms: f64, late_share: f64, worst_ms: f64| {
+        crate::headroom::judge_light_page(240.0, 240.0 * mean_ms, 240.0 * late_share, worst_ms)
+            .unwrap()
+            .starved
+    };
+    assert!(!judge(19.0, 0.043, 407.0));
+    assert!(!judge(62.0, 0.25, 517.0));
+    assert!(judge(93.0, 0.28, 758.0));
+    assert!(judge(283.0, 0.40, 1705.0));
+    assert!(judge(20.0, 0.01, 2500.0));
+    // The viewers' rule calls the unblocked host starved: their pages carry one player each.
+    assert!(pages::page_starved(240.0, 240.0 * 19.0, 240.0 * 0.043));
+    // Too few ticks to judge.
+    assert!(crate::headroom::judge_light_page(7.0, 7000.0, 7.0, 3000.0).is_none());
+}
