@@ -4,9 +4,10 @@
 //! the hosts of the 4 + 100 run; about three times that; stalls past the P2P engine's 2 s
 //! timeout), `stall.mjs` preloaded into the host. Each level runs twice, interleaved. Printed
 //! per run: the host's timer lag over the steady window (what the light pages' rule judges),
-//! the light peers' own P2P share there, the swarm's P2P savings at T, the viewers' stalls,
-//! the engines' P2P timeouts and the machine's busy share, so the rule's threshold can sit
-//! below the first level that moves the figures.
+//! the light peers' and the viewers' P2P shares there, the swarm's P2P savings at T, the
+//! viewers' stalls, the engines' P2P timeouts, late light segments and the machine's busy
+//! share; then per level its mean against the unblocked runs', so the rule's threshold can
+//! sit below the first level whose figures move with lateness.
 //!
 //! `VIEWERFLEET_BENCH_LAG_ROUNDS=3` runs each level more times; `VIEWERFLEET_BENCH_LAG_DIR=DIR`
 //! prints the figures of a folder an earlier bench wrote, without running anything. About
@@ -123,8 +124,11 @@ fn summarize(dir: &Path) {
         "host busy"
     );
     let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0));
-    for name in names {
-        let r = run(&dir.join(&name), name);
+    let runs: Vec<Run> = names
+        .into_iter()
+        .map(|name| run(&dir.join(&name), name))
+        .collect();
+    for r in &runs {
         let (mean, share, worst) = r.lag.map_or(("-".into(), "-".into(), "-".into()), |l| {
             (
                 format!("{:.0} ms", l.0),
@@ -145,6 +149,65 @@ fn summarize(dir: &Path) {
             r.timeouts.map_or("-".into(), |t| t.to_string()),
             r.late.map_or("-".into(), |t| t.to_string()),
             pct(r.busy)
+        );
+    }
+    verdicts(&runs);
+}
+
+/// One of a run's figures, read from it.
+type Figure = fn(&Run) -> Option<f64>;
+
+/// Per level, the mean of its runs against the unblocked runs' mean (points; `*` beyond
+/// the 5 points `fidelity` allows) for the swarm's P2P savings at T, the light peers' and the
+/// viewers' P2P shares, and its late light segments: where the figures start to move with
+/// lateness, which is where the light pages' rule belongs.
+fn verdicts(runs: &[Run]) {
+    let level = |r: &Run| r.name.split('-').next().unwrap_or("").to_string();
+    let mean_of = |of: &[&Run], f: Figure| {
+        let v: Vec<f64> = of.iter().filter_map(|r| f(r)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let figures: [(&str, Figure); 3] = [
+        ("swarm's P2P at T", |r| r.savings),
+        ("light P2P", |r| r.light_p2p_share),
+        ("viewers' P2P", |r| r.viewers_p2p_share),
+    ];
+    let base: Vec<&Run> = runs.iter().filter(|r| level(r) == "L0").collect();
+    if base.is_empty() {
+        println!(
+            "
+no unblocked run (L0): nothing to hold the levels against"
+        );
+        return;
+    }
+    println!(
+        "
+per level, its runs' mean against the {} unblocked runs' (points; * beyond ±5):",
+        base.len()
+    );
+    let mut levels: Vec<String> = runs.iter().map(level).filter(|l| l != "L0").collect();
+    levels.dedup();
+    for l in levels {
+        let of_level: Vec<&Run> = runs.iter().filter(|r| level(r) == l).collect();
+        let lateness: Vec<String> = of_level
+            .iter()
+            .filter_map(|r| r.lag.map(|lag| format!("{:.0}", lag.0)))
+            .collect();
+        let moved: Vec<String> = figures
+            .iter()
+            .filter_map(|(what, f)| {
+                let d = (mean_of(&of_level, *f)? - mean_of(&base, *f)?) * 100.0;
+                Some(format!(
+                    "{what} {d:+.1}{}",
+                    if d.abs() > 5.0 { "*" } else { "" }
+                ))
+            })
+            .collect();
+        let late: u64 = of_level.iter().filter_map(|r| r.late).sum();
+        println!(
+            "  {l} ({} ms late on average): {}; {late} late light segments",
+            lateness.join(", "),
+            moved.join(", ")
         );
     }
 }

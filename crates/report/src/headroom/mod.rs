@@ -60,11 +60,12 @@ pub(crate) const LATE_TICK_MS: f64 = 100.0;
 ///
 /// Calibrated by blocking the thread of one Node.js host of 25 light peers (beside 4
 /// viewers, live refsite, 43–60% busy) at five levels, two or three runs each (`cargo bench
-/// --bench light_lag`, 2026-12-06): unblocked (8–19 ms late on average) and at L1 (62–73 ms)
-/// the swarm's P2P savings at T, the light peers' and the viewers' P2P shares stayed inside
-/// the unblocked runs' spread, with no P2P timeout and no late light playhead; at L2
-/// (83–93 ms) one run's viewers took 8 points more HTTP than any unblocked run; at L3 (280 ms)
-/// light playheads reached missing segments; at L4 (stalls of 1.5–4 s) the swarm collapsed.
+/// --bench light_lag`, 2026-12-06): against the unblocked runs (8–19 ms late on average) the
+/// viewers' P2P share fell at every level, within the 5 points `fidelity` allows at L1
+/// (62–73 ms, −2.8) and beyond them at L2 (83–93 ms, −6.5); the swarm's share showed no trend
+/// with lateness up to L3 (280 ms), where light playheads reached missing segments; at L4
+/// (stalls of 1.5–4 s) the swarm collapsed.
+///
 /// The viewers' rule (5 ms or 2% of ticks) calls every unblocked host starved (8–19 ms, up
 /// to 4.3%): one thread carrying 25 engines queues its timer behind their work without
 /// missing their timeouts.
