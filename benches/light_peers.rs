@@ -15,6 +15,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "support/run_files.rs"]
+mod run_files;
+use run_files::{jsonl, read_json, steady_window};
+
 const SCENARIO: &str = "scenarios/local/live-normal.yaml";
 const REAL_VIEWERS: &str = "4";
 const DEFAULT_STEPS: [u32; 4] = [0, 50, 100, 200];
@@ -126,27 +130,11 @@ fn cores() -> f64 {
 }
 
 fn step(run: &Path, light: u32) -> Step {
-    let report: Option<Value> = std::fs::read_to_string(run.join("report.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
-    let manifest: Option<Value> = std::fs::read_to_string(run.join("manifest.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
-    let (from, to) = manifest
-        .as_ref()
-        .map(|m| {
-            let at = m["plan"]["measure_at_s"].as_f64().unwrap_or(0.0);
-            (
-                at - m["plan"]["steady_window_s"].as_f64().unwrap_or(0.0),
-                at,
-            )
-        })
-        .unwrap_or((0.0, f64::INFINITY));
-    let samples: Vec<Value> = std::fs::read_to_string(run.join("raw/host_samples.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .filter(|s: &Value| s["t"].as_f64().is_some_and(|t| t >= from && t <= to))
+    let report = read_json(&run.join("report.json"));
+    let (from, to) = steady_window(run);
+    let samples: Vec<Value> = jsonl(&run.join("raw/host_samples.jsonl"))
+        .into_iter()
+        .filter(|s| s["t"].as_f64().is_some_and(|t| t >= from && t <= to))
         .collect();
     let mean = |field: &str| -> Option<f64> {
         let v: Vec<f64> = samples.iter().filter_map(|s| s[field].as_f64()).collect();

@@ -17,6 +17,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../support/run_files.rs"]
+mod run_files;
+use run_files::{jsonl, read_json, steady_window};
+
 const SCENARIO: &str = "scenarios/local/live-normal.yaml";
 
 /// A level of blocking: its name and `VIEWERFLEET_LIGHT_STALL` (min,max ms blocked; min,max
@@ -212,33 +216,9 @@ per level, its runs' mean against the {} unblocked runs' (points; * beyond ±5):
     }
 }
 
-fn read_json(path: &Path) -> Option<Value> {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-}
-
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 fn run(dir: &Path, name: String) -> Run {
     let report = read_json(&dir.join("report.json"));
-    let manifest = read_json(&dir.join("manifest.json"));
-    let (from, to) = manifest
-        .as_ref()
-        .map(|m| {
-            let at = m["plan"]["measure_at_s"].as_f64().unwrap_or(0.0);
-            (
-                at - m["plan"]["steady_window_s"].as_f64().unwrap_or(0.0),
-                at,
-            )
-        })
-        .unwrap_or((0.0, f64::INFINITY));
+    let (from, to) = steady_window(dir);
     let in_window = |s: &Value| s["t"].as_f64().is_some_and(|t| t >= from && t <= to);
     let light: Vec<Value> = jsonl(&dir.join("raw/light_samples.jsonl"))
         .into_iter()
