@@ -12,6 +12,7 @@
 //   stop  -> every peer closed; answers {"stopped":true} and exits
 // End of stdin (the engine is gone) closes every peer and exits too. Logs go to stderr.
 
+import { createSocket } from "node:dgram";
 import { register } from "node:module";
 import { createInterface } from "node:readline";
 import * as polyfill from "node-datachannel/polyfill";
@@ -51,9 +52,54 @@ if (!config || !entry) {
   process.exit(1);
 }
 
+// --- one UDP port per light peer ------------------------------------------------------------
+// With a socket per connection, libjuice's one poll thread watches every socket of the host's
+// peers (hundreds) for each packet; with one port per peer shared by its connections
+// (libjuice's UDP mux) the host spent less CPU (BENCHMARKS.md). One port per peer, not per
+// host: two peers of one host on one port could not reach each other. Peer n takes port
+// PORT_BASE + n, below the kernel's ephemeral range, so the peers of one run never collide
+// and a port found taken leaves its peer a socket per connection, as before.
+// VIEWERFLEET_LIGHT_PORT_BASE moves the range; 0 gives every connection its own socket.
+const PORT_BASE = Number(process.env.VIEWERFLEET_LIGHT_PORT_BASE ?? 20000);
+const PORT_LAST = 65535;
+
+/** Whether UDP `port` can be bound now (on every address, as libjuice binds it). */
+function udpPortFree(port) {
+  return new Promise((resolve) => {
+    const socket = createSocket({ type: "udp6", ipv6Only: false });
+    socket.once("error", () => {
+      socket.close();
+      resolve(false);
+    });
+    socket.bind(port, () => socket.close(() => resolve(true)));
+  });
+}
+
+const pageParams = new URL(pageUrl).searchParams;
+const firstPeer = Number(pageParams.get("first") ?? 0);
+const pagePeers = Number(pageParams.get("peers") ?? 1);
+/** Light peer number -> its UDP port. */
+const peerPorts = new Map();
+if (PORT_BASE > 0 && Number.isInteger(firstPeer) && Number.isInteger(pagePeers)) {
+  for (let peer = firstPeer; peer < firstPeer + pagePeers; peer++) {
+    const port = PORT_BASE + peer;
+    if (port <= PORT_LAST && (await udpPortFree(port))) peerPorts.set(peer, port);
+  }
+}
+
 // --- what the page's script expects of a browser -------------------------------------------
-/** Offers and answers as plain objects, as the browser's WebRTC gives them to the engine. */
+/** Offers and answers as plain objects, as the browser's WebRTC gives them to the engine;
+ * each light peer's connections on its own UDP port. */
 class PeerConnection extends polyfill.RTCPeerConnection {
+  constructor(config = {}) {
+    const { viewerfleetLightPeer, ...rtc } = config;
+    const port = peerPorts.get(viewerfleetLightPeer);
+    super(
+      port === undefined
+        ? rtc
+        : { ...rtc, enableIceUdpMux: true, portRangeBegin: port, portRangeEnd: port },
+    );
+  }
   async createOffer(...args) {
     const d = await super.createOffer(...args);
     return { type: d.type, sdp: d.sdp };

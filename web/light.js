@@ -177,8 +177,13 @@ class LightPeer {
   async createCore() {
     const { Core } = await engineModule(this.number);
     const link = this.link;
+    const engineConfig = coreConfig(cfg, this.p2p);
     this.core = new Core({
-      ...coreConfig(cfg, this.p2p),
+      ...engineConfig,
+      // The peer's number rides with its WebRTC settings, so the Node.js host gives each
+      // peer one UDP port for all its connections (light-host/host.mjs); a browser ignores
+      // the member it does not know.
+      rtcConfig: { ...engineConfig.rtcConfig, viewerfleetLightPeer: this.number },
       // The request the engine would make, tagged so window.fetch sends it over this link.
       httpRequestSetup: async (url, _range, signal, requestRange) => {
         const headers = new Headers(

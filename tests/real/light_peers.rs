@@ -6,7 +6,7 @@
 //! sent and what the exporter and the tracker saw, and that SIGTERM releases every page and
 //! host process. On the `netns` fleet a Node.js host runs in its page's namespace.
 //!
-//! The swarm run (1 viewer + 3 light peers in Node.js, 75 s) is shared by the first two
+//! The swarm run (1 viewer + 3 light peers in Node.js, 75 s) is shared by the first three
 //! tests: it is run once, by whichever of them comes first.
 
 use std::collections::BTreeMap;
@@ -82,6 +82,9 @@ struct SwarmRun {
     /// Tagged processes still running 20 s after the run exited.
     left: Vec<(u32, String)>,
     took: Duration,
+    /// Local UDP ports of the light peers' range (`LIGHT_PORT_BASE` + peer), with how many
+    /// reads of the machine's sockets during the run found each bound.
+    light_ports_seen: BTreeMap<u16, u32>,
 }
 
 /// 1 real viewer + 3 light peers in one page, 75 s (about 85 s with start and teardown).
@@ -97,7 +100,19 @@ fn swarm_run() -> &'static SwarmRun {
         let began = Instant::now();
         let path = scenario(&dir, "light-swarm", SWARM_LIGHT_PEERS, 3, "node", "75s");
         let mut child = start_run(&path, &out, &tag);
-        let status = child.wait().unwrap();
+        // Until the run exits: which of the light peers' UDP ports are bound.
+        let mut light_ports_seen = BTreeMap::new();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            for port in bound_udp_ports() {
+                if (LIGHT_PORT_BASE..LIGHT_PORT_BASE + SWARM_LIGHT_PEERS as u16).contains(&port) {
+                    *light_ports_seen.entry(port).or_insert(0) += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        };
         let took = began.elapsed();
         let left = wait_released(&tag, Duration::from_secs(20));
         eprintln!("light-peer swarm run: {took:?}, in {}", out.display());
@@ -106,8 +121,47 @@ fn swarm_run() -> &'static SwarmRun {
             exit_code: status.code(),
             left,
             took,
+            light_ports_seen,
         }
     })
+}
+
+/// The UDP port a Node.js host gives light peer 0 (light-host/host.mjs: peer n, base + n).
+const LIGHT_PORT_BASE: u16 = 20000;
+
+/// Local ports of this machine's UDP sockets (IPv4 and IPv6), as the kernel lists them.
+fn bound_udp_ports() -> Vec<u16> {
+    ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|text| {
+            text.lines()
+                .skip(1)
+                .filter_map(|line| {
+                    let local = line.split_whitespace().nth(1)?;
+                    u16::from_str_radix(local.rsplit(':').next()?, 16).ok()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Each light peer's connections share one UDP port of its own for the whole run (libjuice's
+/// mux, what makes a host cheaper), while P2P flows (the test below): the host's brief probe
+/// of a port at start-up cannot be read this many times.
+#[test]
+fn each_light_peer_in_node_holds_one_udp_port_of_its_own() {
+    let run = swarm_run();
+    assert_eq!(run.exit_code, Some(0), "run failed: {}", run.out.display());
+    for peer in 0..SWARM_LIGHT_PEERS as u16 {
+        let port = LIGHT_PORT_BASE + peer;
+        let seen = run.light_ports_seen.get(&port).copied().unwrap_or(0);
+        assert!(
+            seen >= 20,
+            "light peer {peer}'s port {port} was bound in {seen} reads of the machine's UDP sockets (all: {:?})",
+            run.light_ports_seen
+        );
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Light peers in a run (`swarm.light_peers`): pages of the target's light-peer page, one
 //! browser session each, that join the viewers' swarm with the player's own P2P engine and a
-//! simulated playhead (`web/light.js`). Each page is opened along the ramp in a slot of the
-//! run's fleet (so on `netns` its peers share one address and, under `tc`, where the plan
+//! simulated playhead (`web/light.js`). Each page is opened in a slot of the run's fleet, its
+//! peers arriving over the ramp interleaved with the other pages' (so on `netns` its peers share one address and, under `tc`, where the plan
 //! keeps one light peer per page, each has its own tc-shaped link; on a Grid they run on its
 //! nodes), read every sampling interval into `raw/light_samples.jsonl`, and
 //! closed with its session and slot on every exit path.
@@ -39,8 +39,9 @@ const LOST_AFTER_FAILED_READS: u32 = 3;
 /// The last read and the stop request at the end of the run may take this long.
 const CLOSING_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The pages of light peers, each started at its place on the ramp (with `count: auto`, at
-/// once: the governed ramp then measures the host with them).
+/// The pages of light peers, their peers arriving interleaved over the ramp (see
+/// [`page_schedule`]; with `count: auto`, at once: the governed ramp then measures the host
+/// with them).
 /// `host` is what [`choose_host`] chose; each host process's log goes into `log_dir`.
 pub(super) fn release(
     plan: &Plan,
@@ -56,13 +57,7 @@ pub(super) fn release(
     let n = groups.len() as u32;
     let profile = page_profile(plan);
     for group in groups {
-        let due = if plan.auto.is_some() || n <= 1 {
-            Duration::ZERO
-        } else {
-            plan.ramp.mul_f64(group.index as f64 / n as f64)
-        };
-        // The peers of a page start evenly over the time until the next page's.
-        let spread = if n <= 1 { plan.ramp } else { plan.ramp / n };
+        let (due, spread) = page_schedule(group, n, light.per_page, plan.ramp, plan.auto.is_some());
         let p2p_off = (group.first..group.first + group.count)
             .filter(|&peer| !plan.light_peer_p2p(peer))
             .collect();
@@ -80,6 +75,34 @@ pub(super) fn release(
         ));
     }
     pages
+}
+
+/// When a page opens (`due`) and over how long its peers start, evenly one after another
+/// (`spread`, what the page's script spaces them by).
+///
+/// The peers of all pages arrive interleaved — page 0's first, page 1's first, …, then page
+/// 0's second — so every page holds early and late members of the swarm alike. The swarm's
+/// first members upload the most; a page holding all of them carried twice the upload of
+/// the last page and ran its timer the latest (RESULTS.md, 4 + 100 in Node.js). With
+/// `count: auto` every page opens at once and its peers start over the ramp's share of one
+/// page, as before the governed ramp measures the host with them.
+fn page_schedule(
+    group: LightGroup,
+    pages: u32,
+    per_page: u32,
+    ramp: Duration,
+    auto: bool,
+) -> (Duration, Duration) {
+    if pages <= 1 {
+        return (Duration::ZERO, ramp);
+    }
+    if auto {
+        return (Duration::ZERO, ramp / pages);
+    }
+    // Peer i of page g takes arrival slot i * pages + g of the pages' full size (a smaller
+    // last page leaves its later slots empty, so no peer arrives after the ramp).
+    let slot = ramp.div_f64((pages * per_page.max(1)) as f64);
+    (slot * group.index, slot * (pages * group.count))
 }
 
 /// The link profile light peers take: the run's `viewers.network`, else its first class's.
@@ -615,6 +638,96 @@ mod tests {
     use super::*;
     use crate::model::scenario::LinkProfile;
     use crate::viewer::TcCoverage;
+
+    /// Each peer's start: its page's opening plus its place in the page's spread, as the
+    /// page's script spaces them (`spread * i / count`).
+    fn starts(groups: &[LightGroup], per_page: u32, ramp: Duration, auto: bool) -> Vec<(u32, f64)> {
+        let pages = groups.len() as u32;
+        let mut starts: Vec<(u32, f64)> = groups
+            .iter()
+            .flat_map(|&g| {
+                let (due, spread) = page_schedule(g, pages, per_page, ramp, auto);
+                (0..g.count).map(move |i| {
+                    let offset = if g.count > 1 {
+                        spread.as_secs_f64() * i as f64 / g.count as f64
+                    } else {
+                        0.0
+                    };
+                    (g.first + i, due.as_secs_f64() + offset)
+                })
+            })
+            .collect();
+        starts.sort_by(|a, b| a.1.total_cmp(&b.1));
+        starts
+    }
+
+    fn groups(peers: u32, per_page: u32) -> Vec<LightGroup> {
+        crate::model::scenario::light::LightPlan {
+            peers,
+            per_page,
+            per_page_not_applied: None,
+            runtime: LightRuntime::Node,
+        }
+        .groups()
+    }
+
+    #[test]
+    fn peers_of_all_pages_arrive_interleaved_within_the_ramp() {
+        let ramp = Duration::from_secs(100);
+        let starts = starts(&groups(100, 25), 25, ramp, false);
+        // Page 0's first, page 1's first, …, page 3's first, then page 0's second: 1 s apart.
+        let order: Vec<u32> = starts.iter().take(6).map(|s| s.0).collect();
+        assert_eq!(order, vec![0, 25, 50, 75, 1, 26]);
+        for (k, (_, at)) in starts.iter().enumerate() {
+            assert!((at - k as f64).abs() < 1e-6, "arrival {k} at {at} s");
+        }
+        // Every page holds early and late members alike: its first peer within the first
+        // pages' slots, its last within the last.
+        for page in 0..4u32 {
+            let mine: Vec<f64> = starts
+                .iter()
+                .filter(|s| s.0 / 25 == page)
+                .map(|s| s.1)
+                .collect();
+            assert!(
+                mine[0] < 4.0 && *mine.last().unwrap() >= 96.0,
+                "page {page}: {mine:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_smaller_last_page_leaves_no_peer_after_the_ramp() {
+        let ramp = Duration::from_secs(150);
+        let starts = starts(&groups(60, 25), 25, ramp, false);
+        assert_eq!(starts.len(), 60);
+        let last = starts.last().unwrap().1;
+        assert!(last < 150.0, "last arrival at {last} s");
+        // The small page's 10 peers take the first 10 of its slots, interleaved with the others.
+        let small: Vec<f64> = starts.iter().filter(|s| s.0 >= 50).map(|s| s.1).collect();
+        assert_eq!(small.len(), 10);
+        assert!(
+            (small[0] - 4.0).abs() < 1e-6 && (small[9] - 58.0).abs() < 1e-6,
+            "{small:?}"
+        );
+    }
+
+    #[test]
+    fn one_page_spreads_over_the_ramp_and_auto_opens_every_page_at_once() {
+        let ramp = Duration::from_secs(120);
+        let one = groups(20, 25);
+        assert_eq!(
+            page_schedule(one[0], 1, 25, ramp, false),
+            (Duration::ZERO, ramp)
+        );
+        let many = groups(100, 25);
+        for g in &many {
+            assert_eq!(
+                page_schedule(*g, 4, 25, ramp, true),
+                (Duration::ZERO, ramp / 4)
+            );
+        }
+    }
 
     fn profile(apply: Throttling) -> NetworkProfile {
         NetworkProfile {
