@@ -1,10 +1,11 @@
 //! Light peers in a run (`swarm.light_peers`): pages of the target's light-peer page, one
 //! browser session each, that join the viewers' swarm with the player's own P2P engine and a
-//! simulated playhead (`web/light.js`). Each page is opened in a slot of the run's fleet, its
-//! peers arriving over the ramp interleaved with the other pages' (so on `netns` its peers share one address and, under `tc`, where the plan
-//! keeps one light peer per page, each has its own tc-shaped link; on a Grid they run on its
-//! nodes), read every sampling interval into `raw/light_samples.jsonl`, and
-//! closed with its session and slot on every exit path.
+//! simulated playhead (`web/light.js`). Each page is opened in a slot of the run's fleet (so
+//! on `netns` its peers share one address and, under `tc`, where the plan keeps one light
+//! peer per page, each has its own tc-shaped link; on a Grid they run on its nodes), its peers
+//! arriving over the ramp interleaved with the other pages' ([`page_schedule`]), read every
+//! sampling interval into `raw/light_samples.jsonl`, and closed with its session and slot on
+//! every exit path.
 
 use super::light_inject::Injection;
 use super::recorder::Record;
